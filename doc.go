@@ -1,0 +1,8 @@
+// Package leasehold is a job-processing framework for Go built on
+// partitioned ownership: leases in PostgreSQL carrying strictly increasing
+// fencing tokens, and effects that commit only while their token is current.
+//
+// This package holds what every component shares: the schema migrations
+// ([Migrate]). The components live in subpackages: lease (named leases with
+// fencing tokens) and fence (the token type).
+package leasehold

@@ -1,0 +1,183 @@
+package migrations
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+//go:embed sql/*.sql
+var files embed.FS
+
+// DefaultSchema is the schema leasehold uses unless configured otherwise.
+const DefaultSchema = "leasehold"
+
+// ErrSchemaTooNew is returned when the database carries a schema version newer
+// than this code knows: an older binary must not run against a newer schema.
+var ErrSchemaTooNew = errors.New("leasehold: database schema is newer than this version of leasehold")
+
+// ErrInvalidSchema is returned for a schema name that is not a plain identifier.
+var ErrInvalidSchema = errors.New("leasehold: invalid schema name")
+
+// ErrNotMigrated is returned when leasehold's tables are missing.
+var ErrNotMigrated = errors.New("leasehold: schema not migrated (run `leasehold migrate` or leasehold.Migrate)")
+
+// VersionError reports a database schema version this code cannot use.
+type VersionError struct {
+	Schema   string
+	Database int // version recorded in the database
+	Known    int // newest version this code knows
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("leasehold: schema %q is at version %d, this build knows up to %d: upgrade leasehold",
+		e.Schema, e.Database, e.Known)
+}
+
+// Unwrap returns ErrSchemaTooNew.
+func (e *VersionError) Unwrap() error { return ErrSchemaTooNew }
+
+// Migration is one versioned schema change.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string // with {{schema}} placeholders
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// Schema validates a schema name and returns it quoted for use in SQL. An
+// empty name means DefaultSchema.
+func Schema(name string) (quoted string, err error) {
+	if name == "" {
+		name = DefaultSchema
+	}
+	if !identRE.MatchString(name) {
+		return "", fmt.Errorf("%w %q: use letters, digits and underscores, at most 63 bytes", ErrInvalidSchema, name)
+	}
+	return pgx.Identifier{name}.Sanitize(), nil
+}
+
+// Render replaces {{schema}} in sql with the quoted schema name.
+func Render(sql, quotedSchema string) string {
+	return strings.ReplaceAll(sql, "{{schema}}", quotedSchema)
+}
+
+// All returns every known migration in version order.
+func All() []Migration {
+	entries, err := fs.ReadDir(files, "sql")
+	if err != nil {
+		panic(err) // embedded at build time: cannot fail
+	}
+	var ms []Migration
+	for _, e := range entries {
+		base := strings.TrimSuffix(e.Name(), ".sql")
+		num, name, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			panic("migrations: bad file name " + e.Name())
+		}
+		b, _ := files.ReadFile("sql/" + e.Name())
+		ms = append(ms, Migration{Version: v, Name: name, SQL: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
+	return ms
+}
+
+// Latest returns the newest version this code knows.
+func Latest() int {
+	all := All()
+	return all[len(all)-1].Version
+}
+
+// Querier is the part of a pool or connection that migrations need.
+type Querier interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Apply brings schema up to the newest version, in one transaction holding a
+// transaction-scoped advisory lock, so concurrent callers serialise and the
+// schema is never half migrated. It returns the versions it applied.
+func Apply(ctx context.Context, db Querier, schema string) (applied []int, err error) {
+	q, err := Schema(schema)
+	if err != nil {
+		return nil, err
+	}
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: migrate: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('leasehold.migrate.' || $1, 0))`, schema); err != nil {
+		return nil, fmt.Errorf("leasehold: migrate: lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, Render(`
+		CREATE SCHEMA IF NOT EXISTS {{schema}};
+		CREATE TABLE IF NOT EXISTS {{schema}}.schema_migrations (
+			version    integer     PRIMARY KEY,
+			name       text        NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`, q)); err != nil {
+		return nil, fmt.Errorf("leasehold: migrate: %w", err)
+	}
+	var current int
+	if err := tx.QueryRow(ctx, Render(`SELECT coalesce(max(version), 0) FROM {{schema}}.schema_migrations`, q)).Scan(&current); err != nil {
+		return nil, fmt.Errorf("leasehold: migrate: %w", err)
+	}
+	if latest := Latest(); current > latest {
+		return nil, &VersionError{Schema: schema, Database: current, Known: latest}
+	}
+	for _, m := range All() {
+		if m.Version <= current {
+			continue
+		}
+		if _, err := tx.Exec(ctx, Render(m.SQL, q)); err != nil {
+			return nil, fmt.Errorf("leasehold: migrate: version %d (%s): %w", m.Version, m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, Render(`INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ($1, $2)`, q),
+			m.Version, m.Name); err != nil {
+			return nil, fmt.Errorf("leasehold: migrate: %w", err)
+		}
+		applied = append(applied, m.Version)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("leasehold: migrate: commit: %w", err)
+	}
+	return applied, nil
+}
+
+// Version returns the schema version recorded in the database, 0 when the
+// schema has never been migrated.
+func Version(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, schema string) (int, error) {
+	q, err := Schema(schema)
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	err = db.QueryRow(ctx, Render(`SELECT coalesce(max(version), 0) FROM {{schema}}.schema_migrations`, q)).Scan(&v)
+	if IsUndefined(err) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// IsUndefined reports whether err says a schema, table or sequence does not
+// exist: the sign of an unmigrated database.
+func IsUndefined(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000")
+}

@@ -1,0 +1,453 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/backoff"
+)
+
+// Client acquires and holds leases for one owner. It renews every lease it
+// holds in one statement per RenewInterval and runs its statements on a
+// small pool of its own, so renewals never wait behind application queries.
+// A Client is safe for concurrent use. Close it when done.
+type Client struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	q       queries
+	log     *slog.Logger
+	backoff *backoff.Backoff
+
+	mu       sync.Mutex
+	held     map[string]*Lease   // leases this Client holds
+	pending  map[string]struct{} // names being acquired right now
+	renewing bool                // the renewal goroutine runs
+	closed   bool
+	stop     chan struct{} // closed by Close
+	wg       sync.WaitGroup
+}
+
+// New returns a Client for the leases in the database pool connects to. The
+// Client opens its own pool (Config.MaxConns connections) from pool's
+// configuration, with server-side statement, lock and idle-in-transaction
+// timeouts set to Config.StatementTimeout. New does no I/O.
+func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
+	if pool == nil {
+		return nil, &ConfigError{Field: "pool", Reason: "nil *pgxpool.Pool"}
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	q, err := render(cfg.Schema)
+	if err != nil {
+		return nil, &ConfigError{Field: "Schema", Reason: err.Error()}
+	}
+	pc := pool.Config()
+	pc.MaxConns, pc.MinConns = cfg.MaxConns, 0
+	if pc.MinIdleConns > pc.MaxConns {
+		pc.MinIdleConns = 0
+	}
+	ms := strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
+	rp := pc.ConnConfig.RuntimeParams
+	rp["statement_timeout"] = ms
+	rp["lock_timeout"] = ms
+	rp["idle_in_transaction_session_timeout"] = ms
+	if rp["application_name"] == "" {
+		rp["application_name"] = "leasehold"
+	}
+	own, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, fmt.Errorf("lease: open pool: %w", err)
+	}
+	return &Client{
+		cfg:     cfg,
+		pool:    own,
+		q:       q,
+		log:     cfg.Logger.With("owner", cfg.Owner),
+		backoff: backoff.New(cfg.MinBackoff, cfg.MaxBackoff, cfg.Rand),
+		held:    make(map[string]*Lease),
+		pending: make(map[string]struct{}),
+		stop:    make(chan struct{}),
+	}, nil
+}
+
+// Owner returns this Client's owner id.
+func (c *Client) Owner() string { return c.cfg.Owner }
+
+// Config returns the Client's configuration with defaults filled in.
+func (c *Client) Config() Config { return c.cfg }
+
+// TryAcquire makes one attempt to acquire the lease name. It returns an
+// error wrapping ErrHeld when another owner holds it. When this Client's
+// owner already holds the lease in the database (say, after an acquire whose
+// reply was lost), the attempt succeeds with a new, higher token, which
+// fences anything done under the earlier one. TryAcquire returns an error
+// wrapping ErrHeld if this Client already holds name through another *Lease.
+func (c *Client) TryAcquire(ctx context.Context, name string) (*Lease, error) {
+	ls, err := c.tryAcquire(ctx, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	return ls[0], nil
+}
+
+// TryAcquireMany makes one attempt to acquire all names at once, all or
+// nothing, locking them in a canonical (sorted) order so that concurrent
+// callers cannot deadlock. The leases come back in the order of names.
+func (c *Client) TryAcquireMany(ctx context.Context, names ...string) ([]*Lease, error) {
+	return c.tryAcquire(ctx, names)
+}
+
+// Acquire blocks until it acquires name or ctx ends, retrying with capped
+// exponential backoff and full jitter while the lease is held or the
+// database is unreachable. Errors that retrying cannot fix (invalid name,
+// missing schema, closed Client) return at once. When ctx ends, the error
+// wraps both ctx's error and the last attempt's.
+func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
+	ls, err := c.acquireWait(ctx, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	return ls[0], nil
+}
+
+// AcquireMany is Acquire for several names at once, all or nothing, as in
+// TryAcquireMany.
+func (c *Client) AcquireMany(ctx context.Context, names ...string) ([]*Lease, error) {
+	return c.acquireWait(ctx, names)
+}
+
+func (c *Client) acquireWait(ctx context.Context, names []string) ([]*Lease, error) {
+	for attempt := 0; ; attempt++ {
+		ls, err := c.tryAcquire(ctx, names)
+		if err == nil {
+			return ls, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("lease: acquire %q: %w (last attempt: %w)", names, context.Cause(ctx), err)
+		}
+		if !transient(err) {
+			return nil, err
+		}
+		if !errors.Is(err, ErrHeld) {
+			c.log.WarnContext(ctx, "lease: acquire failed, retrying", "lease", names, "attempt", attempt+1, "err", err)
+		}
+		if werr := c.sleep(ctx, c.backoff.Delay(attempt)); werr != nil {
+			return nil, fmt.Errorf("lease: acquire %q: %w (last attempt: %w)", names, werr, err)
+		}
+	}
+}
+
+// sleep waits d on the Client's clock, or until ctx ends or the Client closes.
+func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+	done := make(chan struct{})
+	t := c.cfg.Clock.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-c.stop:
+		return ErrClosed
+	}
+}
+
+func (c *Client) tryAcquire(ctx context.Context, names []string) ([]*Lease, error) {
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%w: no names given", ErrInvalidName)
+	}
+	for i, n := range names {
+		if err := validName(n); err != nil {
+			return nil, fmt.Errorf("lease %q: %w", n, err)
+		}
+		if slices.Contains(names[:i], n) {
+			return nil, fmt.Errorf("%w: %q given twice", ErrInvalidName, n)
+		}
+	}
+	if err := c.reserve(names); err != nil {
+		return nil, err
+	}
+	defer c.unreserve(names)
+
+	sent := c.cfg.Clock.Now()
+	tokens, acquired, err := c.grant(ctx, names)
+	latency := c.cfg.Clock.Now().Sub(sent)
+	c.observeAcquire(names, tokens, latency, err)
+	if err != nil {
+		return nil, err
+	}
+	ls := make([]*Lease, len(names))
+	for i, n := range names {
+		ls[i] = newLease(c, n, tokens[i], acquired[i], sent)
+	}
+	if !c.cfg.Clock.Now().Before(ls[0].deadline) {
+		// The reply came too late to trust: give the grant back.
+		for _, l := range ls {
+			l.Release(context.WithoutCancel(ctx))
+		}
+		return nil, fmt.Errorf("%w: %q: the grant's reply arrived after its local deadline (%v)", ErrLost, names, latency)
+	}
+	if err := c.track(ls); err != nil {
+		return nil, err
+	}
+	for _, l := range ls {
+		c.log.InfoContext(ctx, "lease: acquired", "lease", l.name, "token", int64(l.token), "latency", latency)
+	}
+	return ls, nil
+}
+
+// grant runs the acquire statement for names and returns tokens and
+// database grant times in the order of names.
+func (c *Client) grant(ctx context.Context, names []string) ([]fence.Token, []time.Time, error) {
+	ttl := c.cfg.TTL.Microseconds()
+	op := "acquire"
+	if len(names) == 1 {
+		var tok int64
+		var name string
+		var at, exp time.Time
+		err := c.pool.QueryRow(ctx, c.q.acquire, names[0], c.cfg.Owner, ttl).Scan(&name, &tok, &at, &exp)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil, fmt.Errorf("%w: %q", ErrHeld, names[0])
+		}
+		if err != nil {
+			return nil, nil, classify(op, names[0], err)
+		}
+		return []fence.Token{fence.Token(tok)}, []time.Time{at}, nil
+	}
+	label := fmt.Sprint(names)
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return nil, nil, classify(op, label, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, c.q.acquireMany, names, c.cfg.Owner, ttl)
+	if err != nil {
+		return nil, nil, classify(op, label, err)
+	}
+	got := make(map[string]int, len(names))
+	var toks []fence.Token
+	var ats []time.Time
+	for rows.Next() {
+		var name string
+		var tok int64
+		var at, exp time.Time
+		if err := rows.Scan(&name, &tok, &at, &exp); err != nil {
+			rows.Close()
+			return nil, nil, classify(op, label, err)
+		}
+		got[name] = len(toks)
+		toks, ats = append(toks, fence.Token(tok)), append(ats, at)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, classify(op, label, err)
+	}
+	if len(got) < len(names) {
+		var busy []string
+		for _, n := range names {
+			if _, ok := got[n]; !ok {
+				busy = append(busy, n)
+			}
+		}
+		return nil, nil, fmt.Errorf("%w: %q", ErrHeld, busy)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, nil, classify(op, label, err)
+	}
+	tokens, acquired := make([]fence.Token, len(names)), make([]time.Time, len(names))
+	for i, n := range names {
+		tokens[i], acquired[i] = toks[got[n]], ats[got[n]]
+	}
+	return tokens, acquired, nil
+}
+
+func (c *Client) observeAcquire(names []string, tokens []fence.Token, latency time.Duration, err error) {
+	if f := c.cfg.Hooks.OnAcquire; f != nil {
+		f(AcquireEvent{Names: names, Owner: c.cfg.Owner, Tokens: tokens, Latency: latency, Err: err})
+	}
+}
+
+// reserve marks names as being acquired by this Client, refusing names it
+// already holds or is acquiring.
+func (c *Client) reserve(names []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	for _, n := range names {
+		if _, ok := c.held[n]; ok {
+			return fmt.Errorf("%w: %q is already held by this client", ErrHeld, n)
+		}
+		if _, ok := c.pending[n]; ok {
+			return fmt.Errorf("%w: %q is being acquired by this client", ErrHeld, n)
+		}
+	}
+	for _, n := range names {
+		c.pending[n] = struct{}{}
+	}
+	return nil
+}
+
+func (c *Client) unreserve(names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range names {
+		delete(c.pending, n)
+	}
+}
+
+// track registers freshly granted leases for renewal. If the Client was
+// closed meanwhile, it releases them and returns ErrClosed.
+func (c *Client) track(ls []*Lease) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		for _, l := range ls {
+			l.Release(context.Background())
+		}
+		return ErrClosed
+	}
+	for _, l := range ls {
+		c.held[l.name] = l
+	}
+	if !c.renewing {
+		c.renewing = true
+		c.wg.Add(1)
+		go c.renewLoop()
+	}
+	c.mu.Unlock()
+	for _, l := range ls {
+		l.arm()
+	}
+	return nil
+}
+
+func (c *Client) untrack(l *Lease) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held[l.name] == l {
+		delete(c.held, l.name)
+	}
+}
+
+// Held returns the leases this Client currently holds, sorted by name.
+func (c *Client) Held() []*Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ls := make([]*Lease, 0, len(c.held))
+	for _, l := range c.held {
+		ls = append(ls, l)
+	}
+	slices.SortFunc(ls, func(a, b *Lease) int { return compare(a.name, b.name) })
+	return ls
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Info is a lease row as the database sees it. All times are the database's.
+type Info struct {
+	Name       string
+	Owner      string
+	Token      fence.Token
+	AcquiredAt time.Time
+	RenewedAt  time.Time
+	ExpiresAt  time.Time
+	// Now is the database's now() when the row was read.
+	Now time.Time
+}
+
+// Held reports whether the lease was unexpired when read.
+func (i Info) Held() bool { return i.ExpiresAt.After(i.Now) }
+
+// Age returns how long the current grant had lasted when read.
+func (i Info) Age() time.Duration { return i.Now.Sub(i.AcquiredAt) }
+
+// Inspect reads the lease name from the database. It returns an error
+// wrapping ErrNotFound if the lease has never been acquired (or its row was
+// deleted by DeleteExpired).
+func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
+	if err := validName(name); err != nil {
+		return Info{}, err
+	}
+	i := Info{Name: name}
+	var tok int64
+	err := c.pool.QueryRow(ctx, c.q.inspect, name).Scan(&i.Owner, &tok, &i.AcquiredAt, &i.RenewedAt, &i.ExpiresAt, &i.Now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Info{}, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return Info{}, classify("inspect", name, err)
+	}
+	i.Token = fence.Token(tok)
+	return i, nil
+}
+
+// DeleteExpired deletes the rows of leases that expired more than olderThan
+// ago and returns how many it deleted. Tokens stay strictly increasing: a
+// later grant of a deleted name gets a larger token than any before it. It
+// briefly locks the lease table against acquires.
+func (c *Client) DeleteExpired(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, &ConfigError{Field: "olderThan", Reason: "negative duration"}
+	}
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return 0, classify("delete expired", "", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, c.q.lockTable); err != nil {
+		return 0, classify("delete expired", "", err)
+	}
+	tag, err := tx.Exec(ctx, c.q.deleteExpired, olderThan.Microseconds())
+	if err != nil {
+		return 0, classify("delete expired", "", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, classify("delete expired", "", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Close releases every lease the Client holds (bounded by ctx), stops
+// renewing and closes the Client's pool. A closed Client cannot be reused.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.stop)
+	held := make([]*Lease, 0, len(c.held))
+	for _, l := range c.held {
+		held = append(held, l)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, l := range held {
+		errs = append(errs, l.Release(ctx))
+	}
+	c.wg.Wait()
+	c.pool.Close()
+	return errors.Join(errs...)
+}

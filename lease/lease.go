@@ -1,0 +1,207 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/fence"
+)
+
+// Lease is one grant of a named lease to a Client. It stays valid until it
+// is released or lost; then Done is closed and Err says why. A Lease is
+// never valid again after that: acquire the name anew for a new grant, with
+// a new token.
+type Lease struct {
+	c          *Client
+	name       string
+	token      fence.Token
+	acquiredAt time.Time // database clock
+	granted    time.Time // local clock: when the acquire was sent
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+
+	mu       sync.Mutex
+	deadline time.Time // local clock: trust the lease until then
+	timer    Timer
+	done     bool
+	released bool // a release statement succeeded
+}
+
+func newLease(c *Client, name string, token fence.Token, acquiredAt, sent time.Time) *Lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Lease{
+		c: c, name: name, token: token, acquiredAt: acquiredAt, granted: sent,
+		ctx: ctx, cancel: cancel,
+		deadline: sent.Add(c.cfg.TTL - c.cfg.SafetyMargin),
+	}
+}
+
+// Name returns the lease's name.
+func (l *Lease) Name() string { return l.name }
+
+// Owner returns the owner id of the Client holding the lease.
+func (l *Lease) Owner() string { return l.c.cfg.Owner }
+
+// Token returns the fencing token of this grant. Carry it in every write
+// the lease protects, so the resource can refuse a write from a holder
+// whose grant has been superseded.
+func (l *Lease) Token() fence.Token { return l.token }
+
+// AcquiredAt returns when the database granted the lease, by its clock.
+func (l *Lease) AcquiredAt() time.Time { return l.acquiredAt }
+
+// Deadline returns the local time until which the holder may trust the
+// lease, given the renewals confirmed so far. Past it, the lease is lost.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Done returns a channel closed the moment the holder can no longer be sure
+// it holds the lease, or once it is released.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is held; afterwards an error wrapping
+// ErrLost (with the reason) or ErrReleased.
+func (l *Lease) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+// Context returns a context cancelled, with Err as its cause, when the lease
+// is lost or released. Run the work the lease protects under it.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// arm starts the local deadline timer.
+func (l *Lease) arm() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.timer = l.c.cfg.Clock.AfterFunc(l.deadline.Sub(l.c.cfg.Clock.Now()), l.checkDeadline)
+	}
+}
+
+// checkDeadline runs when the local deadline timer fires. A renewal may have
+// moved the deadline since the timer was set; then it waits again.
+func (l *Lease) checkDeadline() {
+	l.mu.Lock()
+	if l.done {
+		l.mu.Unlock()
+		return
+	}
+	if now := l.c.cfg.Clock.Now(); now.Before(l.deadline) {
+		l.timer = l.c.cfg.Clock.AfterFunc(l.deadline.Sub(now), l.checkDeadline)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.lose(fmt.Errorf("%w: %q token %d: no renewal confirmed before the local deadline", ErrLost, l.name, l.token), true)
+}
+
+// extend moves the local deadline after a renewal whose request was sent at
+// sent. Once the deadline has passed the lease stays lost: a late success
+// does not revive it.
+func (l *Lease) extend(sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done || !l.c.cfg.Clock.Now().Before(l.deadline) {
+		return
+	}
+	if d := sent.Add(l.c.cfg.TTL - l.c.cfg.SafetyMargin); d.After(l.deadline) {
+		l.deadline = d
+	}
+}
+
+// finish marks the lease done with cause and reports whether this call did.
+func (l *Lease) finish(cause error) bool {
+	l.mu.Lock()
+	if l.done {
+		l.mu.Unlock()
+		return false
+	}
+	l.done = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+	l.cancel(cause)
+	l.c.untrack(l)
+	return true
+}
+
+// lose marks the lease lost. With release, it also tries (in the
+// background, token-checked) to free the row in case the database still
+// shows it held, so that others need not wait for it to expire.
+func (l *Lease) lose(cause error, release bool) {
+	if !l.finish(cause) {
+		return
+	}
+	held := l.c.cfg.Clock.Now().Sub(l.granted)
+	l.c.log.Warn("lease: lost", "lease", l.name, "token", int64(l.token), "held", held, "err", cause)
+	if f := l.c.cfg.Hooks.OnLoss; f != nil {
+		f(LossEvent{Name: l.name, Owner: l.c.cfg.Owner, Token: l.token, Held: held, Err: cause})
+	}
+	if release {
+		l.c.background(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.StatementTimeout)
+			defer cancel()
+			l.release(ctx)
+		})
+	}
+}
+
+// Renew renews this lease now, in addition to the Client's background
+// renewals. It returns Err if the lease is already lost or released, an
+// error wrapping ErrLost if the database no longer shows this grant as held,
+// or the database error (the lease stays valid until its local deadline).
+func (l *Lease) Renew(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if err := l.c.renew(ctx, []*Lease{l}); err != nil {
+		return err
+	}
+	return l.Err()
+}
+
+// Release gives the lease up so another owner can acquire it at once. The
+// lease is done when Release returns, whatever the outcome; an error means
+// the database did not confirm the release, and the row then frees itself
+// when it expires. Release checks owner and token, so releasing twice, or
+// after the lease was lost, is harmless.
+func (l *Lease) Release(ctx context.Context) error {
+	l.finish(ErrReleased)
+	return l.release(ctx)
+}
+
+func (l *Lease) release(ctx context.Context) error {
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return nil
+	}
+	start := l.c.cfg.Clock.Now()
+	_, err := l.c.pool.Exec(ctx, l.c.q.release, l.name, l.c.cfg.Owner, int64(l.token))
+	err = classify("release", l.name, err)
+	latency := l.c.cfg.Clock.Now().Sub(start)
+	held := start.Sub(l.granted)
+	if err == nil {
+		l.mu.Lock()
+		l.released = true
+		l.mu.Unlock()
+		l.c.log.Info("lease: released", "lease", l.name, "token", int64(l.token), "held", held, "latency", latency)
+	} else {
+		l.c.log.Warn("lease: release not confirmed; the lease frees itself at expiry",
+			"lease", l.name, "token", int64(l.token), "err", err)
+	}
+	if f := l.c.cfg.Hooks.OnRelease; f != nil {
+		f(ReleaseEvent{Name: l.name, Owner: l.c.cfg.Owner, Token: l.token, Held: held, Latency: latency, Err: err})
+	}
+	return err
+}

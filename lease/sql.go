@@ -1,0 +1,92 @@
+package lease
+
+import "github.com/leasehold/leasehold/internal/migrations"
+
+// queries holds every statement of the package, rendered for one schema.
+// Expiry arithmetic uses only the database clock: now() plus the TTL, passed
+// in microseconds.
+type queries struct {
+	acquire, acquireMany, renew, release, inspect, deleteExpired, lockTable string
+}
+
+// The acquire statements take a row that is free (expired or released) or
+// already held by the same owner, in one atomic statement. A new token is
+// drawn with nextval after the row lock is taken, so it is larger than the
+// row's previous token; on the insert path the token drawn before the insert
+// is larger than any token of a deleted row because deleteExpired locks the
+// table against concurrent acquires. No row back means the lease is held.
+const sqlAcquireCommon = `
+ON CONFLICT (name) DO UPDATE
+SET owner       = EXCLUDED.owner,
+    token       = nextval('{{schema}}.lease_token_seq'),
+    acquired_at = now(),
+    renewed_at  = now(),
+    expires_at  = EXCLUDED.expires_at
+WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
+RETURNING l.name, l.token, l.acquired_at, l.expires_at`
+
+const sqlAcquire = `
+INSERT INTO {{schema}}.leases AS l (name, owner, token, acquired_at, renewed_at, expires_at)
+VALUES ($1, $2, nextval('{{schema}}.lease_token_seq'), now(), now(), now() + $3 * interval '1 microsecond')` +
+	sqlAcquireCommon
+
+// Several names in one statement, locking rows in name order (the canonical
+// order) so that concurrent multi-acquires cannot deadlock. It runs inside a
+// transaction that is rolled back unless every name came back.
+const sqlAcquireMany = `
+INSERT INTO {{schema}}.leases AS l (name, owner, token, acquired_at, renewed_at, expires_at)
+SELECT n, $2, nextval('{{schema}}.lease_token_seq'), now(), now(), now() + $3 * interval '1 microsecond'
+FROM unnest($1::text[]) AS n
+ORDER BY n` + sqlAcquireCommon
+
+// Renew every lease of one owner whose token is unchanged and that has not
+// expired, in one statement, locking rows in name order.
+const sqlRenew = `
+UPDATE {{schema}}.leases AS l
+SET renewed_at = now(), expires_at = now() + $4 * interval '1 microsecond'
+FROM (
+    SELECT m.name
+    FROM {{schema}}.leases AS m
+    JOIN unnest($1::text[], $2::bigint[]) AS h(name, token) ON m.name = h.name AND m.token = h.token
+    WHERE m.owner = $3 AND m.expires_at > now()
+    ORDER BY m.name
+    FOR NO KEY UPDATE OF m
+) AS mine
+WHERE l.name = mine.name
+RETURNING l.name, l.expires_at`
+
+// Release checks owner and token; releasing twice, or a lease that expired
+// or was taken over, changes nothing.
+const sqlRelease = `
+UPDATE {{schema}}.leases
+SET expires_at = now(), renewed_at = now()
+WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
+
+const sqlInspect = `
+SELECT owner, token, acquired_at, renewed_at, expires_at, now()
+FROM {{schema}}.leases WHERE name = $1`
+
+// SHARE ROW EXCLUSIVE conflicts with the ROW EXCLUSIVE lock every acquire
+// holds from before it draws its token until it commits, so no acquire can
+// straddle a deletion with a token drawn before it.
+const sqlLockTable = `LOCK TABLE {{schema}}.leases IN SHARE ROW EXCLUSIVE MODE`
+
+const sqlDeleteExpired = `
+DELETE FROM {{schema}}.leases WHERE expires_at < now() - $1 * interval '1 microsecond'`
+
+func render(schema string) (queries, error) {
+	q, err := migrations.Schema(schema)
+	if err != nil {
+		return queries{}, err
+	}
+	r := func(s string) string { return migrations.Render(s, q) }
+	return queries{
+		acquire:       r(sqlAcquire),
+		acquireMany:   r(sqlAcquireMany),
+		renew:         r(sqlRenew),
+		release:       r(sqlRelease),
+		inspect:       r(sqlInspect),
+		deleteExpired: r(sqlDeleteExpired),
+		lockTable:     r(sqlLockTable),
+	}, nil
+}
