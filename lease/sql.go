@@ -3,8 +3,10 @@ package lease
 import "github.com/leasehold/leasehold/internal/migrations"
 
 // queries holds every statement of the package, rendered for one schema.
-// Expiry arithmetic uses only the database clock: now() plus the TTL, passed
-// in microseconds.
+// Expiry arithmetic uses only the database clock: clock_timestamp() plus the
+// TTL, passed in microseconds. clock_timestamp() rather than now(): now() is
+// the statement's start, which can be long before the row lock is granted,
+// and a grant must not be recorded as starting before it happened.
 type queries struct {
 	acquire, acquireMany, renew, release, inspect, deleteExpired, lockTable string
 }
@@ -19,15 +21,16 @@ const sqlAcquireCommon = `
 ON CONFLICT (name) DO UPDATE
 SET owner       = EXCLUDED.owner,
     token       = nextval('{{schema}}.lease_token_seq'),
-    acquired_at = now(),
-    renewed_at  = now(),
-    expires_at  = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
+    acquired_at = clock_timestamp(),
+    renewed_at  = clock_timestamp(),
+    expires_at  = clock_timestamp() + $3 * interval '1 microsecond'
+WHERE l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner
 RETURNING l.name, l.token, l.acquired_at, l.expires_at`
 
 const sqlAcquire = `
 INSERT INTO {{schema}}.leases AS l (name, owner, token, acquired_at, renewed_at, expires_at)
-VALUES ($1, $2, nextval('{{schema}}.lease_token_seq'), now(), now(), now() + $3 * interval '1 microsecond')` +
+VALUES ($1, $2, nextval('{{schema}}.lease_token_seq'),
+        clock_timestamp(), clock_timestamp(), clock_timestamp() + $3 * interval '1 microsecond')` +
 	sqlAcquireCommon
 
 // Several names in one statement, locking rows in name order (the canonical
@@ -35,7 +38,8 @@ VALUES ($1, $2, nextval('{{schema}}.lease_token_seq'), now(), now(), now() + $3 
 // transaction that is rolled back unless every name came back.
 const sqlAcquireMany = `
 INSERT INTO {{schema}}.leases AS l (name, owner, token, acquired_at, renewed_at, expires_at)
-SELECT n, $2, nextval('{{schema}}.lease_token_seq'), now(), now(), now() + $3 * interval '1 microsecond'
+SELECT n, $2, nextval('{{schema}}.lease_token_seq'),
+       clock_timestamp(), clock_timestamp(), clock_timestamp() + $3 * interval '1 microsecond'
 FROM unnest($1::text[]) AS n
 ORDER BY n` + sqlAcquireCommon
 
@@ -43,12 +47,12 @@ ORDER BY n` + sqlAcquireCommon
 // expired, in one statement, locking rows in name order.
 const sqlRenew = `
 UPDATE {{schema}}.leases AS l
-SET renewed_at = now(), expires_at = now() + $4 * interval '1 microsecond'
+SET renewed_at = clock_timestamp(), expires_at = clock_timestamp() + $4 * interval '1 microsecond'
 FROM (
     SELECT m.name
     FROM {{schema}}.leases AS m
     JOIN unnest($1::text[], $2::bigint[]) AS h(name, token) ON m.name = h.name AND m.token = h.token
-    WHERE m.owner = $3 AND m.expires_at > now()
+    WHERE m.owner = $3 AND m.expires_at > clock_timestamp()
     ORDER BY m.name
     FOR NO KEY UPDATE OF m
 ) AS mine
@@ -59,11 +63,11 @@ RETURNING l.name, l.expires_at`
 // or was taken over, changes nothing.
 const sqlRelease = `
 UPDATE {{schema}}.leases
-SET expires_at = now(), renewed_at = now()
-WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > now()`
+SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
+WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`
 
 const sqlInspect = `
-SELECT owner, token, acquired_at, renewed_at, expires_at, now()
+SELECT owner, token, acquired_at, renewed_at, expires_at, clock_timestamp()
 FROM {{schema}}.leases WHERE name = $1`
 
 // SHARE ROW EXCLUSIVE conflicts with the ROW EXCLUSIVE lock every acquire
@@ -72,7 +76,7 @@ FROM {{schema}}.leases WHERE name = $1`
 const sqlLockTable = `LOCK TABLE {{schema}}.leases IN SHARE ROW EXCLUSIVE MODE`
 
 const sqlDeleteExpired = `
-DELETE FROM {{schema}}.leases WHERE expires_at < now() - $1 * interval '1 microsecond'`
+DELETE FROM {{schema}}.leases WHERE expires_at < clock_timestamp() - $1 * interval '1 microsecond'`
 
 func render(schema string) (queries, error) {
 	q, err := migrations.Schema(schema)
