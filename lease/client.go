@@ -149,6 +149,13 @@ func (c *Client) acquireWait(ctx context.Context, names []string) ([]*Lease, err
 	}
 }
 
+// stmtCtx bounds one statement on the client side as well: the server's
+// statement_timeout cannot end a statement whose packets are lost in a
+// partition. The extra half lets the server's own timeout error win the race.
+func (c *Client) stmtCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.StatementTimeout*3/2)
+}
+
 // sleep waits d on the Client's clock, or until ctx ends or the Client closes.
 func (c *Client) sleep(ctx context.Context, d time.Duration) error {
 	done := make(chan struct{})
@@ -195,7 +202,7 @@ func (c *Client) tryAcquire(ctx context.Context, names []string) ([]*Lease, erro
 	if !c.cfg.Clock.Now().Before(ls[0].deadline) {
 		// The reply came too late to trust: give the grant back.
 		for _, l := range ls {
-			l.Release(context.WithoutCancel(ctx))
+			l.Release(ctx)
 		}
 		return nil, fmt.Errorf("%w: %q: the grant's reply arrived after its local deadline (%v)", ErrLost, names, latency)
 	}
@@ -211,6 +218,8 @@ func (c *Client) tryAcquire(ctx context.Context, names []string) ([]*Lease, erro
 // grant runs the acquire statement for names and returns tokens and
 // database grant times in the order of names.
 func (c *Client) grant(ctx context.Context, names []string) ([]fence.Token, []time.Time, error) {
+	ctx, cancel := c.stmtCtx(ctx)
+	defer cancel()
 	ttl := c.cfg.TTL.Microseconds()
 	op := "acquire"
 	if len(names) == 1 {
@@ -389,6 +398,8 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	if err := validName(name); err != nil {
 		return Info{}, err
 	}
+	ctx, cancel := c.stmtCtx(ctx)
+	defer cancel()
 	i := Info{Name: name}
 	var tok int64
 	err := c.pool.QueryRow(ctx, c.q.inspect, name).Scan(&i.Owner, &tok, &i.AcquiredAt, &i.RenewedAt, &i.ExpiresAt, &i.Now)
@@ -410,6 +421,8 @@ func (c *Client) DeleteExpired(ctx context.Context, olderThan time.Duration) (in
 	if olderThan < 0 {
 		return 0, &ConfigError{Field: "olderThan", Reason: "negative duration"}
 	}
+	ctx, cancel := c.stmtCtx(ctx)
+	defer cancel()
 	tx, err := c.pool.Begin(ctx)
 	if err != nil {
 		return 0, classify("delete expired", "", err)
@@ -447,7 +460,13 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, l := range held {
 		errs = append(errs, l.Release(ctx))
 	}
-	c.wg.Wait()
-	c.pool.Close()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done(): // background statements end by their own timeouts
+		errs = append(errs, fmt.Errorf("lease: close: %w", context.Cause(ctx)))
+	}
+	go func() { <-done; c.pool.Close() }()
 	return errors.Join(errs...)
 }

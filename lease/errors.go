@@ -49,7 +49,7 @@ func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 // (acquiring a lease the same owner already holds succeeds with a new token)
 // or let the possible grant expire. Never assume either outcome.
 type IndeterminateError struct {
-	Op   string // "acquire", "renew" or "release"
+	Op   string // "acquire", "renew", "release", "inspect" or "delete expired"
 	Name string
 	Err  error
 }

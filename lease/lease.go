@@ -186,6 +186,8 @@ func (l *Lease) release(ctx context.Context) error {
 	if released {
 		return nil
 	}
+	ctx, cancel := l.c.stmtCtx(ctx)
+	defer cancel()
 	start := l.c.cfg.Clock.Now()
 	_, err := l.c.pool.Exec(ctx, l.c.q.release, l.name, l.c.cfg.Owner, int64(l.token))
 	err = classify("release", l.name, err)

@@ -25,9 +25,7 @@ func (c *Client) renewLoop() {
 		if ls == nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StatementTimeout)
-		err := c.renew(ctx, ls)
-		cancel()
+		err := c.renew(context.Background(), ls)
 		if err != nil {
 			failures++
 			c.log.Warn("lease: renewal failed", "leases", len(ls), "attempt", failures, "err", err)
@@ -62,6 +60,8 @@ func (c *Client) renew(ctx context.Context, ls []*Lease) error {
 	for i, l := range ls {
 		names[i], tokens[i] = l.name, int64(l.token)
 	}
+	ctx, cancel := c.stmtCtx(ctx)
+	defer cancel()
 	label := names[0]
 	if len(names) > 1 {
 		label = fmt.Sprintf("%d leases", len(names))

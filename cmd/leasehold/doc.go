@@ -1,0 +1,31 @@
+// Command leasehold is the command-line tool of the leasehold job framework.
+//
+// Usage:
+//
+//	leasehold migrate [--database-url URL] [--schema NAME]
+//	leasehold version
+//	leasehold demo [--json] [--database-url URL]
+//
+// migrate creates or upgrades leasehold's schema in the database named by
+// --database-url or, failing that, the DATABASE_URL environment variable,
+// and prints the schema version reached. It fails, with exit code 1, when
+// the database's schema is newer than this build knows.
+//
+// version prints the module version of this build and the newest schema
+// version it knows.
+//
+// demo tells the story of fencing tokens in about ten seconds: three workers
+// compete for one lease, the holder pauses (its clock stops, as in a long GC
+// or VM pause) past its TTL, another worker takes over with a higher token,
+// and the paused worker, resuming as a zombie that still believes it holds
+// the lease, has its write refused by the fenced conditional update on the
+// target row. It needs nothing but the PostgreSQL server binaries: unless
+// --database-url or DATABASE_URL names a server, it starts a throwaway
+// cluster and removes it afterwards. On an existing server it works in the
+// schema leasehold_demo and drops its demo tables when done. With --json it
+// prints the final report as one JSON object on standard output (the story
+// goes to standard error). The exit code is non-zero when an invariant fails.
+//
+// The global flag --verbose shows the log records of the lease clients and
+// of migrations, which are silenced by default.
+package main

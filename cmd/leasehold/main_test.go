@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+// run executes the CLI with args and returns its standard output.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+func TestMigrate(t *testing.T) {
+	url := pgtest.URL(t)
+	for range 2 { // the second run finds nothing to do
+		out, err := run(t, "migrate", "--database-url", url)
+		if err != nil {
+			t.Fatalf("migrate: %v (output %q)", err, out)
+		}
+		if !strings.Contains(out, "version "+strconv.Itoa(leasehold.LatestSchemaVersion())) {
+			t.Errorf("output %q does not name version %d", out, leasehold.LatestSchemaVersion())
+		}
+	}
+	pool := pgtest.PoolURL(t, url)
+	v, err := leasehold.SchemaVersion(context.Background(), pool, "leasehold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := leasehold.LatestSchemaVersion(); v != want {
+		t.Fatalf("schema version %d, want %d", v, want)
+	}
+}
+
+func TestMigrateSchemaFlagAndEnv(t *testing.T) {
+	url := pgtest.URL(t)
+	t.Setenv("DATABASE_URL", url)
+	if out, err := run(t, "migrate", "--schema", "other"); err != nil {
+		t.Fatalf("migrate: %v (output %q)", err, out)
+	}
+	v, err := leasehold.SchemaVersion(context.Background(), pgtest.PoolURL(t, url), "other")
+	if err != nil || v != leasehold.LatestSchemaVersion() {
+		t.Fatalf("schema other at version %d (err %v), want %d", v, err, leasehold.LatestSchemaVersion())
+	}
+}
+
+func TestMigrateNewerSchema(t *testing.T) {
+	url := pgtest.MigratedURL(t)
+	pool := pgtest.PoolURL(t, url)
+	if _, err := pool.Exec(context.Background(),
+		"INSERT INTO leasehold.schema_migrations (version, name) VALUES (9999, 'future')"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := run(t, "migrate", "--database-url", url)
+	if !errors.Is(err, leasehold.ErrSchemaTooNew) {
+		t.Fatalf("migrate on a newer schema: %v, want ErrSchemaTooNew", err)
+	}
+	if !strings.Contains(err.Error(), "9999") {
+		t.Errorf("error %q does not name the database's version", err)
+	}
+}
+
+func TestMigrateWithoutURL(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	_, err := run(t, "migrate")
+	if !errors.Is(err, errNoDatabase) {
+		t.Fatalf("migrate without a URL: %v, want errNoDatabase", err)
+	}
+	if !strings.Contains(err.Error(), "--database-url") || !strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Errorf("error %q does not say how to name a database", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, err := run(t, "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "leasehold ") || !strings.Contains(out, "schema version "+strconv.Itoa(leasehold.LatestSchemaVersion())) {
+		t.Fatalf("version output %q", out)
+	}
+}
