@@ -245,3 +245,32 @@ func TestUnmigratedDatabaseAndClosedClient(t *testing.T) {
 		t.Fatalf("after Close the lease must be free: %+v, %v", info, err)
 	}
 }
+
+func TestTryAcquireAnyTakesWhatIsFreeAndInspectMany(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool := pgtest.Pool(t)
+	a := newClient(t, pool, lease.Config{Owner: "a"})
+	b := newClient(t, pool, lease.Config{Owner: "b"})
+	held, err := b.TryAcquire(ctx, "any/2")
+	pgtest.Must(t, err)
+	mine, err := a.TryAcquire(ctx, "any/3")
+	pgtest.Must(t, err)
+
+	ls, err := a.TryAcquireAny(ctx, "any/1", "any/2", "any/3", "any/4")
+	pgtest.Must(t, err)
+	if len(ls) != 2 || ls[0].Name() != "any/1" || ls[1].Name() != "any/4" {
+		t.Fatalf("TryAcquireAny granted %v; want any/1 and any/4 (any/2 held by b, any/3 already mine)", ls)
+	}
+	if mine.Err() != nil {
+		t.Fatalf("TryAcquireAny superseded a lease this client already held: %v", mine.Err())
+	}
+	if ls, err := a.TryAcquireAny(ctx, "any/2"); err != nil || len(ls) != 0 {
+		t.Fatalf("TryAcquireAny of a held name = %v, %v; want nothing, no error", ls, err)
+	}
+	infos, err := a.InspectMany(ctx, "any/4", "any/2", "none")
+	pgtest.Must(t, err)
+	if len(infos) != 2 || infos[0].Name != "any/4" || infos[0].Owner != "a" || infos[1].Owner != "b" || infos[1].Token != held.Token() {
+		t.Fatalf("InspectMany = %+v", infos)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,6 +110,30 @@ func (c *Client) TryAcquireMany(ctx context.Context, names ...string) ([]*Lease,
 	return c.tryAcquire(ctx, names)
 }
 
+// TryAcquireAny makes one attempt to acquire every name in names that is
+// free, in one statement, and returns the leases granted, in the order of
+// names; held names are skipped, as are names this Client already holds. It
+// returns no error when nothing was free.
+func (c *Client) TryAcquireAny(ctx context.Context, names ...string) ([]*Lease, error) {
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	free := make([]string, 0, len(names))
+	for _, n := range names {
+		_, held := c.held[n]
+		_, pending := c.pending[n]
+		if !held && !pending {
+			free = append(free, n)
+		}
+	}
+	c.mu.Unlock()
+	if len(free) == 0 {
+		return nil, nil
+	}
+	return c.acquire(ctx, free, false)
+}
+
 // Acquire blocks until it acquires name or ctx ends, retrying with capped
 // exponential backoff and full jitter while the lease is held or the
 // database is unreachable. Errors that retrying cannot fix (invalid name,
@@ -171,32 +196,47 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (c *Client) tryAcquire(ctx context.Context, names []string) ([]*Lease, error) {
+func checkNames(names []string) error {
 	if len(names) == 0 {
-		return nil, fmt.Errorf("%w: no names given", ErrInvalidName)
+		return fmt.Errorf("%w: no names given", ErrInvalidName)
 	}
-	for i, n := range names {
+	seen := make(map[string]struct{}, len(names))
+	for _, n := range names {
 		if err := validName(n); err != nil {
-			return nil, fmt.Errorf("lease %q: %w", n, err)
+			return fmt.Errorf("lease %q: %w", n, err)
 		}
-		if slices.Contains(names[:i], n) {
-			return nil, fmt.Errorf("%w: %q given twice", ErrInvalidName, n)
+		if _, dup := seen[n]; dup {
+			return fmt.Errorf("%w: %q given twice", ErrInvalidName, n)
 		}
+		seen[n] = struct{}{}
 	}
+	return nil
+}
+
+func (c *Client) tryAcquire(ctx context.Context, names []string) ([]*Lease, error) {
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	return c.acquire(ctx, names, true)
+}
+
+// acquire grants names (all of them, or with all false whichever are free)
+// and starts tracking the leases granted.
+func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Lease, error) {
 	if err := c.reserve(names); err != nil {
 		return nil, err
 	}
 	defer c.unreserve(names)
 
 	sent := c.cfg.Clock.Now()
-	tokens, acquired, err := c.grant(ctx, names)
+	granted, tokens, acquired, err := c.grant(ctx, names, all)
 	latency := c.cfg.Clock.Now().Sub(sent)
-	c.observeAcquire(names, tokens, latency, err)
-	if err != nil {
+	c.observeAcquire(names, granted, tokens, latency, err)
+	if err != nil || len(granted) == 0 {
 		return nil, err
 	}
-	ls := make([]*Lease, len(names))
-	for i, n := range names {
+	ls := make([]*Lease, len(granted))
+	for i, n := range granted {
 		ls[i] = newLease(c, n, tokens[i], acquired[i], sent)
 	}
 	if !c.cfg.Clock.Now().Before(ls[0].deadline) {
@@ -215,75 +255,92 @@ func (c *Client) tryAcquire(ctx context.Context, names []string) ([]*Lease, erro
 	return ls, nil
 }
 
-// grant runs the acquire statement for names and returns tokens and
-// database grant times in the order of names.
-func (c *Client) grant(ctx context.Context, names []string) ([]fence.Token, []time.Time, error) {
+// grant runs the acquire statement for names and returns the names granted,
+// their tokens and database grant times, in the order of names. With all,
+// it grants every name or none (ErrHeld); otherwise whichever are free.
+func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string, []fence.Token, []time.Time, error) {
 	ctx, cancel := c.stmtCtx(ctx)
 	defer cancel()
 	ttl := c.cfg.TTL.Microseconds()
-	op := "acquire"
-	if len(names) == 1 {
+	label := names[0]
+	if len(names) > 1 {
+		label = fmt.Sprint(names)
+	}
+	if len(names) == 1 && all {
 		var tok int64
 		var name string
 		var at, exp time.Time
 		err := c.pool.QueryRow(ctx, c.q.acquire, names[0], c.cfg.Owner, ttl).Scan(&name, &tok, &at, &exp)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, nil, fmt.Errorf("%w: %q", ErrHeld, names[0])
+			return nil, nil, nil, fmt.Errorf("%w: %q", ErrHeld, names[0])
 		}
 		if err != nil {
-			return nil, nil, classify(op, names[0], err)
+			return nil, nil, nil, classify("acquire", label, err)
 		}
-		return []fence.Token{fence.Token(tok)}, []time.Time{at}, nil
+		return names, []fence.Token{fence.Token(tok)}, []time.Time{at}, nil
 	}
-	label := fmt.Sprint(names)
-	tx, err := c.pool.Begin(ctx)
+	var q interface {
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	} = c.pool
+	var tx pgx.Tx
+	if all {
+		var err error
+		if tx, err = c.pool.Begin(ctx); err != nil {
+			return nil, nil, nil, classify("acquire", label, err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		q = tx
+	}
+	rows, err := q.Query(ctx, c.q.acquireMany, names, c.cfg.Owner, ttl)
 	if err != nil {
-		return nil, nil, classify(op, label, err)
+		return nil, nil, nil, classify("acquire", label, err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, c.q.acquireMany, names, c.cfg.Owner, ttl)
-	if err != nil {
-		return nil, nil, classify(op, label, err)
+	type row struct {
+		tok fence.Token
+		at  time.Time
 	}
-	got := make(map[string]int, len(names))
-	var toks []fence.Token
-	var ats []time.Time
+	got := make(map[string]row, len(names))
 	for rows.Next() {
 		var name string
 		var tok int64
 		var at, exp time.Time
 		if err := rows.Scan(&name, &tok, &at, &exp); err != nil {
 			rows.Close()
-			return nil, nil, classify(op, label, err)
+			return nil, nil, nil, classify("acquire", label, err)
 		}
-		got[name] = len(toks)
-		toks, ats = append(toks, fence.Token(tok)), append(ats, at)
+		got[name] = row{fence.Token(tok), at}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, classify(op, label, err)
+		return nil, nil, nil, classify("acquire", label, err)
 	}
-	if len(got) < len(names) {
-		var busy []string
-		for _, n := range names {
-			if _, ok := got[n]; !ok {
-				busy = append(busy, n)
+	if all {
+		if len(got) < len(names) {
+			var busy []string
+			for _, n := range names {
+				if _, ok := got[n]; !ok {
+					busy = append(busy, n)
+				}
 			}
+			return nil, nil, nil, fmt.Errorf("%w: %q", ErrHeld, busy)
 		}
-		return nil, nil, fmt.Errorf("%w: %q", ErrHeld, busy)
+		if err := tx.Commit(ctx); err != nil {
+			return nil, nil, nil, classify("acquire", label, err)
+		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, classify(op, label, err)
+	granted := make([]string, 0, len(got))
+	tokens := make([]fence.Token, 0, len(got))
+	acquired := make([]time.Time, 0, len(got))
+	for _, n := range names {
+		if r, ok := got[n]; ok {
+			granted, tokens, acquired = append(granted, n), append(tokens, r.tok), append(acquired, r.at)
+		}
 	}
-	tokens, acquired := make([]fence.Token, len(names)), make([]time.Time, len(names))
-	for i, n := range names {
-		tokens[i], acquired[i] = toks[got[n]], ats[got[n]]
-	}
-	return tokens, acquired, nil
+	return granted, tokens, acquired, nil
 }
 
-func (c *Client) observeAcquire(names []string, tokens []fence.Token, latency time.Duration, err error) {
+func (c *Client) observeAcquire(names, granted []string, tokens []fence.Token, latency time.Duration, err error) {
 	if f := c.cfg.Hooks.OnAcquire; f != nil {
-		f(AcquireEvent{Names: names, Owner: c.cfg.Owner, Tokens: tokens, Latency: latency, Err: err})
+		f(AcquireEvent{Names: names, Owner: c.cfg.Owner, Granted: granted, Tokens: tokens, Latency: latency, Err: err})
 	}
 }
 
@@ -359,18 +416,8 @@ func (c *Client) Held() []*Lease {
 	for _, l := range c.held {
 		ls = append(ls, l)
 	}
-	slices.SortFunc(ls, func(a, b *Lease) int { return compare(a.name, b.name) })
+	slices.SortFunc(ls, func(a, b *Lease) int { return strings.Compare(a.name, b.name) })
 	return ls
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Info is a lease row as the database sees it. All times are the database's.
@@ -411,6 +458,44 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	}
 	i.Token = fence.Token(tok)
 	return i, nil
+}
+
+// InspectMany reads the leases names from the database, in one statement,
+// in the order of names. Names that have no row are left out.
+func (c *Client) InspectMany(ctx context.Context, names ...string) ([]Info, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.stmtCtx(ctx)
+	defer cancel()
+	rows, err := c.pool.Query(ctx, c.q.inspectMany, names)
+	if err != nil {
+		return nil, classify("inspect", fmt.Sprint(names), err)
+	}
+	byName := make(map[string]Info, len(names))
+	for rows.Next() {
+		var i Info
+		var tok int64
+		if err := rows.Scan(&i.Name, &i.Owner, &tok, &i.AcquiredAt, &i.RenewedAt, &i.ExpiresAt, &i.Now); err != nil {
+			rows.Close()
+			return nil, classify("inspect", fmt.Sprint(names), err)
+		}
+		i.Token = fence.Token(tok)
+		byName[i.Name] = i
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify("inspect", fmt.Sprint(names), err)
+	}
+	out := make([]Info, 0, len(byName))
+	for _, n := range names {
+		if i, ok := byName[n]; ok {
+			out = append(out, i)
+		}
+	}
+	return out, nil
 }
 
 // DeleteExpired deletes the rows of leases that expired more than olderThan

@@ -21,9 +21,10 @@ type Hooks struct {
 
 // AcquireEvent describes one acquisition attempt of one or more names.
 type AcquireEvent struct {
-	Names   []string
+	Names   []string // the names asked for
 	Owner   string
-	Tokens  []fence.Token // granted tokens, in the order of Names; nil unless Err is nil
+	Granted []string      // the names granted (all of Names, or with TryAcquireAny those free)
+	Tokens  []fence.Token // the tokens of Granted
 	Latency time.Duration // from sending the request to its reply
 	Err     error         // nil, ErrHeld or the failure
 }

@@ -8,7 +8,7 @@ import "github.com/leasehold/leasehold/internal/migrations"
 // the statement's start, which can be long before the row lock is granted,
 // and a grant must not be recorded as starting before it happened.
 type queries struct {
-	acquire, acquireMany, renew, release, inspect, deleteExpired, lockTable string
+	acquire, acquireMany, renew, release, inspect, inspectMany, deleteExpired, lockTable string
 }
 
 // The acquire statements take a row that is free (expired or released) or
@@ -34,8 +34,9 @@ VALUES ($1, $2, nextval('{{schema}}.lease_token_seq'),
 	sqlAcquireCommon
 
 // Several names in one statement, locking rows in name order (the canonical
-// order) so that concurrent multi-acquires cannot deadlock. It runs inside a
-// transaction that is rolled back unless every name came back.
+// order) so that concurrent multi-acquires cannot deadlock. For
+// all-or-nothing it runs inside a transaction that is rolled back unless
+// every name came back; otherwise whichever names came back are granted.
 const sqlAcquireMany = `
 INSERT INTO {{schema}}.leases AS l (name, owner, token, acquired_at, renewed_at, expires_at)
 SELECT n, $2, nextval('{{schema}}.lease_token_seq'),
@@ -70,6 +71,10 @@ const sqlInspect = `
 SELECT owner, token, acquired_at, renewed_at, expires_at, clock_timestamp()
 FROM {{schema}}.leases WHERE name = $1`
 
+const sqlInspectMany = `
+SELECT name, owner, token, acquired_at, renewed_at, expires_at, clock_timestamp()
+FROM {{schema}}.leases WHERE name = ANY($1::text[])`
+
 // SHARE ROW EXCLUSIVE conflicts with the ROW EXCLUSIVE lock every acquire
 // holds from before it draws its token until it commits, so no acquire can
 // straddle a deletion with a token drawn before it.
@@ -90,6 +95,7 @@ func render(schema string) (queries, error) {
 		renew:         r(sqlRenew),
 		release:       r(sqlRelease),
 		inspect:       r(sqlInspect),
+		inspectMany:   r(sqlInspectMany),
 		deleteExpired: r(sqlDeleteExpired),
 		lockTable:     r(sqlLockTable),
 	}, nil
