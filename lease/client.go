@@ -154,14 +154,19 @@ func (c *Client) AcquireMany(ctx context.Context, names ...string) ([]*Lease, er
 }
 
 func (c *Client) acquireWait(ctx context.Context, names []string) ([]*Lease, error) {
+	var prev error // the last attempt that ctx did not cut short
 	for attempt := 0; ; attempt++ {
 		ls, err := c.tryAcquire(ctx, names)
 		if err == nil {
 			return ls, nil
 		}
 		if ctx.Err() != nil {
+			if prev != nil && IsIndeterminate(err) { // cut short by ctx; its grant, if any, is released
+				err = prev
+			}
 			return nil, fmt.Errorf("lease: acquire %q: %w (last attempt: %w)", names, context.Cause(ctx), err)
 		}
+		prev = err
 		if !transient(err) {
 			return nil, err
 		}
@@ -226,11 +231,14 @@ func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Leas
 	if err := c.reserve(names); err != nil {
 		return nil, err
 	}
-	defer c.unreserve(names)
-
 	sent := c.cfg.Clock.Now()
 	granted, tokens, acquired, err := c.grant(ctx, names, all)
 	latency := c.cfg.Clock.Now().Sub(sent)
+	if IsIndeterminate(err) {
+		c.abandon(names) // unreserves when done
+	} else {
+		defer c.unreserve(names)
+	}
 	c.observeAcquire(names, granted, tokens, latency, err)
 	if err != nil || len(granted) == 0 {
 		return nil, err
@@ -342,6 +350,33 @@ func (c *Client) observeAcquire(names, granted []string, tokens []fence.Token, l
 	if f := c.cfg.Hooks.OnAcquire; f != nil {
 		f(AcquireEvent{Names: names, Owner: c.cfg.Owner, Granted: granted, Tokens: tokens, Latency: latency, Err: err})
 	}
+}
+
+// abandon frees, in the background, any grant of names to this owner that
+// an acquire with an unknown outcome may have committed: no *Lease holds it,
+// so nobody would renew it, and it would block others until it expired. The
+// names stay reserved until then, so no new local grant can be hit.
+func (c *Client) abandon(names []string) {
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.wg.Add(1)
+	}
+	c.mu.Unlock()
+	if closed {
+		c.unreserve(names)
+		return
+	}
+	go func() {
+		defer c.wg.Done()
+		defer c.unreserve(names)
+		ctx, cancel := c.stmtCtx(context.Background())
+		defer cancel()
+		if _, err := c.pool.Exec(ctx, c.q.releaseOrphans, names, c.cfg.Owner); err != nil {
+			c.log.Warn("lease: could not free a grant of unknown outcome; it frees itself at expiry",
+				"leases", names, "err", err)
+		}
+	}()
 }
 
 // reserve marks names as being acquired by this Client, refusing names it

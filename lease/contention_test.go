@@ -130,12 +130,14 @@ func TestContentionHistory(t *testing.T) {
 		defer wg.Done()
 		c := newClient(t, pool, lease.Config{Owner: "crasher", TTL: time.Second, Clock: fakeclock.New(time.Now())})
 		for i := 0; time.Now().Before(end); i++ {
-			if l, err := c.TryAcquire(ctx, contentionNames[i%len(contentionNames)]); err == nil {
+			actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			if l, err := c.Acquire(actx, contentionNames[i%len(contentionNames)]); err == nil {
 				mu.Lock()
 				mine[l.Name()] = append(mine[l.Name()], int64(l.Token()))
 				mu.Unlock()
 			}
-			time.Sleep(700 * time.Millisecond)
+			cancel()
+			time.Sleep(400 * time.Millisecond)
 		}
 	}()
 	go func() { // clean-up racing with acquires

@@ -227,3 +227,55 @@ func TestPartitionedHolderLosesByDeadlineAndRecovers(t *testing.T) {
 		t.Fatalf("token after healing %v; want > %v", l2.Token(), lo.Token())
 	}
 }
+
+// After an acquire whose outcome is unknown, a grant to this owner that no
+// *Lease holds would block everyone until it expired. The Client frees it.
+func TestIndeterminateAcquireFreesOrphanGrant(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	url := pgtest.MigratedURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	pgtest.Must(t, err)
+	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
+	pgtest.Must(t, err)
+	defer proxy.Close()
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
+	proxied, err := pgxpool.NewWithConfig(ctx, cfg)
+	pgtest.Must(t, err)
+	defer proxied.Close()
+	direct := pgtest.PoolURL(t, url)
+
+	ttl := 20 * time.Second // far longer than the test: expiry cannot explain a release
+	// The grant whose reply was "lost": committed in the database under owner w.
+	committed := newClient(t, direct, lease.Config{Owner: "w", TTL: ttl})
+	orphan, err := committed.TryAcquire(ctx, "job")
+	pgtest.Must(t, err)
+
+	c := newClient(t, proxied, lease.Config{Owner: "w", TTL: ttl, StatementTimeout: 2 * time.Second})
+	if _, err := c.InspectMany(ctx, "warm-up"); err != nil { // open a connection through the proxy
+		t.Fatal(err)
+	}
+	proxy.Blackhole()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = c.TryAcquire(short, "job")
+	cancel()
+	if !lease.IsIndeterminate(err) {
+		t.Fatalf("TryAcquire through a partition = %v; want an indeterminate error", err)
+	}
+	proxy.Heal()
+
+	observer := newClient(t, direct, lease.Config{Owner: "observer"})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		info, err := observer.Inspect(ctx, "job")
+		pgtest.Must(t, err)
+		if !info.Held() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphan grant %+v is still held 10s after the indeterminate acquire", info)
+		}
+	}
+	if err := orphan.Renew(ctx); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew of the freed grant = %v; want ErrLost", err)
+	}
+}

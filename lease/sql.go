@@ -8,7 +8,7 @@ import "github.com/leasehold/leasehold/internal/migrations"
 // the statement's start, which can be long before the row lock is granted,
 // and a grant must not be recorded as starting before it happened.
 type queries struct {
-	acquire, acquireMany, renew, release, inspect, inspectMany, deleteExpired, lockTable string
+	acquire, acquireMany, renew, release, releaseOrphans, inspect, inspectMany, deleteExpired, lockTable string
 }
 
 // The acquire statements take a row that is free (expired or released) or
@@ -67,6 +67,14 @@ UPDATE {{schema}}.leases
 SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`
 
+// Free grants to this owner that no *Lease holds: the ones an acquire with
+// an unknown outcome may have committed. Only called while the Client holds
+// none of names and keeps them reserved.
+const sqlReleaseOrphans = `
+UPDATE {{schema}}.leases
+SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
+WHERE name = ANY($1::text[]) AND owner = $2 AND expires_at > clock_timestamp()`
+
 const sqlInspect = `
 SELECT owner, token, acquired_at, renewed_at, expires_at, clock_timestamp()
 FROM {{schema}}.leases WHERE name = $1`
@@ -90,13 +98,14 @@ func render(schema string) (queries, error) {
 	}
 	r := func(s string) string { return migrations.Render(s, q) }
 	return queries{
-		acquire:       r(sqlAcquire),
-		acquireMany:   r(sqlAcquireMany),
-		renew:         r(sqlRenew),
-		release:       r(sqlRelease),
-		inspect:       r(sqlInspect),
-		inspectMany:   r(sqlInspectMany),
-		deleteExpired: r(sqlDeleteExpired),
-		lockTable:     r(sqlLockTable),
+		acquire:        r(sqlAcquire),
+		acquireMany:    r(sqlAcquireMany),
+		renew:          r(sqlRenew),
+		release:        r(sqlRelease),
+		releaseOrphans: r(sqlReleaseOrphans),
+		inspect:        r(sqlInspect),
+		inspectMany:    r(sqlInspectMany),
+		deleteExpired:  r(sqlDeleteExpired),
+		lockTable:      r(sqlLockTable),
 	}, nil
 }
