@@ -3,6 +3,8 @@ module github.com/leasehold/leasehold
 go 1.26
 
 require (
+	github.com/buraksezer/consistent v1.0.0
+	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jackc/puddle/v2 v2.2.3
 	github.com/spf13/cobra v1.10.2

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/dbpool"
 )
 
 // Client acquires and holds leases for one owner. It renews every lease it
@@ -54,22 +54,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, &ConfigError{Field: "Schema", Reason: err.Error()}
 	}
-	pc := pool.Config()
-	pc.MaxConns, pc.MinConns = cfg.MaxConns, 0
-	if pc.MinIdleConns > pc.MaxConns {
-		pc.MinIdleConns = 0
-	}
-	ms := strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
-	rp := pc.ConnConfig.RuntimeParams
-	rp["statement_timeout"] = ms
-	rp["lock_timeout"] = ms
-	rp["idle_in_transaction_session_timeout"] = ms
-	if rp["application_name"] == "" {
-		rp["application_name"] = "leasehold"
-	}
-	own, err := pgxpool.NewWithConfig(context.Background(), pc)
+	own, err := dbpool.Derive(pool, cfg.MaxConns, cfg.StatementTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("lease: open pool: %w", err)
+		return nil, err
 	}
 	return &Client{
 		cfg:     cfg,

@@ -1,0 +1,38 @@
+// Package dbpool derives the small connection pools leasehold's components
+// run their own statements on, from the pool the user hands them.
+package dbpool
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Derive opens a new pool of at most maxConns connections to the database
+// of pool, with the server-side statement_timeout, lock_timeout and
+// idle_in_transaction_session_timeout all set to timeout, and
+// application_name set to "leasehold" unless pool's configuration names one.
+// It does no I/O.
+func Derive(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgxpool.Pool, error) {
+	pc := pool.Config()
+	pc.MaxConns, pc.MinConns = maxConns, 0
+	if pc.MinIdleConns > pc.MaxConns {
+		pc.MinIdleConns = 0
+	}
+	ms := strconv.FormatInt(timeout.Milliseconds(), 10)
+	rp := pc.ConnConfig.RuntimeParams
+	rp["statement_timeout"] = ms
+	rp["lock_timeout"] = ms
+	rp["idle_in_transaction_session_timeout"] = ms
+	if rp["application_name"] == "" {
+		rp["application_name"] = "leasehold"
+	}
+	p, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: open pool: %w", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,167 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"time"
+
+	"github.com/leasehold/leasehold/lease"
+)
+
+// reconcile reads the live view, hands off partitions no longer assigned to
+// this member and claims free ones that are. It returns when to look again:
+// PollInterval, or sooner when a wanted partition's lease expires sooner.
+func (m *Member) reconcile() time.Duration {
+	next := m.cfg.PollInterval
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
+	defer cancel()
+	var n int
+	var live []string
+	if err := m.pool.QueryRow(ctx, m.q.view, m.cfg.Group).Scan(&n, &live); err != nil {
+		if m.ctx.Err() == nil {
+			m.log.Warn("partition: reading the membership failed", "err", m.dbErr("view", err))
+		}
+		return next
+	}
+	if n != m.cfg.Partitions { // the group was recreated under us
+		m.fail(&CountError{Group: m.cfg.Group, Configured: m.cfg.Partitions, Stored: n})
+		return next
+	}
+	owners, err := Assign(live, n)
+	if err != nil {
+		m.log.Error("partition: assignment failed", "err", err)
+		return next
+	}
+
+	m.mu.Lock()
+	if m.failure != nil || m.ctx.Err() != nil {
+		m.mu.Unlock()
+		return next
+	}
+	var want []string
+	parts := make(map[string]int)
+	for p, c := range m.claims {
+		if owners[p] != m.cfg.ID && !c.ending {
+			m.endLocked(c, ErrHandoff)
+		}
+	}
+	for p, owner := range owners {
+		if _, claimed := m.claims[p]; owner == m.cfg.ID && !claimed {
+			name := LeaseName(m.cfg.Group, p)
+			want, parts[name] = append(want, name), p
+		}
+	}
+	m.mu.Unlock()
+	if len(want) == 0 {
+		return next
+	}
+
+	ls, err := m.leases.TryAcquireAny(ctx, want...)
+	if err != nil {
+		m.log.Warn("partition: claiming failed", "partitions", len(want), "err", err)
+		return next
+	}
+	got := make(map[string]bool, len(ls))
+	for _, l := range ls {
+		got[l.Name()] = true
+		m.own(parts[l.Name()], l)
+	}
+	var busy []string
+	for _, name := range want {
+		if !got[name] {
+			busy = append(busy, name)
+		}
+	}
+	if len(busy) > 0 { // held by a member handing off, or one that crashed
+		if infos, err := m.leases.InspectMany(ctx, busy...); err == nil {
+			for _, i := range infos {
+				if left := i.ExpiresAt.Sub(i.Now); left > 0 && left < next {
+					next = left + 10*time.Millisecond
+				}
+			}
+		}
+	}
+	return next
+}
+
+// own starts serving a freshly granted partition.
+func (m *Member) own(p int, l *lease.Lease) {
+	ctx, cancel := context.WithCancelCause(l.Context())
+	c := &claim{p: p, l: l, cancel: cancel}
+	m.mu.Lock()
+	if m.failure != nil || m.ctx.Err() != nil { // stopping: give it straight back
+		m.mu.Unlock()
+		cancel(ErrStopped)
+		l.Release(context.Background())
+		return
+	}
+	m.claims[p] = c
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go m.serve(ctx, c)
+}
+
+// serve runs Run for one grant, then, once Run has returned (or
+// HandoffTimeout passed), releases the partition unless the lease was lost.
+func (m *Member) serve(ctx context.Context, c *claim) {
+	defer m.wg.Done()
+	log := m.log.With("partition", c.p, "token", int64(c.l.Token()))
+	log.Info("partition: owned")
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("partition: Run panicked", "panic", r, "stack", string(debug.Stack()))
+			}
+		}()
+		m.cfg.Run(ctx, Ownership{Group: m.cfg.Group, Partition: c.p, Token: c.l.Token(), Lease: c.l})
+	}()
+	<-ctx.Done()
+	cause := context.Cause(ctx)
+	start := m.clock.Now()
+	timeout := make(chan struct{})
+	t := m.clock.AfterFunc(m.cfg.HandoffTimeout, func() { close(timeout) })
+	select {
+	case <-ran:
+	case <-timeout:
+		log.Error("partition: Run did not return within HandoffTimeout; releasing anyway "+
+			"(its writes carry a superseded token and are refused by fenced resources)",
+			"timeout", m.cfg.HandoffTimeout)
+	}
+	t.Stop()
+	if errors.Is(cause, lease.ErrLost) {
+		log.Warn("partition: lost", "err", cause)
+	} else {
+		rctx, cancel := context.WithTimeout(context.Background(), m.cfg.Lease.StatementTimeout)
+		err := c.l.Release(rctx)
+		if err == nil {
+			m.notify(rctx)
+		}
+		cancel()
+		log.Info("partition: handed off", "reason", cause, "wait", m.clock.Now().Sub(start), "err", err)
+	}
+	m.mu.Lock()
+	if m.claims[c.p] == c {
+		delete(m.claims, c.p)
+	}
+	m.mu.Unlock()
+	m.poke()
+}
+
+// endAll ends every claim with cause.
+func (m *Member) endAll(cause error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.claims {
+		if !c.ending {
+			m.endLocked(c, cause)
+		}
+	}
+}
+
+func (m *Member) endLocked(c *claim, cause error) {
+	c.ending = true
+	c.cancel(cause)
+}

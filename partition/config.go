@@ -1,0 +1,123 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/lease"
+)
+
+var (
+	// ErrInvalidConfig is wrapped by every configuration error.
+	ErrInvalidConfig = errors.New("partition: invalid config")
+	// ErrPartitionCount is wrapped by *CountError.
+	ErrPartitionCount = errors.New("partition: partition count differs from the group's")
+	// ErrDuplicateMember means another live process uses this member id.
+	ErrDuplicateMember = errors.New("partition: member id in use by another live process")
+	// ErrHandoff is the cause of a Run context cancelled because the
+	// partition is assigned to another member.
+	ErrHandoff = errors.New("partition: handed off")
+	// ErrStopped is the cause of a Run context cancelled by Stop.
+	ErrStopped = errors.New("partition: member stopped")
+	// ErrGroupNotFound is returned by Inspect for an unknown group.
+	ErrGroupNotFound = errors.New("partition: group not found")
+)
+
+// CountError reports a member configured with a partition count that differs
+// from the one recorded for its group.
+type CountError struct {
+	Group      string
+	Configured int
+	Stored     int
+}
+
+func (e *CountError) Error() string {
+	return fmt.Sprintf("partition: group %q has %d partitions, this member is configured with %d: "+
+		"the count is fixed when a group is created", e.Group, e.Stored, e.Configured)
+}
+
+// Unwrap returns ErrPartitionCount.
+func (e *CountError) Unwrap() error { return ErrPartitionCount }
+
+// MaxPartitions is the largest partition count of a group.
+const MaxPartitions = 65536
+
+// Config configures a Member. The zero value of every optional field means
+// its default.
+type Config struct {
+	// Group names the group. Required; 1 to 100 bytes.
+	Group string
+	// Partitions is the group's partition count, 1 to MaxPartitions. It is
+	// recorded when the group is created; a member with another count is
+	// refused with a *CountError. Required.
+	Partitions int
+	// ID identifies the member; it is the owner id of its leases. It must be
+	// unique among live members: a second live process with the same id is
+	// refused with ErrDuplicateMember. Defaults to lease.DefaultOwner().
+	ID string
+	// Run is called in its own goroutine once per grant of a partition to
+	// this member. Its context is cancelled, with cause ErrHandoff,
+	// ErrStopped or an error wrapping lease.ErrLost, when the member must
+	// stop acting for the partition. The partition is released only after
+	// Run returns or HandoffTimeout passes. Required.
+	Run func(ctx context.Context, o Ownership)
+	// Lease configures the member's lease client (TTL, renew interval,
+	// clock, logger ...). Its TTL is also the membership TTL and its
+	// RenewInterval the heartbeat interval. Lease.Owner is ignored: the
+	// member id is the owner. Defaults as in lease.Config.
+	Lease lease.Config
+	// PollInterval is how often a member re-reads the membership when no
+	// notification arrives. Defaults to 1s.
+	PollInterval time.Duration
+	// HandoffTimeout bounds how long a handoff waits for Run to return
+	// before releasing the partition anyway (writes of a Run that ignores
+	// its context are still refused by the fence). Defaults to Lease.TTL.
+	HandoffTimeout time.Duration
+}
+
+// Ownership is one grant of a partition to this member.
+type Ownership struct {
+	Group     string
+	Partition int
+	// Token is the partition's fencing token for this grant: carry it in
+	// every effect.
+	Token fence.Token
+	// Lease is the partition's lease.
+	Lease *lease.Lease
+}
+
+// LeaseName returns the name of the lease of partition p of group:
+// "partition/<group>/<p>".
+func LeaseName(group string, p int) string { return "partition/" + group + "/" + strconv.Itoa(p) }
+
+func (c Config) withDefaults() (Config, error) {
+	bad := func(field, reason string) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, reason)
+	}
+	switch {
+	case c.Group == "" || len(c.Group) > 100:
+		return c, bad("Group", "must be 1 to 100 bytes")
+	case c.Partitions < 1 || c.Partitions > MaxPartitions:
+		return c, bad("Partitions", fmt.Sprintf("%d is not in 1..%d", c.Partitions, MaxPartitions))
+	case c.Run == nil:
+		return c, bad("Run", "required")
+	case c.PollInterval < 0 || c.HandoffTimeout < 0:
+		return c, bad("PollInterval/HandoffTimeout", "negative duration")
+	}
+	if _, err := migrations.Schema(c.Lease.Schema); err != nil {
+		return c, bad("Lease.Schema", err.Error())
+	}
+	if c.ID == "" {
+		c.ID = lease.DefaultOwner()
+	}
+	c.Lease.Owner = c.ID
+	if c.PollInterval == 0 {
+		c.PollInterval = time.Second
+	}
+	return c, nil
+}

@@ -1,0 +1,106 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/backoff"
+)
+
+// heartbeat joins or extends this member's membership, on the database
+// clock, and wakes the others after a (re)join.
+func (m *Member) heartbeat(ctx context.Context) error {
+	var joined bool
+	err := m.pool.QueryRow(ctx, m.q.heartbeat, m.cfg.Group, m.cfg.ID, m.incarnation,
+		m.cfg.Lease.TTL.Microseconds()).Scan(&joined)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrDuplicateMember
+	}
+	if err != nil {
+		return m.dbErr("heartbeat", err)
+	}
+	if joined {
+		m.notify(ctx)
+		m.poke()
+	}
+	return nil
+}
+
+func (m *Member) heartbeatLoop() {
+	for m.wait(m.cfg.Lease.RenewInterval, nil) {
+		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
+		err := m.heartbeat(ctx)
+		cancel()
+		switch {
+		case errors.Is(err, ErrDuplicateMember):
+			m.fail(err)
+			return
+		case err != nil && m.ctx.Err() == nil:
+			m.log.Warn("partition: heartbeat failed", "err", err)
+		}
+	}
+}
+
+// fail ends every claim and stops claiming for good.
+func (m *Member) fail(err error) {
+	m.mu.Lock()
+	if m.failure == nil {
+		m.failure = err
+	}
+	m.mu.Unlock()
+	m.log.Error("partition: member failed; handing off all partitions", "err", err)
+	m.endAll(err)
+}
+
+// listenLoop keeps a connection LISTENing on the schema's channel and wakes
+// the reconcile loop on every notification for this group, and after every
+// reconnect (notifications may have been missed meanwhile).
+func (m *Member) listenLoop() {
+	b := backoff.New(100*time.Millisecond, 5*time.Second, m.cfg.Lease.Rand)
+	cc := m.pool.Config().ConnConfig
+	for attempt := 0; m.ctx.Err() == nil; attempt++ {
+		err := m.listen(cc)
+		if m.ctx.Err() != nil {
+			return
+		}
+		m.log.Debug("partition: listen connection lost; polling meanwhile", "err", err)
+		if !m.wait(b.Delay(attempt), nil) {
+			return
+		}
+	}
+}
+
+func (m *Member) listen(cc *pgx.ConnConfig) error {
+	conn, err := pgx.ConnectConfig(m.ctx, cc)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(m.ctx, "LISTEN "+pgx.Identifier{m.channel}.Sanitize()); err != nil {
+		return err
+	}
+	m.poke()
+	for {
+		n, err := conn.WaitForNotification(m.ctx)
+		if err != nil {
+			return err
+		}
+		if n.Payload == m.cfg.Group {
+			m.poke()
+		}
+	}
+}
+
+// reconcileLoop brings this member's claims in line with the assignment
+// whenever woken, and at least every PollInterval.
+func (m *Member) reconcileLoop() {
+	for {
+		next := m.reconcile()
+		if !m.wait(next, m.wake) {
+			return
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package partition_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/history"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/partition"
+)
+
+func TestJoinLeaveConvergeWithGracefulHandoff(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	pgtest.Must(t, history.Install(ctxT(t), pool, ""))
+	rec := &recorder{}
+	const n = 16
+	a := startMember(t, pool, "worker-1", n, rec.run("worker-1"))
+	startMember(t, pool, "worker-2", n, rec.run("worker-2"))
+	startMember(t, pool, "worker-3", n, rec.run("worker-3"))
+	t.Logf("3 members: converged in %v", converged(t, pool, []string{"worker-1", "worker-2", "worker-3"}, 15*time.Second))
+
+	startMember(t, pool, "worker-4", n, rec.run("worker-4"))
+	join := converged(t, pool, []string{"worker-1", "worker-2", "worker-3", "worker-4"}, 15*time.Second)
+	stopMember(t, a)
+	leave := converged(t, pool, []string{"worker-2", "worker-3", "worker-4"}, 15*time.Second)
+	t.Logf("join converged in %v, graceful leave in %v", join, leave)
+	// Graceful changes need no lease to expire: well under one TTL.
+	if join >= testTTL || leave >= testTTL {
+		t.Errorf("graceful join %v / leave %v took a TTL (%v) or more: a handoff waited for expiry", join, leave, testTTL)
+	}
+
+	// Per partition, Run spans of successive grants never overlap (the old
+	// Run returned before the lease was released), tokens increase, and
+	// every end before the test's own stops was a graceful handoff.
+	spans := rec.snapshot()
+	byPart := map[int][]span{}
+	for _, s := range spans {
+		byPart[s.partition] = append(byPart[s.partition], s)
+	}
+	handoffs := 0
+	for p, ss := range byPart {
+		slices.SortFunc(ss, func(a, b span) int { return a.start.Compare(b.start) })
+		for i := 1; i < len(ss); i++ {
+			prev, cur := ss[i-1], ss[i]
+			if prev.end.IsZero() || cur.start.Before(prev.end) {
+				t.Fatalf("partition %d: %s's Run (token %v) started before %s's (token %v) returned",
+					p, cur.member, cur.token, prev.member, prev.token)
+			}
+			if cur.token <= prev.token {
+				t.Fatalf("partition %d: token %v after %v", p, cur.token, prev.token)
+			}
+			if !errors.Is(prev.cause, partition.ErrHandoff) && !errors.Is(prev.cause, partition.ErrStopped) {
+				t.Fatalf("partition %d: grant ended by %v; want a graceful handoff", p, prev.cause)
+			}
+			handoffs++
+		}
+	}
+	if handoffs == 0 {
+		t.Fatal("no partition changed hands: the test proves nothing")
+	}
+	vs, err := history.Load(ctxT(t), pool, "")
+	pgtest.Must(t, err)
+	if r := history.Check(vs); !r.OK() || r.Superseded != 0 {
+		t.Fatalf("lease history: %+v", r)
+	}
+}
+
+func TestPartitionCountIsFixedPerGroup(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	startMember(t, pool, "worker-1", 8, (&recorder{}).run("worker-1"))
+	m, err := partition.New(pool, partition.Config{Group: "g", Partitions: 16, ID: "worker-2", Run: (&recorder{}).run("")})
+	pgtest.Must(t, err)
+	err = m.Start(ctxT(t))
+	var ce *partition.CountError
+	if !errors.Is(err, partition.ErrPartitionCount) || !errors.As(err, &ce) || ce.Stored != 8 || ce.Configured != 16 {
+		t.Fatalf("Start with another partition count = %v; want *CountError 16 vs 8", err)
+	}
+}
+
+func TestDuplicateLiveMemberIDIsRefused(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	startMember(t, pool, "worker-1", 4, (&recorder{}).run("worker-1"))
+	m, err := partition.New(pool, partition.Config{Group: "g", Partitions: 4, ID: "worker-1", Run: (&recorder{}).run("")})
+	pgtest.Must(t, err)
+	if err := m.Start(ctxT(t)); !errors.Is(err, partition.ErrDuplicateMember) {
+		t.Fatalf("Start with a live member's id = %v; want ErrDuplicateMember", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	pool := pgtest.Pool(t)
+	run := (&recorder{}).run("")
+	for _, cfg := range []partition.Config{
+		{Partitions: 4, Run: run},
+		{Group: "g", Partitions: 0, Run: run},
+		{Group: "g", Partitions: partition.MaxPartitions + 1, Run: run},
+		{Group: "g", Partitions: 4},
+		{Group: "g", Partitions: 4, Run: run, PollInterval: -time.Second},
+	} {
+		if _, err := partition.New(pool, cfg); !errors.Is(err, partition.ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v; want ErrInvalidConfig", cfg, err)
+		}
+	}
+	if _, err := partition.Inspect(ctxT(t), pool, "", "nope"); !errors.Is(err, partition.ErrGroupNotFound) {
+		t.Errorf("Inspect(unknown group) = %v; want ErrGroupNotFound", err)
+	}
+}

@@ -1,0 +1,106 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/fence"
+)
+
+// Status is a read-only view of a group, for status screens. Times are the
+// database's.
+type Status struct {
+	Group      string
+	Partitions []PartitionStatus
+	Members    []MemberStatus
+}
+
+// PartitionStatus is one partition's lease as the database sees it.
+type PartitionStatus struct {
+	Partition int
+	Owner     string      // "" if the partition was never granted
+	Token     fence.Token // the latest grant's token
+	Acquired  time.Time
+	Expires   time.Time
+	Held      bool // the lease was unexpired when read
+	// Desired is the owner the assignment wants among the live members.
+	Desired string
+}
+
+// MemberStatus is one member row.
+type MemberStatus struct {
+	ID        string
+	Joined    time.Time
+	Heartbeat time.Time
+	Expires   time.Time
+	Live      bool
+}
+
+// Inspect reads the status of group from the leasehold tables in schema
+// ("" for the default). It returns an error wrapping ErrGroupNotFound for an
+// unknown group.
+func Inspect(ctx context.Context, pool *pgxpool.Pool, schema, group string) (Status, error) {
+	q, _, err := render(schema)
+	if err != nil {
+		return Status{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	st := Status{Group: group}
+	rows, err := pool.Query(ctx, q.members, group)
+	if err != nil {
+		return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+	}
+	var live []string
+	for rows.Next() {
+		var ms MemberStatus
+		if err := rows.Scan(&ms.ID, &ms.Joined, &ms.Heartbeat, &ms.Expires, &ms.Live); err != nil {
+			rows.Close()
+			return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+		}
+		if ms.Live {
+			live = append(live, ms.ID)
+		}
+		st.Members = append(st.Members, ms)
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+	}
+	rows, err = pool.Query(ctx, q.status, group)
+	if err != nil {
+		return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+	}
+	for rows.Next() {
+		var ps PartitionStatus
+		var owner *string
+		var tok *int64
+		var acq, exp *time.Time
+		if err := rows.Scan(&ps.Partition, &owner, &tok, &acq, &exp, &ps.Held); err != nil {
+			rows.Close()
+			return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+		}
+		if owner != nil {
+			ps.Owner, ps.Token, ps.Acquired, ps.Expires = *owner, fence.Token(*tok), *acq, *exp
+		}
+		st.Partitions = append(st.Partitions, ps)
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+	}
+	if len(st.Partitions) == 0 {
+		var n int
+		if err := pool.QueryRow(ctx, q.groupCount, group).Scan(&n); errors.Is(err, pgx.ErrNoRows) {
+			return st, fmt.Errorf("partition: inspect %q: %w", group, ErrGroupNotFound)
+		}
+	}
+	owners, err := Assign(live, max(len(st.Partitions), 1))
+	if err == nil {
+		for i := range st.Partitions {
+			st.Partitions[i].Desired = owners[i]
+		}
+	}
+	return st, nil
+}
