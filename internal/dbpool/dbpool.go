@@ -14,7 +14,8 @@ import (
 // Derive opens a new pool of at most maxConns connections to the database
 // of pool, with the server-side statement_timeout, lock_timeout and
 // idle_in_transaction_session_timeout all set to timeout, and
-// application_name set to "leasehold" unless pool's configuration names one.
+// application_name set to "leasehold" unless pool's configuration names one,
+// and plan_cache_mode set to force_generic_plan.
 // It does no I/O.
 func Derive(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgxpool.Pool, error) {
 	pc := pool.Config()
@@ -30,6 +31,11 @@ func Derive(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgxpool
 	if rp["application_name"] == "" {
 		rp["application_name"] = "leasehold"
 	}
+	// Our statements are short and index-driven; under the default plan
+	// cache mode each connection flips between custom and generic plans
+	// after its fifth execution, which measurably halved renew throughput
+	// on some connections (bench/README.md).
+	rp["plan_cache_mode"] = "force_generic_plan"
 	p, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: open pool: %w", err)

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/pgcluster"
+)
+
+// TestLeaseSuite runs the lease suite briefly on a real server and checks
+// the JSON report covers every case on both systems.
+func TestLeaseSuite(t *testing.T) {
+	if os.Getenv(envURL) == "" {
+		if _, err := pgcluster.FindBinDir(); errors.Is(err, pgcluster.ErrNotInstalled) {
+			t.Skip(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "lease.json")
+	var out bytes.Buffer
+	err := runLease(ctx, []string{"--duration", "300ms", "--rounds", "1", "--json", path}, &out, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "leasehold / raw-sql") {
+		t.Errorf("table lacks the ratios:\n%s", out.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, b)
+	}
+	if rep.Suite != "lease" || rep.Rounds != 1 {
+		t.Errorf("suite %q rounds %d, want lease 1", rep.Suite, rep.Rounds)
+	}
+	got := map[[2]string]Result{}
+	for _, r := range rep.Results {
+		got[[2]string{r.System, r.Case}] = r
+	}
+	for _, c := range leaseCases {
+		for _, sys := range []string{sysLeasehold, sysRaw} {
+			r, ok := got[[2]string{sys, c}]
+			switch {
+			case !ok:
+				t.Errorf("no result for %s on %s", c, sys)
+			case r.JobsPerSec <= 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms:
+				t.Errorf("%s on %s: implausible %+v", c, sys, r)
+			}
+		}
+		if rep.Ratios[c] <= 0 {
+			t.Errorf("ratio for %s is %v", c, rep.Ratios[c])
+		}
+	}
+	if len(rep.Results) != 2*len(leaseCases) || len(rep.Ratios) != len(leaseCases) {
+		t.Errorf("%d results and %d ratios, want %d and %d", len(rep.Results), len(rep.Ratios), 2*len(leaseCases), len(leaseCases))
+	}
+}
+
+func TestUnknownSuite(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"no-such-suite"}, io.Discard, &stderr); code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+	if !strings.Contains(stderr.String(), "lease") {
+		t.Errorf("usage does not list the lease suite:\n%s", stderr.String())
+	}
+}
+
+func TestStats(t *testing.T) {
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median odd = %v", m)
+	}
+	if m := median([]float64{4, 1, 2, 3}); m != 2.5 {
+		t.Errorf("median even = %v", m)
+	}
+	s := sample{ops: 100, elapsed: time.Second}
+	for i := 1; i <= 100; i++ {
+		s.lat = append(s.lat, time.Duration(i)*time.Millisecond)
+	}
+	if q := s.quantile(0.5); q != 50*time.Millisecond {
+		t.Errorf("p50 = %v", q)
+	}
+	if q := s.quantile(0.99); q != 99*time.Millisecond {
+		t.Errorf("p99 = %v", q)
+	}
+	if r := s.rate(); r != 100 {
+		t.Errorf("rate = %v", r)
+	}
+}
+

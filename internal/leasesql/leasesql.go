@@ -1,0 +1,96 @@
+// Package leasesql holds the SQL statements of package lease, with {{schema}}
+// placeholders. They live here, in one place, so that the benchmarks' raw-SQL
+// baseline runs exactly the statements the lease package runs.
+//
+// Expiry arithmetic uses only the database clock: clock_timestamp() plus the
+// TTL, passed in microseconds. clock_timestamp() rather than now(): now() is
+// the statement's start, which can be long before the row lock is granted,
+// and a grant must not be recorded as starting before it happened.
+package leasesql
+
+// AcquireCommon ends both acquire statements. They take a row that is free
+// (expired or released) or already held by the same owner, in one atomic
+// statement. A new token is drawn with nextval after the row lock is taken,
+// so it is larger than the row's previous token; on the insert path the token
+// drawn before the insert is larger than any token of a deleted row because
+// DeleteExpired runs after LockTable, which locks the table against
+// concurrent acquires. No row back means the lease is held.
+const AcquireCommon = `
+ON CONFLICT (name) DO UPDATE
+SET owner       = EXCLUDED.owner,
+    token       = nextval('{{schema}}.lease_token_seq'),
+    acquired_at = clock_timestamp(),
+    renewed_at  = clock_timestamp(),
+    expires_at  = clock_timestamp() + $3 * interval '1 microsecond'
+WHERE l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner
+RETURNING l.name, l.token, l.acquired_at, l.expires_at`
+
+// Acquire takes one lease: $1 name, $2 owner, $3 TTL in microseconds.
+const Acquire = `
+INSERT INTO {{schema}}.leases AS l (name, owner, token, acquired_at, renewed_at, expires_at)
+VALUES ($1, $2, nextval('{{schema}}.lease_token_seq'),
+        clock_timestamp(), clock_timestamp(), clock_timestamp() + $3 * interval '1 microsecond')` +
+	AcquireCommon
+
+// AcquireMany takes several names in one statement, locking rows in name
+// order (the canonical order) so that concurrent multi-acquires cannot
+// deadlock. For all-or-nothing it runs inside a transaction that is rolled
+// back unless every name came back; otherwise whichever names came back are
+// granted.
+const AcquireMany = `
+INSERT INTO {{schema}}.leases AS l (name, owner, token, acquired_at, renewed_at, expires_at)
+SELECT n, $2, nextval('{{schema}}.lease_token_seq'),
+       clock_timestamp(), clock_timestamp(), clock_timestamp() + $3 * interval '1 microsecond'
+FROM unnest($1::text[]) AS n
+ORDER BY n` + AcquireCommon
+
+// Renew renews every lease of one owner whose token is unchanged and that has
+// not expired, in one statement, locking rows in name order.
+const Renew = `
+UPDATE {{schema}}.leases AS l
+SET renewed_at = clock_timestamp(), expires_at = clock_timestamp() + $4 * interval '1 microsecond'
+FROM (
+    SELECT m.name
+    FROM {{schema}}.leases AS m
+    JOIN unnest($1::text[], $2::bigint[]) AS h(name, token) ON m.name = h.name AND m.token = h.token
+    WHERE m.owner = $3 AND m.expires_at > clock_timestamp()
+    ORDER BY m.name
+    FOR NO KEY UPDATE OF m
+) AS mine
+WHERE l.name = mine.name
+RETURNING l.name, l.expires_at`
+
+// Release frees one grant; it checks owner and token: releasing twice, or a
+// lease that expired or was taken over, changes nothing.
+const Release = `
+UPDATE {{schema}}.leases
+SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
+WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`
+
+// ReleaseOrphans frees grants to this owner that no *Lease holds: the ones an
+// acquire with an unknown outcome may have committed. Only called while the
+// Client holds none of names and keeps them reserved.
+const ReleaseOrphans = `
+UPDATE {{schema}}.leases
+SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
+WHERE name = ANY($1::text[]) AND owner = $2 AND expires_at > clock_timestamp()`
+
+// Inspect reads one lease row and the database time: $1 name.
+const Inspect = `
+SELECT owner, token, acquired_at, renewed_at, expires_at, clock_timestamp()
+FROM {{schema}}.leases WHERE name = $1`
+
+// InspectMany reads the rows of the names in $1.
+const InspectMany = `
+SELECT name, owner, token, acquired_at, renewed_at, expires_at, clock_timestamp()
+FROM {{schema}}.leases WHERE name = ANY($1::text[])`
+
+// LockTable takes SHARE ROW EXCLUSIVE, which conflicts with the ROW EXCLUSIVE
+// lock every acquire holds from before it draws its token until it commits,
+// so no acquire can straddle a deletion with a token drawn before it.
+const LockTable = `LOCK TABLE {{schema}}.leases IN SHARE ROW EXCLUSIVE MODE`
+
+// DeleteExpired deletes rows that expired more than $1 microseconds ago; run
+// it after LockTable in the same transaction.
+const DeleteExpired = `
+DELETE FROM {{schema}}.leases WHERE expires_at < clock_timestamp() - $1 * interval '1 microsecond'`
