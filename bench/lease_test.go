@@ -99,4 +99,3 @@ func TestStats(t *testing.T) {
 		t.Errorf("rate = %v", r)
 	}
 }
-
