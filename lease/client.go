@@ -173,6 +173,13 @@ func (c *Client) stmtCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, c.cfg.StatementTimeout*3/2)
 }
 
+// rollback ends tx, bounded even when ctx has ended or the network is gone.
+func (c *Client) rollback(ctx context.Context, tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.StatementTimeout)
+	defer cancel()
+	tx.Rollback(ctx)
+}
+
 // sleep waits d on the Client's clock, or until ctx ends or the Client closes.
 func (c *Client) sleep(ctx context.Context, d time.Duration) error {
 	done := make(chan struct{})
@@ -283,7 +290,7 @@ func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string,
 		if tx, err = c.pool.Begin(ctx); err != nil {
 			return nil, nil, nil, classify("acquire", label, err)
 		}
-		defer tx.Rollback(context.WithoutCancel(ctx))
+		defer c.rollback(ctx, tx)
 		q = tx
 	}
 	rows, err := q.Query(ctx, c.q.acquireMany, names, c.cfg.Owner, ttl)
@@ -450,7 +457,7 @@ type Info struct {
 	AcquiredAt time.Time
 	RenewedAt  time.Time
 	ExpiresAt  time.Time
-	// Now is the database's now() when the row was read.
+	// Now is the database's clock_timestamp() when the row was read.
 	Now time.Time
 }
 
@@ -523,7 +530,10 @@ func (c *Client) InspectMany(ctx context.Context, names ...string) ([]Info, erro
 // DeleteExpired deletes the rows of leases that expired more than olderThan
 // ago and returns how many it deleted. Tokens stay strictly increasing: a
 // later grant of a deleted name gets a larger token than any before it. It
-// briefly locks the lease table against acquires.
+// locks the lease table for the length of the delete; if the lock is not
+// granted within 50ms (a long transaction holds a lease row), it fails with
+// a lock timeout error rather than make every lease statement queue behind
+// it: call it again later.
 func (c *Client) DeleteExpired(ctx context.Context, olderThan time.Duration) (int64, error) {
 	if olderThan < 0 {
 		return 0, &ConfigError{Field: "olderThan", Reason: "negative duration"}
@@ -534,7 +544,12 @@ func (c *Client) DeleteExpired(ctx context.Context, olderThan time.Duration) (in
 	if err != nil {
 		return 0, classify("delete expired", "", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer c.rollback(ctx, tx)
+	// A queued table lock makes every later acquire, renewal and release
+	// wait behind it: give up quickly instead, and let the caller retry.
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '50ms'`); err != nil {
+		return 0, classify("delete expired", "", err)
+	}
 	if _, err := tx.Exec(ctx, c.q.lockTable); err != nil {
 		return 0, classify("delete expired", "", err)
 	}
@@ -548,8 +563,10 @@ func (c *Client) DeleteExpired(ctx context.Context, olderThan time.Duration) (in
 	return tag.RowsAffected(), nil
 }
 
-// Close releases every lease the Client holds (bounded by ctx), stops
-// renewing and closes the Client's pool. A closed Client cannot be reused.
+// Close releases every lease the Client holds (in parallel, bounded by ctx),
+// stops renewing and closes the Client's pool; if ctx ends first, the pool
+// closes in the background once the last statement's own timeout ends. A
+// closed Client cannot be reused.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
@@ -563,17 +580,24 @@ func (c *Client) Close(ctx context.Context) error {
 		held = append(held, l)
 	}
 	c.mu.Unlock()
-	var errs []error
-	for _, l := range held {
-		errs = append(errs, l.Release(ctx))
+	errs := make([]error, len(held))
+	var releases sync.WaitGroup
+	for i, l := range held {
+		releases.Add(1)
+		go func() {
+			defer releases.Done()
+			errs[i] = l.Release(ctx)
+		}()
 	}
+	releases.Wait()
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		c.pool.Close()
 	case <-ctx.Done(): // background statements end by their own timeouts
 		errs = append(errs, fmt.Errorf("lease: close: %w", context.Cause(ctx)))
+		go func() { <-done; c.pool.Close() }()
 	}
-	go func() { <-done; c.pool.Close() }()
 	return errors.Join(errs...)
 }

@@ -43,8 +43,9 @@ type Config struct {
 	SafetyMargin time.Duration
 	// StatementTimeout bounds every statement and lock wait of the Client
 	// on the server (statement_timeout, lock_timeout) and is the Client's
-	// idle_in_transaction_session_timeout. It must be below TTL. Defaults
-	// to RenewInterval.
+	// idle_in_transaction_session_timeout; the Client also gives up on a
+	// statement after 1.5× it. 1.5× it must fit in TTL - SafetyMargin -
+	// RenewInterval. Defaults to RenewInterval.
 	StatementTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the exponential backoff (full jitter)
 	// of Acquire between attempts. Default to 20ms and 1s.
@@ -56,8 +57,9 @@ type Config struct {
 	// Clock is the local clock for deadlines, renewal and backoff.
 	// Defaults to SystemClock.
 	Clock Clock
-	// Rand is the source of backoff and renewal jitter. Defaults to a
-	// randomly seeded source; set a seeded one for reproducible tests.
+	// Rand is the source of backoff and renewal jitter; it must not be
+	// shared with another Client. Defaults to a randomly seeded source; set
+	// a seeded one for reproducible tests.
 	Rand *rand.Rand
 	// Logger receives acquire, renew, loss and release records. Defaults to
 	// slog.Default().
@@ -110,8 +112,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.StatementTimeout == 0 {
 		c.StatementTimeout = c.RenewInterval
 	}
-	if c.StatementTimeout >= c.TTL {
-		return c, &ConfigError{Field: "StatementTimeout", Reason: fmt.Sprintf("%v is not below TTL %v", c.StatementTimeout, c.TTL)}
+	if c.StatementTimeout < time.Millisecond {
+		return c, &ConfigError{Field: "StatementTimeout", Reason: fmt.Sprintf("%v is below 1ms", c.StatementTimeout)}
+	}
+	// The Client bounds a statement at 1.5×StatementTimeout on its side; a
+	// hung renewal must end before the deadline it was meant to extend.
+	if room := c.TTL - c.SafetyMargin - c.RenewInterval; c.StatementTimeout*3/2 > room {
+		return c, &ConfigError{Field: "StatementTimeout", Reason: fmt.Sprintf(
+			"%v: 1.5× it must fit in TTL - SafetyMargin - RenewInterval (%v)", c.StatementTimeout, room)}
 	}
 	if c.MinBackoff == 0 {
 		c.MinBackoff = 20 * time.Millisecond

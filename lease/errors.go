@@ -106,11 +106,15 @@ func transient(err error) bool {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
+		if len(pe.Code) < 2 {
+			return true
+		}
 		switch pe.Code[:2] {
 		case "08", "40", "53", "57", "58":
 			return true
 		}
-		return pe.Code == "55P03" // lock_not_available
+		// lock_not_available, idle_in_transaction_session_timeout
+		return pe.Code == "55P03" || pe.Code == "25P03"
 	}
 	return true // not a server answer: a connection or network failure
 }

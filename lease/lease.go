@@ -65,10 +65,18 @@ func (l *Lease) Deadline() time.Time {
 func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Err returns nil while the lease is held; afterwards an error wrapping
-// ErrLost (with the reason) or ErrReleased.
+// ErrLost (with the reason) or ErrReleased. Err checks the local deadline
+// itself: past it, the lease is lost at once, even before the deadline
+// timer has run.
 func (l *Lease) Err() error {
 	if l.ctx.Err() == nil {
-		return nil
+		l.mu.Lock()
+		passed := !l.done && !l.c.cfg.Clock.Now().Before(l.deadline)
+		l.mu.Unlock()
+		if !passed {
+			return nil
+		}
+		l.checkDeadline()
 	}
 	return context.Cause(l.ctx)
 }
@@ -104,17 +112,23 @@ func (l *Lease) checkDeadline() {
 }
 
 // extend moves the local deadline after a renewal whose request was sent at
-// sent. Once the deadline has passed the lease stays lost: a late success
-// does not revive it.
+// sent. If the deadline passed before the reply arrived, the lease is lost
+// now: a late success does not revive it.
 func (l *Lease) extend(sent time.Time) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done || !l.c.cfg.Clock.Now().Before(l.deadline) {
+	if l.done {
+		l.mu.Unlock()
+		return
+	}
+	if !l.c.cfg.Clock.Now().Before(l.deadline) {
+		l.mu.Unlock()
+		l.checkDeadline()
 		return
 	}
 	if d := sent.Add(l.c.cfg.TTL - l.c.cfg.SafetyMargin); d.After(l.deadline) {
 		l.deadline = d
 	}
+	l.mu.Unlock()
 }
 
 // finish marks the lease done with cause and reports whether this call did.

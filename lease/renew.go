@@ -14,7 +14,9 @@ func (c *Client) renewLoop() {
 	defer c.wg.Done()
 	failures := 0
 	for {
-		wait := c.cfg.RenewInterval
+		// Up to 10% early, so that Clients started together do not renew in
+		// lockstep; never late.
+		wait := c.cfg.RenewInterval - time.Duration(c.backoff.Float64()*float64(c.cfg.RenewInterval/10))
 		if failures > 0 {
 			wait = min(wait, c.cfg.MinBackoff+c.backoff.Delay(failures))
 		}

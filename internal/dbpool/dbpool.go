@@ -19,10 +19,7 @@ import (
 // It does no I/O.
 func Derive(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgxpool.Pool, error) {
 	pc := pool.Config()
-	pc.MaxConns, pc.MinConns = maxConns, 0
-	if pc.MinIdleConns > pc.MaxConns {
-		pc.MinIdleConns = 0
-	}
+	pc.MaxConns, pc.MinConns, pc.MinIdleConns = maxConns, 0, 0 // no eager dialing
 	ms := strconv.FormatInt(timeout.Milliseconds(), 10)
 	rp := pc.ConnConfig.RuntimeParams
 	rp["statement_timeout"] = ms

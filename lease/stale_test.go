@@ -1,0 +1,111 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/fakeclock"
+	"github.com/leasehold/leasehold/internal/netproxy"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
+)
+
+// A holder whose clock runs slow keeps trusting its lease after the database
+// expired it. Its next renewal must report the loss, not bring the expired
+// grant back to life (even though nobody took it over meanwhile).
+func TestRenewalDoesNotReviveAnExpiredGrant(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool := pgtest.Pool(t)
+	c := newClient(t, pool, lease.Config{Owner: "slow", TTL: time.Second, Clock: fakeclock.New(time.Now())})
+	l, err := c.TryAcquire(ctx, "job")
+	pgtest.Must(t, err)
+	for {
+		info, err := c.Inspect(ctx, "job")
+		pgtest.Must(t, err)
+		if !info.Held() {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := l.Renew(ctx); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Renew of a grant the database expired = %v; want ErrLost", err)
+	}
+	if info, err := c.Inspect(ctx, "job"); err != nil || info.Held() {
+		t.Fatalf("after renewing an expired grant: %+v, %v; want the row still expired", info, err)
+	}
+}
+
+// The same owner superseded its own grant (an acquire retried after a lost
+// reply): releasing the old grant must not free the new one. Release checks
+// the token, not just the owner.
+func TestStaleReleaseBySameOwnerKeepsNewerGrant(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool := pgtest.Pool(t)
+	first := newClient(t, pool, lease.Config{Owner: "w1"})
+	l1, err := first.TryAcquire(ctx, "job")
+	pgtest.Must(t, err)
+	retry := newClient(t, pool, lease.Config{Owner: "w1"})
+	l2, err := retry.TryAcquire(ctx, "job")
+	pgtest.Must(t, err)
+
+	pgtest.Must(t, l1.Release(ctx)) // changes nothing: not an error
+	info, err := retry.Inspect(ctx, "job")
+	pgtest.Must(t, err)
+	if !info.Held() || info.Token != l2.Token() {
+		t.Fatalf("after releasing the superseded grant: %+v; want still held with token %v", info, l2.Token())
+	}
+	pgtest.Must(t, l2.Renew(ctx))
+}
+
+// An acquire whose request reaches the database only after the client gave
+// up waiting for the reply: the grant commits, and the client's error must
+// say that the outcome is unknown.
+func TestAcquireWithLostReplyIsIndeterminate(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	url := pgtest.MigratedURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	pgtest.Must(t, err)
+	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
+	pgtest.Must(t, err)
+	defer proxy.Close()
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
+	viaProxy, err := pgxpool.NewWithConfig(ctx, cfg)
+	pgtest.Must(t, err)
+	defer viaProxy.Close()
+
+	c := newClient(t, viaProxy, lease.Config{Owner: "unsure", MaxConns: 1})
+	warm, err := c.TryAcquire(ctx, "warm-up") // connect and prepare the acquire statement
+	pgtest.Must(t, err)
+	pgtest.Must(t, warm.Release(ctx))
+
+	proxy.Blackhole()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, acqErr := c.TryAcquire(short, "job")
+	cancel()
+	if acqErr == nil {
+		t.Fatal("TryAcquire through a blackhole succeeded")
+	}
+	if !lease.IsIndeterminate(acqErr) {
+		t.Errorf("TryAcquire whose reply never came = %v; want an *IndeterminateError", acqErr)
+	}
+	proxy.Heal() // the held request now reaches the database
+
+	direct := newClient(t, pgtest.PoolURL(t, url), lease.Config{Owner: "observer"})
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		if info, err := direct.Inspect(ctx, "job"); err == nil && info.Owner == "unsure" && info.Held() {
+			t.Logf("the grant committed after the client reported: %v", acqErr)
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the delayed acquire never reached the database: the test shows nothing")
+		}
+	}
+}
