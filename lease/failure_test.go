@@ -3,17 +3,13 @@ package lease_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/fakeclock"
-	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -194,15 +190,7 @@ func TestPartitionedHolderLosesByDeadlineAndRecovers(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	url := pgtest.MigratedURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	pgtest.Must(t, err)
-	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
-	pgtest.Must(t, err)
-	defer proxy.Close()
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	pgtest.Must(t, err)
-	defer pool.Close()
+	pool, proxy := proxiedPool(t, url)
 
 	c := newClient(t, pool, lease.Config{Owner: "partitioned", TTL: 2 * time.Second, MaxBackoff: 100 * time.Millisecond})
 	l, err := c.TryAcquire(ctx, "job")
@@ -234,15 +222,7 @@ func TestIndeterminateAcquireFreesOrphanGrant(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	url := pgtest.MigratedURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	pgtest.Must(t, err)
-	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
-	pgtest.Must(t, err)
-	defer proxy.Close()
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
-	proxied, err := pgxpool.NewWithConfig(ctx, cfg)
-	pgtest.Must(t, err)
-	defer proxied.Close()
+	proxied, proxy := proxiedPool(t, url)
 	direct := pgtest.PoolURL(t, url)
 
 	ttl := 20 * time.Second // far longer than the test: expiry cannot explain a release

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -41,6 +43,22 @@ func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// proxiedPool returns a pool on url whose connections pass through a TCP
+// fault proxy, and the proxy; both are closed when the test ends.
+func proxiedPool(t *testing.T, url string) (*pgxpool.Pool, *netproxy.Proxy) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	pgtest.Must(t, err)
+	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
+	pgtest.Must(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pgtest.Must(t, err)
+	t.Cleanup(pool.Close)
+	return pool, proxy
 }
 
 // closedWithin reports whether ch is closed within d.

@@ -3,14 +3,10 @@ package lease_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/leasehold/leasehold/internal/fakeclock"
-	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -71,15 +67,7 @@ func TestAcquireWithLostReplyIsIndeterminate(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	url := pgtest.MigratedURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	pgtest.Must(t, err)
-	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
-	pgtest.Must(t, err)
-	defer proxy.Close()
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
-	viaProxy, err := pgxpool.NewWithConfig(ctx, cfg)
-	pgtest.Must(t, err)
-	defer viaProxy.Close()
+	viaProxy, proxy := proxiedPool(t, url)
 
 	c := newClient(t, viaProxy, lease.Config{Owner: "unsure", MaxConns: 1})
 	warm, err := c.TryAcquire(ctx, "warm-up") // connect and prepare the acquire statement
