@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/leasehold/leasehold/lease"
@@ -28,7 +29,7 @@ func (m *Member) reconcile() time.Duration {
 		m.fail(&CountError{Group: m.cfg.Group, Configured: m.cfg.Partitions, Stored: n})
 		return next
 	}
-	owners, err := Assign(live, n)
+	owners, err := m.assign(live, n)
 	if err != nil {
 		m.log.Error("partition: assignment failed", "err", err)
 		return next
@@ -83,6 +84,21 @@ func (m *Member) reconcile() time.Duration {
 		}
 	}
 	return next
+}
+
+// assign is Assign, remembered for the last member set: the set rarely
+// changes, and building the ring costs O(members² × ReplicationFactor)
+// (github.com/buraksezer/consistent sorts the ring once per member added).
+// Only the reconcile goroutine calls it.
+func (m *Member) assign(live []string, n int) ([]string, error) {
+	if m.lastOwners != nil && slices.Equal(live, m.lastLive) {
+		return m.lastOwners, nil
+	}
+	owners, err := Assign(live, n)
+	if err == nil {
+		m.lastLive, m.lastOwners = slices.Clone(live), owners
+	}
+	return owners, err
 }
 
 // own starts serving a freshly granted partition.

@@ -29,6 +29,11 @@ type Member struct {
 	log         *slog.Logger
 	clock       lease.Clock
 
+	// The last assignment, owned by the reconcile goroutine (live is sorted
+	// by the view query).
+	lastLive   []string
+	lastOwners []string
+
 	ctx    context.Context // lifecycle: cancelled by Stop
 	cancel context.CancelFunc
 	wake   chan struct{}
