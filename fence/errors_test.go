@@ -1,0 +1,21 @@
+package fence
+
+import (
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func TestCommitErrClassification(t *testing.T) {
+	if commitErr(nil) != nil {
+		t.Fatal("nil must stay nil")
+	}
+	if err := commitErr(&pgconn.PgError{Code: "40001"}); IsIndeterminate(err) {
+		t.Fatalf("a server error at commit means rolled back, not unknown: %v", err)
+	}
+	if err := commitErr(io.ErrUnexpectedEOF); !IsIndeterminate(err) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a connection lost during commit must be indeterminate: %v", err)
+	}
+}

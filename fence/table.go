@@ -1,0 +1,83 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Execer runs statements: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Table is the conditional write on the target, for a table in any
+// PostgreSQL database: each row records, in TokenColumn, the highest token
+// that wrote it, and a write carrying a lower token is refused. This is
+// fencing at the resource, and needs nothing from leasehold's schema.
+//
+// TokenColumn is a bigint NOT NULL column (DEFAULT 0 for rows no holder has
+// written yet).
+type Table struct {
+	Name        string // the table, optionally schema-qualified ("app.accounts")
+	KeyColumn   string // the column identifying a row
+	TokenColumn string // the bigint column holding the highest token written
+}
+
+// Update runs
+//
+//	UPDATE <Name> SET <set>, <TokenColumn> = $1
+//	WHERE <KeyColumn> = $2 AND <TokenColumn> <= $1
+//
+// set is SQL you write (never user input), with your arguments as $3, $4 ...
+// passed in args. It returns a *FencedError (wrapping ErrFenced) when the
+// row carries a higher token, and an error wrapping pgx.ErrNoRows when there
+// is no row with that key.
+func (t Table) Update(ctx context.Context, db Execer, key any, token Token, set string, args ...any) error {
+	name, keyCol, tokCol, err := t.idents()
+	if err != nil {
+		return err
+	}
+	sql := fmt.Sprintf("UPDATE %s SET %s, %s = $1 WHERE %s = $2 AND %s <= $1", name, set, tokCol, keyCol, tokCol)
+	tag, err := db.Exec(ctx, sql, append([]any{int64(token), key}, args...)...)
+	if err != nil {
+		return fmt.Errorf("fence: %s: %w", t.Name, err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var current int64
+	err = db.QueryRow(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1", tokCol, name, keyCol), key).Scan(&current)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("fence: %s: no row with key %v: %w", t.Name, key, pgx.ErrNoRows)
+	}
+	if err != nil {
+		return fmt.Errorf("fence: %s: %w", t.Name, err)
+	}
+	return &FencedError{Resource: fmt.Sprintf("%s[%v]", t.Name, key), Held: token, Current: Token(current),
+		Reason: "a higher token wrote the row"}
+}
+
+func (t Table) idents() (name, key, tok string, err error) {
+	if t.Name == "" || t.KeyColumn == "" || t.TokenColumn == "" {
+		return "", "", "", fmt.Errorf("fence: Table needs Name, KeyColumn and TokenColumn")
+	}
+	var parts pgx.Identifier
+	for _, p := range splitDot(t.Name) {
+		parts = append(parts, p)
+	}
+	return parts.Sanitize(), pgx.Identifier{t.KeyColumn}.Sanitize(), pgx.Identifier{t.TokenColumn}.Sanitize(), nil
+}
+
+func splitDot(s string) []string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			return []string{s[:i], s[i+1:]}
+		}
+	}
+	return []string{s}
+}
