@@ -12,18 +12,32 @@ import (
 
 // reconcile reads the live view, hands off partitions no longer assigned to
 // this member and claims free ones that are. It returns when to look again:
-// PollInterval, or sooner when a wanted partition's lease expires sooner.
+// PollInterval, or sooner when another member's membership or a wanted
+// partition's lease expires sooner, or a cooldown ends.
 func (m *Member) reconcile() time.Duration {
 	next := m.cfg.PollInterval
-	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
-	defer cancel()
+	soon := func(d time.Duration) {
+		if d > 0 && d+10*time.Millisecond < next {
+			next = d + 10*time.Millisecond
+		}
+	}
+	if m.Err() != nil {
+		return next
+	}
 	var n int
 	var live []string
-	if err := m.pool.QueryRow(ctx, m.q.view, m.cfg.Group).Scan(&n, &live); err != nil {
+	var othersExpire *float64
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
+	err := m.pool.QueryRow(ctx, m.q.view, m.cfg.Group, m.cfg.ID).Scan(&n, &live, &othersExpire)
+	cancel()
+	if err != nil {
 		if m.ctx.Err() == nil {
 			m.log.Warn("partition: reading the membership failed", "err", m.dbErr("view", err))
 		}
 		return next
+	}
+	if othersExpire != nil {
+		soon(time.Duration(*othersExpire * float64(time.Second)))
 	}
 	if n != m.cfg.Partitions { // the group was recreated under us
 		m.fail(&CountError{Group: m.cfg.Group, Configured: m.cfg.Partitions, Stored: n})
@@ -35,30 +49,39 @@ func (m *Member) reconcile() time.Duration {
 		return next
 	}
 
+	now := m.clock.Now()
+	var want []string
+	parts := make(map[string]int)
 	m.mu.Lock()
 	if m.failure != nil || m.ctx.Err() != nil {
 		m.mu.Unlock()
 		return next
 	}
-	var want []string
-	parts := make(map[string]int)
 	for p, c := range m.claims {
 		if owners[p] != m.cfg.ID && !c.ending {
 			m.endLocked(c, ErrHandoff)
 		}
 	}
 	for p, owner := range owners {
-		if _, claimed := m.claims[p]; owner == m.cfg.ID && !claimed {
-			name := LeaseName(m.cfg.Group, p)
-			want, parts[name] = append(want, name), p
+		if _, claimed := m.claims[p]; owner != m.cfg.ID || claimed {
+			continue
 		}
+		if until, ok := m.cooldown[p]; ok && now.Before(until) {
+			soon(until.Sub(now))
+			continue
+		}
+		delete(m.cooldown, p)
+		name := LeaseName(m.cfg.Group, p)
+		want, parts[name] = append(want, name), p
 	}
 	m.mu.Unlock()
 	if len(want) == 0 {
 		return next
 	}
 
+	ctx, cancel = context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
 	ls, err := m.leases.TryAcquireAny(ctx, want...)
+	cancel()
 	if err != nil {
 		m.log.Warn("partition: claiming failed", "partitions", len(want), "err", err)
 		return next
@@ -75,11 +98,12 @@ func (m *Member) reconcile() time.Duration {
 		}
 	}
 	if len(busy) > 0 { // held by a member handing off, or one that crashed
-		if infos, err := m.leases.InspectMany(ctx, busy...); err == nil {
+		ctx, cancel = context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
+		infos, err := m.leases.InspectMany(ctx, busy...)
+		cancel()
+		if err == nil {
 			for _, i := range infos {
-				if left := i.ExpiresAt.Sub(i.Now); left > 0 && left < next {
-					next = left + 10*time.Millisecond
-				}
+				soon(i.ExpiresAt.Sub(i.Now))
 			}
 		}
 	}
@@ -109,7 +133,11 @@ func (m *Member) own(p int, l *lease.Lease) {
 	if m.failure != nil || m.ctx.Err() != nil { // stopping: give it straight back
 		m.mu.Unlock()
 		cancel(ErrStopped)
-		l.Release(context.Background())
+		ctx, cancelRelease := context.WithTimeout(context.Background(), m.cfg.Lease.StatementTimeout)
+		defer cancelRelease()
+		if l.Release(ctx) == nil {
+			m.notify(ctx)
+		}
 		return
 	}
 	m.claims[p] = c
@@ -134,7 +162,16 @@ func (m *Member) serve(ctx context.Context, c *claim) {
 		}()
 		m.cfg.Run(ctx, Ownership{Group: m.cfg.Group, Partition: c.p, Token: c.l.Token(), Lease: c.l})
 	}()
-	<-ctx.Done()
+	early := false
+	select {
+	case <-ctx.Done():
+	case <-ran: // Run gave up before being asked to: give the partition up
+		early = true
+		c.cancel(errRunReturned)
+		m.mu.Lock()
+		c.ending = true
+		m.mu.Unlock()
+	}
 	cause := context.Cause(ctx)
 	start := m.clock.Now()
 	timeout := make(chan struct{})
@@ -162,9 +199,20 @@ func (m *Member) serve(ctx context.Context, c *claim) {
 	if m.claims[c.p] == c {
 		delete(m.claims, c.p)
 	}
+	if early {
+		m.failures[c.p]++
+		wait := min(time.Minute, m.cfg.PollInterval<<min(m.failures[c.p]-1, 16))
+		m.cooldown[c.p] = m.clock.Now().Add(wait)
+		log.Warn("partition: Run returned before its context was cancelled; claiming again later", "after", wait)
+	} else {
+		delete(m.failures, c.p)
+	}
 	m.mu.Unlock()
 	m.poke()
 }
+
+// errRunReturned is the cause of a claim whose Run returned by itself.
+var errRunReturned = errors.New("partition: Run returned")
 
 // endAll ends every claim with cause.
 func (m *Member) endAll(cause error) {

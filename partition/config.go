@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/fence"
@@ -56,20 +57,27 @@ type Config struct {
 	// recorded when the group is created; a member with another count is
 	// refused with a *CountError. Required.
 	Partitions int
-	// ID identifies the member; it is the owner id of its leases. It must be
-	// unique among live members: a second live process with the same id is
-	// refused with ErrDuplicateMember. Defaults to lease.DefaultOwner().
+	// ID identifies the member, 1 to 200 bytes. It must be unique among
+	// live members: a second live process with the same id is refused with
+	// ErrDuplicateMember. The owner id of its leases is ID + "#" + a random
+	// incarnation of this process, so a restarted process never takes over
+	// its predecessor's leases before they expire. Defaults to
+	// lease.DefaultOwner().
 	ID string
 	// Run is called in its own goroutine once per grant of a partition to
-	// this member. Its context is cancelled, with cause ErrHandoff,
-	// ErrStopped or an error wrapping lease.ErrLost, when the member must
-	// stop acting for the partition. The partition is released only after
-	// Run returns or HandoffTimeout passes. Required.
+	// this member, and should work until its context is cancelled. The
+	// cause says why: ErrHandoff, ErrStopped, an error wrapping
+	// lease.ErrLost or lease.ErrReleased, ErrDuplicateMember or a
+	// *CountError. The partition is released only after Run returns or
+	// HandoffTimeout passes. A Run that returns (or panics) before its
+	// context is cancelled gives the partition up: it is released and
+	// claimed again after a backoff (PollInterval, doubling up to a minute
+	// while Run keeps returning early). Required.
 	Run func(ctx context.Context, o Ownership)
 	// Lease configures the member's lease client (TTL, renew interval,
 	// clock, logger ...). Its TTL is also the membership TTL and its
-	// RenewInterval the heartbeat interval. Lease.Owner is ignored: the
-	// member id is the owner. Defaults as in lease.Config.
+	// RenewInterval the heartbeat interval. Lease.Owner is ignored (see
+	// ID). Defaults as in lease.Config.
 	Lease lease.Config
 	// PollInterval is how often a member re-reads the membership when no
 	// notification arrives. Defaults to 1s.
@@ -93,7 +101,18 @@ type Ownership struct {
 
 // LeaseName returns the name of the lease of partition p of group:
 // "partition/<group>/<p>".
+//
+// The lease's owner is "<member id>#<incarnation>"; MemberOf recovers the
+// member id.
 func LeaseName(group string, p int) string { return "partition/" + group + "/" + strconv.Itoa(p) }
+
+// MemberOf returns the member id in a partition lease's owner id.
+func MemberOf(owner string) string {
+	if i := strings.LastIndexByte(owner, '#'); i >= 0 {
+		return owner[:i]
+	}
+	return owner
+}
 
 func (c Config) withDefaults() (Config, error) {
 	bad := func(field, reason string) error {
@@ -115,7 +134,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ID == "" {
 		c.ID = lease.DefaultOwner()
 	}
-	c.Lease.Owner = c.ID
+	if len(c.ID) > 200 || strings.ContainsRune(c.ID, 0) {
+		return c, bad("ID", "must be 1 to 200 bytes without NUL")
+	}
 	if c.PollInterval == 0 {
 		c.PollInterval = time.Second
 	}

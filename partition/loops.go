@@ -30,7 +30,7 @@ func (m *Member) heartbeat(ctx context.Context) error {
 }
 
 func (m *Member) heartbeatLoop() {
-	for m.wait(m.cfg.Lease.RenewInterval, nil) {
+	for m.wait(m.cfg.Lease.RenewInterval, nil) && m.Err() == nil {
 		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
 		err := m.heartbeat(ctx)
 		cancel()
@@ -44,15 +44,25 @@ func (m *Member) heartbeatLoop() {
 	}
 }
 
-// fail ends every claim and stops claiming for good.
+// fail ends every claim, stops claiming and heartbeating for good, and
+// leaves the group so the others stop assigning partitions to this member.
 func (m *Member) fail(err error) {
 	m.mu.Lock()
-	if m.failure == nil {
+	first := m.failure == nil
+	if first {
 		m.failure = err
 	}
 	m.mu.Unlock()
-	m.log.Error("partition: member failed; handing off all partitions", "err", err)
+	if !first {
+		return
+	}
+	m.log.Error("partition: member failed; handing off all partitions and leaving the group", "err", err)
 	m.endAll(err)
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
+	defer cancel()
+	if _, err := m.pool.Exec(ctx, m.q.leave, m.cfg.Group, m.cfg.ID, m.incarnation); err == nil {
+		m.notify(ctx)
+	}
 }
 
 // listenLoop keeps a connection LISTENing on the schema's channel and wakes
@@ -60,24 +70,28 @@ func (m *Member) fail(err error) {
 // reconnect (notifications may have been missed meanwhile).
 func (m *Member) listenLoop() {
 	b := backoff.New(100*time.Millisecond, 5*time.Second, m.cfg.Lease.Rand)
-	cc := m.pool.Config().ConnConfig
 	for attempt := 0; m.ctx.Err() == nil; attempt++ {
-		err := m.listen(cc)
+		err := m.listen()
 		if m.ctx.Err() != nil {
 			return
 		}
-		m.log.Debug("partition: listen connection lost; polling meanwhile", "err", err)
+		if attempt >= 2 {
+			m.log.Warn("partition: cannot listen for notifications; relying on polling", "err", err, "attempt", attempt+1)
+		}
 		if !m.wait(b.Delay(attempt), nil) {
 			return
 		}
 	}
 }
 
-func (m *Member) listen(cc *pgx.ConnConfig) error {
-	conn, err := pgx.ConnectConfig(m.ctx, cc)
+// listen takes a connection from the member's pool (so the pool's connect
+// hooks apply) and keeps it out of the pool while it listens.
+func (m *Member) listen() error {
+	pc, err := m.pool.Acquire(m.ctx)
 	if err != nil {
 		return err
 	}
+	conn := pc.Hijack()
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(m.ctx, "LISTEN "+pgx.Identifier{m.channel}.Sanitize()); err != nil {
 		return err

@@ -29,20 +29,25 @@ type Member struct {
 	log         *slog.Logger
 	clock       lease.Clock
 
-	// The last assignment, owned by the reconcile goroutine (live is sorted
-	// by the view query).
-	lastLive   []string
-	lastOwners []string
-
 	ctx    context.Context // lifecycle: cancelled by Stop
 	cancel context.CancelFunc
 	wake   chan struct{}
-	wg     sync.WaitGroup
+	loops  sync.WaitGroup // heartbeat, listen and reconcile loops
+	wg     sync.WaitGroup // serve goroutines, one per claim
 
-	mu      sync.Mutex
-	claims  map[int]*claim
-	state   int // 0 new, 1 started, 2 stopped
-	failure error
+	// Owned by the reconcile goroutine.
+	lastLive   []string // the last assignment's member set (sorted by the view)
+	lastOwners []string
+
+	lc      sync.Mutex // serialises Start and Stop
+	state   int        // 0 new, 1 started, 2 stopped; guarded by lc
+	stopErr error
+
+	mu       sync.Mutex
+	claims   map[int]*claim
+	failure  error
+	failures map[int]int       // consecutive early returns of Run per partition
+	cooldown map[int]time.Time // partitions whose Run returned early: not before then
 }
 
 // claim is this member's hold on one partition, from grant to release.
@@ -63,6 +68,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	var inc [8]byte
+	rand.Read(inc[:])
+	incarnation := hex.EncodeToString(inc[:])
+	cfg.Lease.Owner = cfg.ID + "#" + incarnation
 	leases, err := lease.New(pool, cfg.Lease)
 	if err != nil {
 		return nil, err
@@ -74,23 +83,25 @@ func New(pool *pgxpool.Pool, cfg Config) (*Member, error) {
 	}
 	q, channel, err := render(lc.Schema)
 	if err != nil {
+		leases.Close(context.Background())
 		return nil, err
 	}
 	own, err := dbpool.Derive(pool, 3, lc.StatementTimeout)
 	if err != nil {
+		leases.Close(context.Background())
 		return nil, err
 	}
-	var inc [8]byte
-	rand.Read(inc[:])
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Member{
 		cfg: cfg, pool: own, leases: leases, q: q, channel: channel,
-		incarnation: hex.EncodeToString(inc[:]),
+		incarnation: incarnation,
 		log:         lc.Logger.With("group", cfg.Group, "member", cfg.ID),
 		clock:       lc.Clock,
 		ctx:         ctx, cancel: cancel,
-		wake:   make(chan struct{}, 1),
-		claims: make(map[int]*claim),
+		wake:     make(chan struct{}, 1),
+		cooldown: make(map[int]time.Time),
+		claims:   make(map[int]*claim),
+		failures: make(map[int]int),
 	}, nil
 }
 
@@ -99,48 +110,43 @@ func (m *Member) ID() string { return m.cfg.ID }
 
 // Start creates the group if it does not exist (checking the partition
 // count if it does), joins it and starts claiming partitions. ctx bounds
-// the start-up only; the Member runs until Stop.
+// the start-up only; the Member runs until Stop. If Start fails, the Member
+// is stopped.
 func (m *Member) Start(ctx context.Context) error {
-	m.mu.Lock()
+	m.lc.Lock()
+	defer m.lc.Unlock()
 	if m.state != 0 {
-		m.mu.Unlock()
 		return fmt.Errorf("partition: Start: member already started or stopped")
 	}
 	m.state = 1
-	m.mu.Unlock()
-	fail := func(err error) error {
-		m.mu.Lock()
+	if err := m.join(ctx); err != nil {
 		m.state = 2
-		m.mu.Unlock()
-		m.shutdown(ctx)
+		m.stopErr = m.shutdown(ctx)
 		return err
 	}
-	if _, err := m.pool.Exec(ctx, m.q.createGroup, m.cfg.Group, m.cfg.Partitions); err != nil {
-		return fail(m.dbErr("create group", err))
+	m.log.Info("partition: joined", "partitions", m.cfg.Partitions, "incarnation", m.incarnation)
+	for _, loop := range []func(){m.heartbeatLoop, m.listenLoop, m.reconcileLoop} {
+		m.loops.Add(1)
+		go func() {
+			defer m.loops.Done()
+			loop()
+		}()
 	}
-	var stored int
-	if err := m.pool.QueryRow(ctx, m.q.groupCount, m.cfg.Group).Scan(&stored); err != nil {
-		return fail(m.dbErr("read group", err))
-	}
-	if stored != m.cfg.Partitions {
-		return fail(&CountError{Group: m.cfg.Group, Configured: m.cfg.Partitions, Stored: stored})
-	}
-	if err := m.heartbeat(ctx); err != nil {
-		return fail(err)
-	}
-	m.log.Info("partition: joined", "partitions", m.cfg.Partitions)
-	m.goLoop(m.heartbeatLoop)
-	m.goLoop(m.listenLoop)
-	m.goLoop(m.reconcileLoop)
 	return nil
 }
 
-func (m *Member) goLoop(f func()) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		f()
-	}()
+func (m *Member) join(ctx context.Context) error {
+	if _, err := m.pool.Exec(ctx, m.q.createGroup, m.cfg.Group, m.cfg.Partitions); err != nil {
+		return m.dbErr("create group", err)
+	}
+	var stored int
+	if err := m.pool.QueryRow(ctx, m.q.groupCount, m.cfg.Group).Scan(&stored); err != nil {
+		return m.dbErr("read group", err)
+	}
+	if stored != m.cfg.Partitions {
+		return &CountError{Group: m.cfg.Group, Configured: m.cfg.Partitions, Stored: stored}
+	}
+	return m.heartbeat(ctx)
 }
 
 func (m *Member) dbErr(op string, err error) error {
@@ -150,42 +156,61 @@ func (m *Member) dbErr(op string, err error) error {
 	return fmt.Errorf("partition: %s %q: %w", op, m.cfg.Group, err)
 }
 
-// Stop leaves the group gracefully, bounded by ctx: it removes the
-// membership (so the others rebalance at once), cancels every Run with
-// ErrStopped, waits for them (each at most HandoffTimeout), releases the
-// partitions and closes the member's connections.
+// Stop leaves the group gracefully, bounded by ctx: it stops the member's
+// loops, removes the membership (so the others rebalance at once), cancels
+// every Run with ErrStopped, waits for them (each at most HandoffTimeout),
+// releases the partitions and closes the member's connections. Stop on a
+// member that was never started only closes its connections; a second Stop
+// returns the first one's result.
 func (m *Member) Stop(ctx context.Context) error {
-	m.mu.Lock()
-	if m.state != 1 {
+	m.lc.Lock()
+	defer m.lc.Unlock()
+	switch m.state {
+	case 0:
 		m.state = 2
-		m.mu.Unlock()
-		return nil
+		m.cancel()
+		m.stopErr = m.leases.Close(ctx)
+		m.pool.Close()
+	case 1:
+		m.state = 2
+		m.stopErr = m.shutdown(ctx)
 	}
-	m.state = 2
-	m.mu.Unlock()
-	return m.shutdown(ctx)
+	return m.stopErr
 }
 
+// shutdown stops the loops first, so no heartbeat can re-insert the
+// membership after it is deleted and no claim starts after endAll.
 func (m *Member) shutdown(ctx context.Context) error {
-	m.cancel() // stops the loops: nothing new is claimed
+	m.cancel()
 	var errs []error
+	if err := waitCtx(ctx, &m.loops); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := m.pool.Exec(ctx, m.q.leave, m.cfg.Group, m.cfg.ID, m.incarnation); err != nil {
 		errs = append(errs, fmt.Errorf("partition: leave: %w", err))
 	} else {
 		m.notify(ctx)
 	}
 	m.endAll(ErrStopped)
-	done := make(chan struct{})
-	go func() { m.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("partition: stop: %w", context.Cause(ctx)))
+	if err := waitCtx(ctx, &m.wg); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, m.leases.Close(ctx))
 	m.pool.Close()
 	m.log.Info("partition: left")
 	return errors.Join(errs...)
+}
+
+// waitCtx waits for wg or ctx.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("partition: stop: %w", context.Cause(ctx))
+	}
 }
 
 // Err returns the error that ended the member's claims, if any (such as
@@ -199,11 +224,17 @@ func (m *Member) Err() error {
 // Owned returns the partitions this member holds now, with their tokens.
 func (m *Member) Owned() map[int]Ownership {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make(map[int]Ownership, len(m.claims))
-	for p, c := range m.claims {
-		if !c.ending && c.l.Err() == nil {
-			out[p] = Ownership{Group: m.cfg.Group, Partition: p, Token: c.l.Token(), Lease: c.l}
+	held := make([]*claim, 0, len(m.claims))
+	for _, c := range m.claims {
+		if !c.ending {
+			held = append(held, c)
+		}
+	}
+	m.mu.Unlock()
+	out := make(map[int]Ownership, len(held))
+	for _, c := range held {
+		if c.l.Err() == nil { // may run loss hooks: outside m.mu
+			out[c.p] = Ownership{Group: m.cfg.Group, Partition: c.p, Token: c.l.Token(), Lease: c.l}
 		}
 	}
 	return out

@@ -1,6 +1,12 @@
 package partition
 
-import "github.com/leasehold/leasehold/internal/migrations"
+import (
+	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/leasehold/leasehold/internal/migrations"
+)
 
 type queries struct {
 	createGroup, groupCount, heartbeat, leave, view, status, members string
@@ -14,26 +20,31 @@ const sqlGroupCount = `SELECT partitions FROM {{schema}}.groups WHERE name = $1`
 
 // Join or heartbeat: extend this incarnation's membership, or take over a
 // row whose previous incarnation expired. No row back: another live process
-// uses the id. joined_at = heartbeat_at in the result means a (re)join.
+// uses the id. joined_at = heartbeat_at in the result means a (re)join; one
+// timestamp is taken (clock_timestamp() differs between calls).
 const sqlHeartbeat = `
+WITH c AS (SELECT clock_timestamp() AS t)
 INSERT INTO {{schema}}.members AS m (group_name, id, incarnation, joined_at, heartbeat_at, expires_at)
-VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp(), clock_timestamp() + $4 * interval '1 microsecond')
+SELECT $1, $2, $3, c.t, c.t, c.t + $4 * interval '1 microsecond' FROM c
 ON CONFLICT (group_name, id) DO UPDATE
-SET joined_at    = CASE WHEN m.incarnation = EXCLUDED.incarnation AND m.expires_at > clock_timestamp()
+SET joined_at    = CASE WHEN m.incarnation = EXCLUDED.incarnation AND m.expires_at > EXCLUDED.heartbeat_at
                         THEN m.joined_at ELSE EXCLUDED.heartbeat_at END,
     incarnation  = EXCLUDED.incarnation,
     heartbeat_at = EXCLUDED.heartbeat_at,
     expires_at   = EXCLUDED.expires_at
-WHERE m.incarnation = EXCLUDED.incarnation OR m.expires_at <= clock_timestamp()
+WHERE m.incarnation = EXCLUDED.incarnation OR m.expires_at <= EXCLUDED.heartbeat_at
 RETURNING m.joined_at = m.heartbeat_at`
 
 const sqlLeave = `
 DELETE FROM {{schema}}.members WHERE group_name = $1 AND id = $2 AND incarnation = $3`
 
-// The live view: the group's partition count and its unexpired members.
+// The live view: the group's partition count, its unexpired members, and
+// how long until the first of the others expires (so a crash is noticed
+// then, not at the next poll).
 const sqlView = `
 SELECT g.partitions,
-       coalesce(array_agg(m.id ORDER BY m.id) FILTER (WHERE m.id IS NOT NULL), '{}')
+       coalesce(array_agg(m.id ORDER BY m.id) FILTER (WHERE m.id IS NOT NULL), '{}'),
+       extract(epoch FROM min(m.expires_at) FILTER (WHERE m.id <> $2) - clock_timestamp())
 FROM {{schema}}.groups AS g
 LEFT JOIN {{schema}}.members AS m ON m.group_name = g.name AND m.expires_at > clock_timestamp()
 WHERE g.name = $1
@@ -58,9 +69,6 @@ func render(schema string) (queries, string, error) {
 		return queries{}, "", err
 	}
 	r := func(s string) string { return migrations.Render(s, q) }
-	if schema == "" {
-		schema = migrations.DefaultSchema
-	}
 	return queries{
 		createGroup: r(sqlCreateGroup),
 		groupCount:  r(sqlGroupCount),
@@ -69,5 +77,16 @@ func render(schema string) (queries, string, error) {
 		view:        r(sqlView),
 		status:      r(sqlStatus),
 		members:     r(sqlMembers),
-	}, schema + ".partitions", nil
+	}, NotifyChannel(schema), nil
+}
+
+// NotifyChannel returns the LISTEN/NOTIFY channel of the partition groups in
+// schema ("" for the default): "leasehold_partitions_" and 16 hex digits of
+// XXH64 of the schema name, short enough for any schema name. The payload
+// of each notification is the group's name.
+func NotifyChannel(schema string) string {
+	if schema == "" {
+		schema = migrations.DefaultSchema
+	}
+	return fmt.Sprintf("leasehold_partitions_%016x", xxhash.Sum64String(schema))
 }

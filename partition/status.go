@@ -23,7 +23,7 @@ type Status struct {
 // PartitionStatus is one partition's lease as the database sees it.
 type PartitionStatus struct {
 	Partition int
-	Owner     string      // "" if the partition was never granted
+	Owner     string      // member id of the lease's holder; "" if never granted
 	Token     fence.Token // the latest grant's token
 	Acquired  time.Time
 	Expires   time.Time
@@ -83,7 +83,7 @@ func Inspect(ctx context.Context, pool *pgxpool.Pool, schema, group string) (Sta
 			return st, fmt.Errorf("partition: inspect %q: %w", group, err)
 		}
 		if owner != nil {
-			ps.Owner, ps.Token, ps.Acquired, ps.Expires = *owner, fence.Token(*tok), *acq, *exp
+			ps.Owner, ps.Token, ps.Acquired, ps.Expires = MemberOf(*owner), fence.Token(*tok), *acq, *exp
 		}
 		st.Partitions = append(st.Partitions, ps)
 	}
