@@ -105,18 +105,9 @@ func (c *Client) TryAcquireAny(ctx context.Context, names ...string) ([]*Lease, 
 	if err := checkNames(names); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	free := make([]string, 0, len(names))
-	for _, n := range names {
-		_, held := c.held[n]
-		_, pending := c.pending[n]
-		if !held && !pending {
-			free = append(free, n)
-		}
-	}
-	c.mu.Unlock()
-	if len(free) == 0 {
-		return nil, nil
+	free, err := c.reserveFree(names)
+	if err != nil || len(free) == 0 {
+		return nil, err
 	}
 	return c.acquire(ctx, free, false)
 }
@@ -216,15 +207,16 @@ func (c *Client) tryAcquire(ctx context.Context, names []string) ([]*Lease, erro
 	if err := checkNames(names); err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, names, true)
-}
-
-// acquire grants names (all of them, or with all false whichever are free)
-// and starts tracking the leases granted.
-func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Lease, error) {
 	if err := c.reserve(names); err != nil {
 		return nil, err
 	}
+	return c.acquire(ctx, names, true)
+}
+
+// acquire grants names, which the caller has reserved (all of them, or
+// with all false whichever are free), unreserves them and starts tracking
+// the leases granted.
+func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Lease, error) {
 	sent := c.cfg.Clock.Now()
 	granted, tokens, acquired, err := c.grant(ctx, names, all)
 	latency := c.cfg.Clock.Now().Sub(sent)
@@ -244,7 +236,7 @@ func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Leas
 	if !c.cfg.Clock.Now().Before(ls[0].deadline) {
 		// The reply came too late to trust: give the grant back.
 		for _, l := range ls {
-			l.Release(ctx)
+			l.Release(context.WithoutCancel(ctx)) // bounded by the statement timeout
 		}
 		return nil, fmt.Errorf("%w: %q: the grant's reply arrived after its local deadline (%v)", ErrLost, names, latency)
 	}
@@ -393,6 +385,26 @@ func (c *Client) reserve(names []string) error {
 		c.pending[n] = struct{}{}
 	}
 	return nil
+}
+
+// reserveFree reserves, and returns, the names this Client neither holds
+// nor is acquiring.
+func (c *Client) reserveFree(names []string) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	free := make([]string, 0, len(names))
+	for _, n := range names {
+		_, held := c.held[n]
+		_, pending := c.pending[n]
+		if !held && !pending {
+			free = append(free, n)
+			c.pending[n] = struct{}{}
+		}
+	}
+	return free, nil
 }
 
 func (c *Client) unreserve(names []string) {

@@ -165,12 +165,16 @@ func (m *Member) serve(ctx context.Context, c *claim) {
 	early := false
 	select {
 	case <-ctx.Done():
-	case <-ran: // Run gave up before being asked to: give the partition up
-		early = true
-		c.cancel(errRunReturned)
-		m.mu.Lock()
-		c.ending = true
-		m.mu.Unlock()
+	case <-ran:
+		// Both cases are ready when Run returned because ctx was
+		// cancelled: only a Run that gave up by itself is early.
+		if ctx.Err() == nil {
+			early = true
+			c.cancel(errRunReturned)
+			m.mu.Lock()
+			c.ending = true
+			m.mu.Unlock()
+		}
 	}
 	cause := context.Cause(ctx)
 	start := m.clock.Now()
