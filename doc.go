@@ -4,5 +4,6 @@
 //
 // This package holds what every component shares: the schema migrations
 // ([Migrate]). The components live in subpackages: lease (named leases with
-// fencing tokens) and fence (the token type).
+// fencing tokens), partition (one owner per partition of a group) and fence
+// (the writes that check tokens).
 package leasehold
