@@ -20,6 +20,7 @@ type FencedError struct {
 	Reason   string // why, in words
 }
 
+// Error returns the error message.
 func (e *FencedError) Error() string {
 	s := fmt.Sprintf("fence: %s refused token %d", e.Resource, e.Held)
 	if e.Current.Valid() {
@@ -39,6 +40,7 @@ func (e *FencedError) Unwrap() error { return ErrFenced }
 // The effects may or may not be applied; make them idempotent, or check.
 type IndeterminateError struct{ Err error }
 
+// Error returns the error message.
 func (e *IndeterminateError) Error() string { return "fence: commit outcome unknown: " + e.Err.Error() }
 
 // Unwrap returns the underlying error.

@@ -38,6 +38,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error returns the error message.
 func (e *ConfigError) Error() string { return "lease: invalid config: " + e.Field + ": " + e.Reason }
 
 // Unwrap returns ErrInvalidConfig.
@@ -54,6 +55,7 @@ type IndeterminateError struct {
 	Err  error
 }
 
+// Error returns the error message.
 func (e *IndeterminateError) Error() string {
 	return fmt.Sprintf("lease: %s %q: outcome unknown: %v", e.Op, e.Name, e.Err)
 }

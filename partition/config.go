@@ -37,6 +37,7 @@ type CountError struct {
 	Stored     int
 }
 
+// Error returns the error message.
 func (e *CountError) Error() string {
 	return fmt.Sprintf("partition: group %q has %d partitions, this member is configured with %d: "+
 		"the count is fixed when a group is created", e.Group, e.Stored, e.Configured)

@@ -1,5 +1,3 @@
-// Package backoff computes capped exponential backoff with full jitter from
-// an injectable random source.
 package backoff
 
 import (

@@ -38,6 +38,7 @@ type VersionError struct {
 	Known    int // newest version this code knows
 }
 
+// Error returns the error message.
 func (e *VersionError) Error() string {
 	return fmt.Sprintf("leasehold: schema %q is at version %d, this build knows up to %d: upgrade leasehold",
 		e.Schema, e.Database, e.Known)

@@ -1,0 +1,3 @@
+// Package dbpool derives the small connection pools leasehold's components
+// run their own statements on, from the pool the user hands them.
+package dbpool

@@ -1,0 +1,3 @@
+// Package fakeclock is a manually advanced clock for deterministic tests of
+// code that takes a lease.Clock.
+package fakeclock

@@ -1,0 +1,7 @@
+// Package pgtest gives each test its own PostgreSQL database on a real
+// server: the one named by LEASEHOLD_TEST_DATABASE_URL when set, otherwise a
+// throwaway cluster started once per test binary from the installed
+// PostgreSQL binaries and removed when the binary ends.
+//
+// Every test package using it calls [Run] from TestMain.
+package pgtest
