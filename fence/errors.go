@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -60,8 +61,11 @@ func commitErr(err error) error {
 		return nil
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) || pgconn.SafeToRetry(err) {
+	switch {
+	case errors.As(err, &pe) && pe.Severity == "ERROR", // the server rolled back
+		errors.Is(err, pgx.ErrTxCommitRollback), // an earlier error aborted the transaction
+		pgconn.SafeToRetry(err):                 // COMMIT was never sent
 		return fmt.Errorf("fence: commit: %w", err)
 	}
-	return &IndeterminateError{Err: err}
+	return &IndeterminateError{Err: err} // FATAL, PANIC or a lost connection: unknown
 }

@@ -44,9 +44,13 @@ func CheckResponse(resp *http.Response, resource string, held Token) error {
 }
 
 // HighWater is the server side of HTTP fencing for a single process: it
-// remembers the highest token admitted per resource. (A server with several
-// replicas must keep the high-water mark in its database instead, with
-// Table.) The zero value is ready to use.
+// remembers the highest token admitted per resource. It orders admissions,
+// not effects: a request admitted with token 5 that is still running when a
+// token-6 request is admitted can finish after it. Serialise requests per
+// resource, or apply effects with Table, where ordering matters. (A service
+// with several replicas must keep the high-water mark in its database, with
+// Table.) It keeps one entry per resource ever seen. The zero value is ready
+// to use.
 type HighWater struct {
 	mu   sync.Mutex
 	seen map[string]Token
@@ -55,6 +59,9 @@ type HighWater struct {
 // Admit records t for resource and returns nil if t is at least the highest
 // token seen, or a *FencedError.
 func (w *HighWater) Admit(resource string, t Token) error {
+	if !t.Valid() {
+		return &FencedError{Resource: resource, Held: t, Reason: "not a granted token"}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.seen == nil {

@@ -17,15 +17,23 @@ type PostgresConfig struct {
 	// Schema is the schema holding leasehold's lease table. Defaults to
 	// "leasehold".
 	Schema string
-	// LockTimeout bounds the wait for the lease row's lock (a takeover
-	// holds it for the length of one statement). Defaults to 1s.
+	// LockTimeout is the effect transaction's lock_timeout: it bounds the
+	// wait for the lease row's lock (a takeover holds it for the length of
+	// one statement) and every other lock wait of the transaction, since a
+	// transaction holding the lease row must not wait indefinitely either.
+	// Defaults to 1s.
 	LockTimeout time.Duration
 	// IdleTimeout is the effect transaction's
-	// idle_in_transaction_session_timeout: a holder that stalls inside an
-	// effect transaction (a GC pause, a stuck handler) is cut off after it,
-	// so it cannot hold back a takeover. Keep it below the lease TTL.
-	// Defaults to 5s.
+	// idle_in_transaction_session_timeout: a holder that stalls between
+	// statements of an effect transaction (a GC pause, a stuck handler) is
+	// cut off after it, so it cannot hold back a takeover. Keep it below the
+	// lease TTL. Defaults to 5s.
 	IdleTimeout time.Duration
+	// StatementTimeout is the effect transaction's statement_timeout: it
+	// bounds each statement, so a stuck statement cannot hold back a
+	// takeover either. (A transaction of many short statements can still
+	// last long: keep effect transactions short.) Defaults to IdleTimeout.
+	StatementTimeout time.Duration
 }
 
 // Postgres fences effects that live in the same PostgreSQL database as the
@@ -61,7 +69,7 @@ func NewPostgres(cfg PostgresConfig) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.LockTimeout < 0 || cfg.IdleTimeout < 0 {
+	if cfg.LockTimeout < 0 || cfg.IdleTimeout < 0 || cfg.StatementTimeout < 0 {
 		return nil, fmt.Errorf("fence: invalid config: negative timeout")
 	}
 	if cfg.LockTimeout == 0 {
@@ -70,17 +78,25 @@ func NewPostgres(cfg PostgresConfig) (*Postgres, error) {
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 5 * time.Second
 	}
+	if cfg.StatementTimeout == 0 {
+		cfg.StatementTimeout = cfg.IdleTimeout
+	}
 	return &Postgres{cfg: cfg, check: migrations.Render(sqlCheck, q)}, nil
 }
 
 // Check verifies, inside tx, that the lease named lease still carries token
 // and has not expired, and locks the lease row until tx ends, so no takeover
-// can commit before tx does. It returns a *FencedError (wrapping ErrFenced)
+// can commit before tx does. It also sets the transaction's lock, idle and
+// statement timeouts (see PostgresConfig). It returns a *FencedError (wrapping ErrFenced)
 // when the lease has moved on. Call it before the effects, in a transaction
 // of READ COMMITTED or stronger isolation, and commit soon after.
 func (p *Postgres) Check(ctx context.Context, tx pgx.Tx, lease string, token Token) error {
-	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`,
-		ms(p.cfg.LockTimeout), ms(p.cfg.IdleTimeout)); err != nil {
+	if !token.Valid() {
+		return &FencedError{Resource: lease, Held: token, Reason: "not a granted token"}
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true),
+		set_config('idle_in_transaction_session_timeout', $2, true), set_config('statement_timeout', $3, true)`,
+		ms(p.cfg.LockTimeout), ms(p.cfg.IdleTimeout), ms(p.cfg.StatementTimeout)); err != nil {
 		return fmt.Errorf("fence: %s: %w", lease, err)
 	}
 	var current int64

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,8 +24,12 @@ type Execer interface {
 //
 // TokenColumn is a bigint NOT NULL column (DEFAULT 0 for rows no holder has
 // written yet).
+//
+// Names are identifiers taken literally (quoted, case-sensitive), not SQL.
+// A stale holder is refused only at rows a newer holder has already written:
+// have a new holder write its token to the rows it takes over first.
 type Table struct {
-	Name        string // the table, optionally schema-qualified ("app.accounts")
+	Name        string // the table, or "schema.table"; neither part may contain a dot
 	KeyColumn   string // the column identifying a row
 	TokenColumn string // the bigint column holding the highest token written
 }
@@ -42,7 +48,11 @@ func (t Table) Update(ctx context.Context, db Execer, key any, token Token, set 
 	if err != nil {
 		return err
 	}
-	sql := fmt.Sprintf("UPDATE %s SET %s, %s = $1 WHERE %s = $2 AND %s <= $1", name, set, tokCol, keyCol, tokCol)
+	if !token.Valid() {
+		return &FencedError{Resource: t.Name, Held: token, Reason: "not a granted token"}
+	}
+	// set on its own line: a trailing "--" comment in it cannot swallow the guard.
+	sql := fmt.Sprintf("UPDATE %s SET %s\n, %s = $1 WHERE %s = $2 AND %s <= $1", name, set, tokCol, keyCol, tokCol)
 	tag, err := db.Exec(ctx, sql, append([]any{int64(token), key}, args...)...)
 	if err != nil {
 		return fmt.Errorf("fence: %s: %w", t.Name, err)
@@ -58,26 +68,19 @@ func (t Table) Update(ctx context.Context, db Execer, key any, token Token, set 
 	if err != nil {
 		return fmt.Errorf("fence: %s: %w", t.Name, err)
 	}
+	if Token(current) <= token {
+		return fmt.Errorf("fence: %s[%v]: no row updated although its token %d is not above %d "+
+			"(a trigger, row security or a concurrent change skipped it)", t.Name, key, current, token)
+	}
 	return &FencedError{Resource: fmt.Sprintf("%s[%v]", t.Name, key), Held: token, Current: Token(current),
 		Reason: "a higher token wrote the row"}
 }
 
 func (t Table) idents() (name, key, tok string, err error) {
-	if t.Name == "" || t.KeyColumn == "" || t.TokenColumn == "" {
-		return "", "", "", fmt.Errorf("fence: Table needs Name, KeyColumn and TokenColumn")
+	parts := strings.Split(t.Name, ".")
+	if len(parts) > 2 || slices.Contains(parts, "") || t.KeyColumn == "" || t.TokenColumn == "" ||
+		strings.ContainsRune(t.Name+t.KeyColumn+t.TokenColumn, 0) {
+		return "", "", "", fmt.Errorf("fence: Table needs Name (\"table\" or \"schema.table\"), KeyColumn and TokenColumn, got %+v", t)
 	}
-	var parts pgx.Identifier
-	for _, p := range splitDot(t.Name) {
-		parts = append(parts, p)
-	}
-	return parts.Sanitize(), pgx.Identifier{t.KeyColumn}.Sanitize(), pgx.Identifier{t.TokenColumn}.Sanitize(), nil
-}
-
-func splitDot(s string) []string {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '.' {
-			return []string{s[:i], s[i+1:]}
-		}
-	}
-	return []string{s}
+	return pgx.Identifier(parts).Sanitize(), pgx.Identifier{t.KeyColumn}.Sanitize(), pgx.Identifier{t.TokenColumn}.Sanitize(), nil
 }
