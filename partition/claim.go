@@ -57,9 +57,10 @@ func (m *Member) reconcile() time.Duration {
 		m.mu.Unlock()
 		return next
 	}
+	var moved []*claim
 	for p, c := range m.claims {
 		if owners[p] != m.cfg.ID && !c.ending {
-			m.endLocked(c, ErrHandoff)
+			moved = append(moved, c)
 		}
 	}
 	for p, owner := range owners {
@@ -75,6 +76,20 @@ func (m *Member) reconcile() time.Duration {
 		want, parts[name] = append(want, name), p
 	}
 	m.mu.Unlock()
+	for _, c := range moved {
+		// A lease past its deadline (the member was paused, say) is lost,
+		// not handed off: Err says so, and may run loss hooks, so it is
+		// called outside m.mu.
+		cause := c.l.Err()
+		if cause == nil {
+			cause = ErrHandoff
+		}
+		m.mu.Lock()
+		if !c.ending {
+			m.endLocked(c, cause)
+		}
+		m.mu.Unlock()
+	}
 	if len(want) == 0 {
 		return next
 	}
