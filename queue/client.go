@@ -1,0 +1,227 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/partition"
+)
+
+// Config configures a Client.
+type Config struct {
+	// Schema is the schema holding leasehold's tables. Defaults to
+	// "leasehold".
+	Schema string
+	// MaxAttempts is the attempt limit of jobs that set none. Defaults to 25.
+	MaxAttempts int
+}
+
+// Client enqueues jobs. It is safe for concurrent use.
+type Client struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	q    queries
+
+	mu     sync.Mutex
+	counts map[string]int // partition count per group; fixed once a group exists
+}
+
+// New returns a Client on pool. It validates cfg and does no I/O.
+func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+	}
+	if cfg.MaxAttempts < 0 {
+		return nil, fmt.Errorf("%w: MaxAttempts %d", ErrInvalidConfig, cfg.MaxAttempts)
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 25
+	}
+	q, err := render(cfg.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return &Client{pool: pool, cfg: cfg, q: q, counts: make(map[string]int)}, nil
+}
+
+// Querier runs a query: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Enqueue enqueues one job.
+func (c *Client) Enqueue(ctx context.Context, job Job) (Enqueued, error) {
+	res, err := c.EnqueueTx(ctx, c.pool, job)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueMany enqueues jobs in one statement: all of them, or, on any
+// error, none.
+func (c *Client) EnqueueMany(ctx context.Context, jobs ...Job) ([]Enqueued, error) {
+	return c.EnqueueTx(ctx, c.pool, jobs...)
+}
+
+// EnqueueTx enqueues jobs in one statement on db, which may be your
+// transaction: the jobs then exist only if it commits, and become visible
+// to their partitions' owners when it does.
+func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqueued, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	counts, err := c.partitionCounts(ctx, db, jobs)
+	if err != nil {
+		return nil, err
+	}
+	n := len(jobs)
+	groups, keys, kinds, uniques := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
+	parts, maxes := make([]int32, n), make([]int32, n)
+	args, runAts := make([][]byte, n), make([]*time.Time, n)
+	out := make([]Enqueued, n)
+	for i, j := range jobs {
+		if err := c.check(i, j); err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(j.Args)
+		if err != nil {
+			return nil, &JobError{Index: i, Field: "Args", Reason: "cannot encode as JSON", Err: err}
+		}
+		groups[i], keys[i], kinds[i], args[i] = j.Group, j.Key, j.Args.Kind(), b
+		parts[i] = int32(partition.OfString(j.Key, counts[j.Group]))
+		out[i].Partition = int(parts[i])
+		maxes[i] = int32(c.cfg.MaxAttempts)
+		if j.MaxAttempts > 0 {
+			maxes[i] = int32(j.MaxAttempts)
+		}
+		if !j.RunAt.IsZero() {
+			runAts[i] = &jobs[i].RunAt
+		}
+		if j.UniqueKey != "" {
+			uniques[i] = &jobs[i].UniqueKey
+		}
+	}
+	rows, err := db.Query(ctx, c.q.enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques)
+	if err != nil {
+		return nil, enqueueErr(err)
+	}
+	type row struct {
+		id                 int64
+		group, key, unique string
+	}
+	var got []row
+	for rows.Next() {
+		var r row
+		var u *string
+		if err := rows.Scan(&r.id, &r.group, &r.key, &u); err != nil {
+			rows.Close()
+			return nil, enqueueErr(err)
+		}
+		if u != nil {
+			r.unique = *u
+		}
+		got = append(got, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, enqueueErr(err)
+	}
+	// Inserted rows come back in input order; an input missing from them was
+	// skipped as a duplicate of a pending job with its unique key.
+	k := 0
+	for i, j := range jobs {
+		if k < len(got) && got[k].group == j.Group && got[k].key == j.Key && got[k].unique == j.UniqueKey {
+			out[i].ID = got[k].id
+			k++
+			continue
+		}
+		if j.UniqueKey == "" {
+			return nil, fmt.Errorf("queue: enqueue: job %d missing from the statement's result", i)
+		}
+		out[i].Duplicate = true
+	}
+	return out, nil
+}
+
+func (c *Client) check(i int, j Job) error {
+	bad := func(field, reason string) error { return &JobError{Index: i, Field: field, Reason: reason} }
+	switch {
+	case j.Args == nil:
+		return bad("Args", "required")
+	case j.Args.Kind() == "" || len(j.Args.Kind()) > 100 || !utf8.ValidString(j.Args.Kind()):
+		return bad("Kind", fmt.Sprintf("%q must be 1 to 100 bytes of UTF-8", j.Args.Kind()))
+	case len(j.Key) > 255 || !utf8.ValidString(j.Key):
+		return bad("Key", fmt.Sprintf("%d bytes; at most 255 bytes of UTF-8", len(j.Key)))
+	case len(j.UniqueKey) > 255 || !utf8.ValidString(j.UniqueKey):
+		return bad("UniqueKey", "at most 255 bytes of UTF-8")
+	case j.MaxAttempts < 0:
+		return bad("MaxAttempts", "negative")
+	}
+	return nil
+}
+
+// partitionCounts returns the partition count of every group of jobs,
+// reading the groups it has not seen yet in one statement.
+func (c *Client) partitionCounts(ctx context.Context, db Querier, jobs []Job) (map[string]int, error) {
+	c.mu.Lock()
+	counts := make(map[string]int)
+	var missing []string
+	for i, j := range jobs {
+		if j.Group == "" {
+			c.mu.Unlock()
+			return nil, &JobError{Index: i, Field: "Group", Reason: "required"}
+		}
+		if n, ok := c.counts[j.Group]; ok {
+			counts[j.Group] = n
+		} else if _, dup := counts[j.Group]; !dup {
+			counts[j.Group] = 0
+			missing = append(missing, j.Group)
+		}
+	}
+	c.mu.Unlock()
+	if len(missing) == 0 {
+		return counts, nil
+	}
+	rows, err := db.Query(ctx, c.q.groups, missing)
+	if err != nil {
+		return nil, enqueueErr(err)
+	}
+	for rows.Next() {
+		var g string
+		var n int
+		if err := rows.Scan(&g, &n); err != nil {
+			rows.Close()
+			return nil, enqueueErr(err)
+		}
+		counts[g] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, enqueueErr(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, g := range missing {
+		if counts[g] == 0 {
+			return nil, fmt.Errorf("%w: %q (start a partition.Member of it first)", ErrUnknownGroup, g)
+		}
+		c.counts[g] = counts[g]
+	}
+	return counts, nil
+}
+
+func enqueueErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23503" { // the group was deleted under us
+		return fmt.Errorf("%w: %v", ErrUnknownGroup, err)
+	}
+	return fmt.Errorf("queue: enqueue: %w", err)
+}

@@ -1,0 +1,41 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidJob is wrapped by every *JobError.
+	ErrInvalidJob = errors.New("queue: invalid job")
+	// ErrUnknownGroup means the job's group does not exist.
+	ErrUnknownGroup = errors.New("queue: unknown group")
+	// ErrInvalidConfig is returned by New for an invalid Config.
+	ErrInvalidConfig = errors.New("queue: invalid config")
+)
+
+// JobError reports a job that cannot be enqueued; nothing of the call was
+// enqueued.
+type JobError struct {
+	Index  int    // the job's position in the call
+	Field  string // "Group", "Key", "Args", "Kind", "MaxAttempts" or "UniqueKey"
+	Reason string
+	Err    error // the underlying error, if any (a JSON encoding error)
+}
+
+// Error returns the error message.
+func (e *JobError) Error() string {
+	s := fmt.Sprintf("queue: job %d: %s: %s", e.Index, e.Field, e.Reason)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrInvalidJob and the underlying error.
+func (e *JobError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalidJob, e.Err}
+	}
+	return []error{ErrInvalidJob}
+}
