@@ -1,0 +1,221 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/fakeclock"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/queue"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// worker starts a partition member of group "emails" whose Run is a
+// Processor with ws.
+func worker(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, clock lease.Clock) *partition.Member {
+	return workerLog(t, pool, id, ws, clock, quiet)
+}
+
+func workerLog(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, clock lease.Clock, log *slog.Logger) *partition.Member {
+	t.Helper()
+	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+		MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond, Logger: log})
+	pgtest.Must(t, err)
+	m, err := partition.New(pool, partition.Config{Group: "emails", Partitions: 8, ID: id, Run: p.Run,
+		PollInterval: 100 * time.Millisecond,
+		Lease:        lease.Config{TTL: time.Second, Clock: clock, Logger: quiet}})
+	pgtest.Must(t, err)
+	pgtest.Must(t, m.Start(ctxT(t)))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m.Stop(ctx)
+	})
+	return m
+}
+
+func ledgerSetup(t *testing.T, pool *pgxpool.Pool) {
+	_, err := pool.Exec(ctxT(t), `CREATE TABLE ledger (n bigserial PRIMARY KEY, job_id bigint NOT NULL, key text, seq int, token bigint)`)
+	pgtest.Must(t, err)
+}
+
+// waitFinished waits until no job is pending.
+func waitFinished(t *testing.T, pool *pgxpool.Pool, within time.Duration) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		var pending int
+		pgtest.Must(t, pool.QueryRow(ctxT(t), `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending'`).Scan(&pending))
+		if pending == 0 {
+			return
+		}
+		if time.Since(start) > within {
+			t.Fatalf("%d jobs still pending after %v", pending, within)
+		}
+	}
+}
+
+type deposit struct {
+	Seq int `json:"seq"`
+}
+
+func (deposit) Kind() string { return "deposit" }
+
+func record(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+	_, err := tx.Exec(ctx, `INSERT INTO ledger (job_id, key, seq, token) VALUES ($1, $2, $3, $4)`,
+		w.ID, w.Key, w.Args.Seq, int64(w.Token))
+	return err
+}
+
+// Two members share the partitions; a transactional handler writes one
+// ledger row per job: every job applies exactly once, and jobs of a key in
+// the order they were enqueued.
+func TestTransactionalJobsApplyOnceInKeyOrder(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	ledgerSetup(t, pool)
+	ws := queue.NewWorkers()
+	queue.HandleTx(ws, record)
+	worker(t, pool, "w1", ws, nil)
+	worker(t, pool, "w2", ws, nil)
+	var jobs []queue.Job
+	for i := range 300 {
+		jobs = append(jobs, queue.Job{Group: "emails", Key: fmt.Sprintf("acct-%d", i%17), Args: deposit{Seq: i}})
+	}
+	_, err := c.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+	waitFinished(t, pool, 30*time.Second)
+
+	var rows, distinct int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT job_id) FROM ledger`).Scan(&rows, &distinct))
+	if rows != 300 || distinct != 300 {
+		t.Fatalf("ledger has %d rows for %d jobs; want 300 for 300", rows, distinct)
+	}
+	var disorder int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger a JOIN ledger b ON a.key = b.key AND a.n < b.n AND a.seq > b.seq`).Scan(&disorder))
+	if disorder != 0 {
+		t.Fatalf("%d pairs of same-key jobs applied out of enqueue order", disorder)
+	}
+}
+
+// The stale owner: A's handler ignores its context and stalls past the
+// lease TTL (A is paused: its clock stands still, so it neither renews nor
+// notices). B takes over and completes the job. When A resumes, its effect
+// transaction is refused with ErrFenced: the ledger holds one row.
+func TestStaleOwnerIsFenced(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	ledgerSetup(t, pool)
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var aLog syncBuffer
+	wsA := queue.NewWorkers()
+	queue.HandleTx(wsA, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+		if err := record(ctx, tx, w); err != nil {
+			return err
+		}
+		once.Do(func() { close(stalled) })
+		<-resume // ignores ctx: the classic zombie
+		return nil
+	})
+	frozen := fakeclock.New(time.Now())
+	a := workerLog(t, pool, "a", wsA, frozen, slog.New(slog.NewTextHandler(&aLog, nil)))
+	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "acct-1", Args: deposit{Seq: 1}})
+	pgtest.Must(t, err)
+	<-stalled
+	aToken := a.Owned()
+	wsB := queue.NewWorkers()
+	queue.HandleTx(wsB, record)
+	worker(t, pool, "b", wsB, nil) // takes over once a's lease expires in the database
+	waitFinished(t, pool, 20*time.Second)
+	close(resume) // a resumes and tries to commit
+
+	// a's commit is refused with ErrFenced (the processor logs it and
+	// returns from Run).
+	for start := time.Now(); !strings.Contains(aLog.String(), "queue: fenced"); time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the stale owner was not fenced; its log:\n%s", aLog.String())
+		}
+	}
+	if !strings.Contains(aLog.String(), "granted anew") {
+		t.Fatalf("a was refused for another reason:\n%s", aLog.String())
+	}
+	var rows int
+	var token int64
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*), max(token) FROM ledger`).Scan(&rows, &token))
+	if rows != 1 {
+		t.Fatalf("ledger has %d rows for one job; want exactly 1 (a stale owner committed)", rows)
+	}
+	for _, o := range aToken {
+		if fence.Token(token) == o.Token {
+			t.Fatalf("the row was written with a's token %v; want b's", o.Token)
+		}
+	}
+	var state string
+	var attempt int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT state, attempt FROM leasehold.jobs`).Scan(&state, &attempt))
+	if state != "completed" || attempt != 1 {
+		t.Fatalf("job %s after %d attempts; want completed once", state, attempt)
+	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A fence check with the stale token, done the way the processor does it,
+// is refused with ErrFenced (the error a's commit got above).
+func TestStaleTokenCheckIsErrFenced(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool := pgtest.Pool(t)
+	f, err := fence.NewPostgres(fence.PostgresConfig{})
+	pgtest.Must(t, err)
+	la, err := func() (*lease.Lease, error) {
+		c, err := lease.New(pool, lease.Config{Owner: "a", TTL: time.Second, Clock: fakeclock.New(time.Now()), Logger: quiet})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c.TryAcquire(ctx, "partition/emails/0")
+	}()
+	pgtest.Must(t, err)
+	b, err := lease.New(pool, lease.Config{Owner: "b", TTL: time.Second, Logger: quiet})
+	pgtest.Must(t, err)
+	t.Cleanup(func() { b.Close(context.Background()) })
+	if _, err := b.Acquire(ctx, "partition/emails/0"); err != nil {
+		t.Fatal(err)
+	}
+	err = f.Tx(ctx, pool, "partition/emails/0", la.Token(), func(pgx.Tx) error { return nil })
+	if !errors.Is(err, fence.ErrFenced) || !strings.Contains(err.Error(), "granted anew") {
+		t.Fatalf("stale check = %v; want ErrFenced", err)
+	}
+}

@@ -1,0 +1,117 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/fence"
+)
+
+// Work is a job as its handler sees it.
+type Work[T Args] struct {
+	ID          int64
+	Group       string
+	Partition   int
+	Key         string
+	Attempt     int // 1 on the first run
+	MaxAttempts int
+	CreatedAt   time.Time
+	// Token is the partition's fencing token for this run: carry it in
+	// effects outside the queue's database.
+	Token fence.Token
+	Args  T
+}
+
+// Workers maps job kinds to handlers. Register handlers with Handle and
+// HandleTx before processing starts.
+type Workers struct {
+	handlers map[string]handler
+}
+
+// NewWorkers returns an empty set of handlers.
+func NewWorkers() *Workers { return &Workers{handlers: make(map[string]handler)} }
+
+// handler runs one job: plain (tx nil) or transactional.
+type handler struct {
+	tx  bool
+	run func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error
+}
+
+// rawArgs carries undecoded args until the typed handler decodes them.
+type rawArgs struct{ b []byte }
+
+func (rawArgs) Kind() string { return "" }
+
+// errDecode marks args that cannot be decoded: retrying cannot help.
+type errDecode struct{ err error }
+
+func (e errDecode) Error() string { return "args do not decode: " + e.err.Error() }
+
+func typed[T Args](w *Work[rawArgs]) (*Work[T], error) {
+	var args T
+	if err := json.Unmarshal(w.Args.b, &args); err != nil {
+		return nil, errDecode{err}
+	}
+	return &Work[T]{ID: w.ID, Group: w.Group, Partition: w.Partition, Key: w.Key, Attempt: w.Attempt,
+		MaxAttempts: w.MaxAttempts, CreatedAt: w.CreatedAt, Token: w.Token, Args: args}, nil
+}
+
+// Handle registers a plain handler for the kind of T. Its job is completed
+// with one fenced write, batched with other jobs, after it returns: a stale
+// owner's completion is refused. Effects outside the queue's database are
+// the handler's business: carry w.Token, or use an idempotency key.
+func Handle[T Args](ws *Workers, fn func(ctx context.Context, w *Work[T]) error) {
+	var zero T
+	ws.handlers[zero.Kind()] = handler{run: func(ctx context.Context, _ pgx.Tx, w *Work[rawArgs]) error {
+		t, err := typed[T](w)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, t)
+	}}
+}
+
+// HandleTx registers a transactional handler for the kind of T: it runs in
+// a transaction in which its effects, the job's completion and the fence
+// check commit together, so its effects in this database happen exactly
+// once, even across pauses and takeovers.
+func HandleTx[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, w *Work[T]) error) {
+	var zero T
+	ws.handlers[zero.Kind()] = handler{tx: true, run: func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error {
+		t, err := typed[T](w)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, tx, t)
+	}}
+}
+
+// snoozeError asks for the job to run again later without spending an
+// attempt.
+type snoozeError struct{ d time.Duration }
+
+func (e snoozeError) Error() string { return fmt.Sprintf("queue: snoozed for %v", e.d) }
+
+// Snooze returns an error that, returned by a handler, runs the job again
+// after d without spending an attempt.
+func Snooze(d time.Duration) error { return snoozeError{d} }
+
+// cancelError asks for the job to be cancelled.
+type cancelError struct{ err error }
+
+func (e cancelError) Error() string { return "queue: cancelled: " + e.err.Error() }
+func (e cancelError) Unwrap() error { return e.err }
+
+// Cancel returns an error that, returned by a handler, cancels the job: it
+// is not retried, and err is recorded.
+func Cancel(err error) error {
+	if err == nil {
+		err = errors.New("cancelled by the handler")
+	}
+	return cancelError{err}
+}
