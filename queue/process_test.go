@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -217,5 +218,48 @@ func TestStaleTokenCheckIsErrFenced(t *testing.T) {
 	err = f.Tx(ctx, pool, "partition/emails/0", la.Token(), func(pgx.Tx) error { return nil })
 	if !errors.Is(err, fence.ErrFenced) || !strings.Contains(err.Error(), "granted anew") {
 		t.Fatalf("stale check = %v; want ErrFenced", err)
+	}
+}
+
+// The stale owner with a plain handler: its (external) effect may run on
+// both owners, but the job is completed once, by the new owner; the stale
+// owner's completion is refused with ErrFenced.
+func TestStaleOwnersPlainCompletionIsFenced(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var aLog syncBuffer
+	wsA := queue.NewWorkers()
+	queue.Handle(wsA, func(ctx context.Context, w *queue.Work[deposit]) error {
+		once.Do(func() { close(stalled) })
+		<-resume // ignores ctx
+		return nil
+	})
+	workerLog(t, pool, "a", wsA, fakeclock.New(time.Now()), slog.New(slog.NewTextHandler(&aLog, nil)))
+	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "acct-1", Args: deposit{Seq: 1}})
+	pgtest.Must(t, err)
+	<-stalled
+	wsB := queue.NewWorkers()
+	queue.Handle(wsB, func(ctx context.Context, w *queue.Work[deposit]) error { return nil })
+	b := worker(t, pool, "b", wsB, nil)
+	waitFinished(t, pool, 20*time.Second)
+	close(resume)
+	for start := time.Now(); !strings.Contains(aLog.String(), "queue: fenced"); time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the stale owner's completion was not fenced; its log:\n%s", aLog.String())
+		}
+	}
+	var attempt int
+	var token int64
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT attempt, finished_token FROM leasehold.jobs`).Scan(&attempt, &token))
+	owned := b.Owned()
+	var bTokens []fence.Token
+	for _, o := range owned {
+		bTokens = append(bTokens, o.Token)
+	}
+	if attempt != 1 || !slices.Contains(bTokens, fence.Token(token)) {
+		t.Fatalf("job completed with attempt %d by token %d; want once, by b (tokens %v)", attempt, token, bTokens)
 	}
 }

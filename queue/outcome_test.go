@@ -1,0 +1,161 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/queue"
+)
+
+type step struct {
+	Name string `json:"name"`
+}
+
+func (step) Kind() string { return "step" }
+
+type orphan struct{}
+
+func (orphan) Kind() string { return "nobody_handles_this" }
+
+// Each outcome of a plain handler, and the order of a key's jobs across
+// retries.
+func TestOutcomesAndOrderUnderRetries(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	var mu sync.Mutex
+	var ran []string // "name@attempt" in the order handlers ran to success
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		switch w.Args.Name {
+		case "a1": // fails twice, then succeeds
+			if w.Attempt < 3 {
+				return errors.New("transient")
+			}
+		case "cancel":
+			return queue.Cancel(errors.New("no longer wanted"))
+		case "snooze":
+			if w.Attempt == 1 {
+				mu.Lock()
+				snoozed := len(ran) == 0 || ran[len(ran)-1] != "snooze-once"
+				if snoozed {
+					ran = append(ran, "snooze-once")
+				}
+				mu.Unlock()
+				if snoozed {
+					return queue.Snooze(50 * time.Millisecond)
+				}
+			}
+		case "panic":
+			if w.Attempt == 1 {
+				panic("handler bug")
+			}
+		case "doomed":
+			return errors.New("always fails")
+		}
+		mu.Lock()
+		ran = append(ran, w.Args.Name)
+		mu.Unlock()
+		return nil
+	})
+	_, err := c.EnqueueMany(ctx,
+		queue.Job{Group: "emails", Key: "a", Args: step{"a1"}},
+		queue.Job{Group: "emails", Key: "a", Args: step{"a2"}},
+		queue.Job{Group: "emails", Key: "c", Args: step{"cancel"}},
+		queue.Job{Group: "emails", Key: "s", Args: step{"snooze"}},
+		queue.Job{Group: "emails", Key: "p", Args: step{"panic"}},
+		queue.Job{Group: "emails", Key: "d", Args: step{"doomed"}, MaxAttempts: 2},
+		queue.Job{Group: "emails", Key: "u", Args: orphan{}},
+	)
+	pgtest.Must(t, err)
+	// Args that do not decode into step: enqueued behind the client's back.
+	_, err = pool.Exec(ctx, `INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at)
+		VALUES ('emails', 0, 'b', 'step', '{"name": 5}', 25, clock_timestamp())`)
+	pgtest.Must(t, err)
+	worker(t, pool, "w1", ws, nil)
+
+	type row struct {
+		state   string
+		attempt int
+		errs    int
+		last    string
+	}
+	get := func(key string) row {
+		var r row
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT state, attempt, jsonb_array_length(errors), coalesce(errors->-1->>'error', '')
+			FROM leasehold.jobs WHERE key = $1 ORDER BY id LIMIT 1`, key).Scan(&r.state, &r.attempt, &r.errs, &r.last))
+		return r
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var pending int
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending' AND key <> 'u'`).Scan(&pending))
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d jobs still pending", pending)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for key, want := range map[string]struct {
+		state         string
+		attempt, errs int
+		last          string
+	}{
+		"a": {"completed", 3, 2, "transient"},
+		"c": {"cancelled", 1, 1, "no longer wanted"},
+		"s": {"completed", 1, 0, ""}, // the snooze spent no attempt
+		"p": {"completed", 2, 1, "handler panicked: handler bug"},
+		"d": {"discarded", 2, 2, "always fails"},
+		"b": {"discarded", 1, 1, "do not decode"},
+		"u": {"pending", 0, 1, "no handler"},
+	} {
+		got := get(key)
+		if got.state != want.state || got.attempt != want.attempt || got.errs != want.errs || !strings.Contains(got.last, want.last) {
+			t.Errorf("job %s: %+v; want %+v", key, got, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	ia, i2 := index(ran, "a1"), index(ran, "a2")
+	if ia < 0 || i2 < 0 || i2 < ia {
+		t.Fatalf("ran %v: a2 ran before a1 had succeeded (per-key order across retries)", ran)
+	}
+}
+
+func index(xs []string, x string) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestRetentionDeletesOldFinishedJobs(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: "old", Args: step{"x"}}, queue.Job{Group: "emails", Key: "new", Args: step{"x"}})
+	pgtest.Must(t, err)
+	_, err = pool.Exec(ctx, `UPDATE leasehold.jobs SET state = 'completed',
+		finished_at = CASE WHEN id = $1 THEN clock_timestamp() - interval '2 days' ELSE clock_timestamp() END`, res[0].ID)
+	pgtest.Must(t, err)
+	worker(t, pool, "w1", queue.NewWorkers(), nil)
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		var ids []int64
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT coalesce(array_agg(id), '{}') FROM leasehold.jobs`).Scan(&ids))
+		if len(ids) == 1 && ids[0] == res[1].ID {
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("jobs left %v; want only the recent one (%d)", ids, res[1].ID)
+		}
+	}
+}
