@@ -263,3 +263,51 @@ func TestStaleOwnersPlainCompletionIsFenced(t *testing.T) {
 		t.Fatalf("job completed with attempt %d by token %d; want once, by b (tokens %v)", attempt, token, bTokens)
 	}
 }
+
+// The batch form: the due jobs of a kind in one fetch run in one
+// transaction; each applies exactly once; a failed batch rolls back whole
+// and is retried.
+func TestBatchTransactionalHandler(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	ledgerSetup(t, pool)
+	var mu sync.Mutex
+	var sizes []int
+	failedOnce := false
+	ws := queue.NewWorkers()
+	queue.HandleTxBatch(ws, func(ctx context.Context, tx pgx.Tx, works []*queue.Work[deposit]) error {
+		for _, w := range works {
+			if err := record(ctx, tx, w); err != nil {
+				return err
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, len(works))
+		if !failedOnce && len(works) > 1 {
+			failedOnce = true
+			return errors.New("the whole batch fails once")
+		}
+		return nil
+	})
+	var jobs []queue.Job
+	for i := range 200 {
+		jobs = append(jobs, queue.Job{Group: "emails", Key: fmt.Sprintf("acct-%d", i), Args: deposit{Seq: i}})
+	}
+	_, err := c.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+	worker(t, pool, "w1", ws, nil)
+	waitFinished(t, pool, 20*time.Second)
+	var rows, distinct, retried int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT job_id) FROM ledger`).Scan(&rows, &distinct))
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.jobs WHERE attempt = 2 AND jsonb_array_length(errors) = 1`).Scan(&retried))
+	mu.Lock()
+	defer mu.Unlock()
+	if rows != 200 || distinct != 200 {
+		t.Fatalf("ledger has %d rows for %d jobs; want 200 for 200 (the failed batch's rows rolled back)", rows, distinct)
+	}
+	if retried == 0 || !slices.ContainsFunc(sizes, func(n int) bool { return n > 1 }) {
+		t.Fatalf("batch sizes %v, %d jobs retried after the failed batch; want batches of several and a retried batch", sizes, retried)
+	}
+}

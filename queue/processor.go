@@ -168,6 +168,11 @@ func (p *Processor) batch(ctx context.Context, o partition.Ownership, log *slog.
 		return 0, err
 	}
 	outs := make([]outcome, 0, len(jobs))
+	type pending struct {
+		fs    []fetched
+		works []*Work[rawArgs]
+	}
+	batches := make(map[string]*pending) // by kind, for batch handlers
 	for _, f := range jobs {
 		if ctx.Err() != nil {
 			break // handing off or lost: take no new job
@@ -178,6 +183,19 @@ func (p *Processor) batch(ctx context.Context, o partition.Ownership, log *slog.
 		if !ok {
 			log.Warn("queue: no handler for the job's kind; kept pending", "job", f.id, "kind", f.kind)
 			outs = append(outs, p.later(f.id, p.cfg.UnknownKindDelay, fmt.Sprintf("no handler for kind %q", f.kind)))
+			continue
+		}
+		if h.runBatch != nil {
+			if err := h.decodes(w); err != nil {
+				outs = append(outs, p.outcome(f, err, log))
+				continue
+			}
+			b := batches[f.kind]
+			if b == nil {
+				b = &pending{}
+				batches[f.kind] = b
+			}
+			b.fs, b.works = append(b.fs, f), append(b.works, w)
 			continue
 		}
 		if !h.tx {
@@ -191,6 +209,21 @@ func (p *Processor) batch(ctx context.Context, o partition.Ownership, log *slog.
 			return len(jobs), err
 		default:
 			outs = append(outs, p.outcome(f, err, log))
+		}
+	}
+	for kind, b := range batches {
+		if ctx.Err() != nil {
+			break
+		}
+		err := p.runTxBatch(ctx, o, b.fs, p.cfg.Workers.handlers[kind], b.works)
+		switch {
+		case err == nil, errors.Is(err, errFinished):
+		case errors.Is(err, fence.ErrFenced):
+			return len(jobs), err
+		default:
+			for _, f := range b.fs {
+				outs = append(outs, p.outcome(f, err, log))
+			}
 		}
 	}
 	if len(outs) == 0 {
@@ -209,13 +242,30 @@ func (p *Processor) batch(ctx context.Context, o partition.Ownership, log *slog.
 // errFinished means a transactional job turned out to be finished already.
 var errFinished = errors.New("queue: job already finished")
 
-// runTx runs a transactional handler: its effects, the job's completion
+// runTx runs a transactional handler for one job; see runTxBatch.
+func (p *Processor) runTx(ctx context.Context, o partition.Ownership, f fetched, h handler, w *Work[rawArgs]) error {
+	return p.inTx(ctx, o, []fetched{f}, func(tx pgx.Tx) error { return call(ctx, h, tx, w) })
+}
+
+// runTxBatch runs a batch transactional handler for several jobs.
+func (p *Processor) runTxBatch(ctx context.Context, o partition.Ownership, fs []fetched, h handler, ws []*Work[rawArgs]) error {
+	return p.inTx(ctx, o, fs, func(tx pgx.Tx) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return h.runBatch(ctx, tx, ws)
+	})
+}
+
+// inTx runs a transactional handler: its effects, the jobs' completion
 // and the fence check commit together. The fence is checked after the
 // handler, so the lease row is locked (against takeovers and renewals) only
 // for the completion and the commit, not for the handler's whole run. A
 // handler error rolls everything back and is returned, to be recorded as
 // the job's outcome.
-func (p *Processor) runTx(ctx context.Context, o partition.Ownership, f fetched, h handler, w *Work[rawArgs]) error {
+func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetched, run func(pgx.Tx) error) error {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -225,21 +275,25 @@ func (p *Processor) runTx(ctx context.Context, o partition.Ownership, f fetched,
 		defer cancel()
 		tx.Rollback(rctx) // after a commit: a no-op
 	}()
-	if err := call(ctx, h, tx, w); err != nil {
+	if err := run(tx); err != nil {
 		return err
 	}
 	if err := p.fence.Check(ctx, tx, o.Lease.Name(), o.Token); err != nil {
 		return err
 	}
-	n, err := p.complete(ctx, tx, o.Token, []outcome{{id: f.id, state: "completed", spent: 1}})
+	done := make([]outcome, len(fs))
+	for i, f := range fs {
+		done[i] = outcome{id: f.id, state: "completed", spent: 1}
+	}
+	n, err := p.complete(ctx, tx, o.Token, done)
 	if err != nil {
 		return err
 	}
-	if n == 0 {
-		return errFinished // rolled back: its effects must not apply twice
+	if n < len(fs) {
+		return errFinished // rolled back: effects must not apply twice
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("queue: commit job %d: %w", f.id, err)
+		return fmt.Errorf("queue: commit %d job(s) from %d: %w", len(fs), fs[0].id, err)
 	}
 	return nil
 }

@@ -36,10 +36,13 @@ type Workers struct {
 // NewWorkers returns an empty set of handlers.
 func NewWorkers() *Workers { return &Workers{handlers: make(map[string]handler)} }
 
-// handler runs one job: plain (tx nil) or transactional.
+// handler runs one job, plain (tx nil) or transactional, or, for a batch
+// handler, many jobs in one transaction.
 type handler struct {
-	tx  bool
-	run func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error
+	tx       bool
+	run      func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error
+	runBatch func(ctx context.Context, tx pgx.Tx, ws []*Work[rawArgs]) error
+	decodes  func(w *Work[rawArgs]) error // for batch handlers: checked before the batch
 }
 
 // rawArgs carries undecoded args until the typed handler decodes them.
@@ -89,6 +92,35 @@ func HandleTx[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, w *Wo
 		}
 		return fn(ctx, tx, t)
 	}}
+}
+
+// HandleTxBatch registers a batch transactional handler for the kind of T:
+// the due jobs of that kind in one fetch (at most one per key, so order is
+// kept) run in one transaction, in which the handler's effects, all their
+// completions and one fence check commit together. If the handler returns
+// an error, the whole batch rolls back and every job in it is retried (use
+// HandleTx where jobs must fail one by one). Jobs whose args do not decode
+// are discarded one by one before the batch runs.
+func HandleTxBatch[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, ws []*Work[T]) error) {
+	var zero T
+	ws.handlers[zero.Kind()] = handler{
+		tx: true,
+		decodes: func(w *Work[rawArgs]) error {
+			_, err := typed[T](w)
+			return err
+		},
+		runBatch: func(ctx context.Context, tx pgx.Tx, raws []*Work[rawArgs]) error {
+			works := make([]*Work[T], len(raws))
+			for i, r := range raws {
+				t, err := typed[T](r)
+				if err != nil {
+					return err
+				}
+				works[i] = t
+			}
+			return fn(ctx, tx, works)
+		},
+	}
 }
 
 // snoozeError asks for the job to run again later without spending an
