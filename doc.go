@@ -4,6 +4,7 @@
 //
 // This package holds what every component shares: the schema migrations
 // ([Migrate]). The components live in subpackages: lease (named leases with
-// fencing tokens), partition (one owner per partition of a group) and fence
-// (the writes that check tokens).
+// fencing tokens), partition (one owner per partition of a group), fence
+// (the writes that check tokens) and queue (jobs processed by their
+// partition's owner).
 package leasehold
