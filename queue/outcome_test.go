@@ -159,3 +159,32 @@ func TestRetentionDeletesOldFinishedJobs(t *testing.T) {
 		}
 	}
 }
+
+// A handler interrupted by a handoff (it returns its context's error) does
+// not spend an attempt: the job stays pending for the next owner.
+func TestHandoffInterruptsWithoutSpendingAnAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	started := make(chan struct{})
+	var once sync.Once
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		once.Do(func() { close(started) })
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"long"}})
+	pgtest.Must(t, err)
+	m := worker(t, pool, "w1", ws, nil)
+	<-started
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pgtest.Must(t, m.Stop(sctx))
+	var state string
+	var attempt, errs int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT state, attempt, jsonb_array_length(errors) FROM leasehold.jobs`).Scan(&state, &attempt, &errs))
+	if state != "pending" || attempt != 0 || errs != 0 {
+		t.Fatalf("after a handoff mid-job: %s, attempt %d, %d errors; want pending, 0, 0", state, attempt, errs)
+	}
+}

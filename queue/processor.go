@@ -199,12 +199,14 @@ func (p *Processor) batch(ctx context.Context, o partition.Ownership, log *slog.
 			continue
 		}
 		if !h.tx {
-			outs = append(outs, p.outcome(f, call(ctx, h, nil, w), log))
+			if err := call(ctx, h, nil, w); !interrupted(ctx, err) {
+				outs = append(outs, p.outcome(f, err, log))
+			}
 			continue
 		}
 		err := p.runTx(ctx, o, f, h, w)
 		switch {
-		case err == nil, errors.Is(err, errFinished):
+		case err == nil, errors.Is(err, errFinished), interrupted(ctx, err):
 		case errors.Is(err, fence.ErrFenced):
 			return len(jobs), err
 		default:
@@ -217,7 +219,7 @@ func (p *Processor) batch(ctx context.Context, o partition.Ownership, log *slog.
 		}
 		err := p.runTxBatch(ctx, o, b.fs, p.cfg.Workers.handlers[kind], b.works)
 		switch {
-		case err == nil, errors.Is(err, errFinished):
+		case err == nil, errors.Is(err, errFinished), interrupted(ctx, err):
 		case errors.Is(err, fence.ErrFenced):
 			return len(jobs), err
 		default:
@@ -237,6 +239,13 @@ func (p *Processor) batch(ctx context.Context, o partition.Ownership, log *slog.
 		_, err := p.complete(cctx, tx, o.Token, outs)
 		return err
 	})
+}
+
+// interrupted reports whether a handler failed because its partition is
+// being handed off or lost: the job then stays pending, without spending an
+// attempt, for the next owner.
+func interrupted(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil
 }
 
 // errFinished means a transactional job turned out to be finished already.
