@@ -1,25 +1,15 @@
 package queue
 
-import "github.com/leasehold/leasehold/internal/migrations"
+import (
+	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/queuesql"
+)
 
+// queries holds every statement of the package, rendered for one schema.
+// The statements, with the reasoning behind each, are in internal/queuesql.
 type queries struct {
 	groups, enqueue, fetch, complete, retain string
 }
-
-const sqlGroups = `SELECT name, partitions FROM {{schema}}.groups WHERE name = ANY($1::text[])`
-
-// Many jobs in one statement. A job whose unique key is already pending in
-// its group (or earlier in the same batch) is skipped; RETURNING gives the
-// inserted rows in input order, with their ordinality, so the caller can
-// tell which inputs were duplicates.
-const sqlEnqueue = `
-INSERT INTO {{schema}}.jobs (group_name, partition, key, kind, args, max_attempts, run_at, unique_key)
-SELECT g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u
-FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[])
-     WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, n)
-ORDER BY n
-ON CONFLICT (group_name, unique_key) WHERE unique_key IS NOT NULL AND state = 'pending' DO NOTHING
-RETURNING id, group_name, key, unique_key`
 
 func render(schema string) (queries, error) {
 	q, err := migrations.Schema(schema)
@@ -27,43 +17,11 @@ func render(schema string) (queries, error) {
 		return queries{}, err
 	}
 	r := func(s string) string { return migrations.Render(s, q) }
-	return queries{groups: r(sqlGroups), enqueue: r(sqlEnqueue), fetch: r(sqlFetch),
-		complete: r(sqlComplete), retain: r(sqlRetain)}, nil
+	return queries{
+		groups:   r(queuesql.Groups),
+		enqueue:  r(queuesql.Enqueue),
+		fetch:    r(queuesql.Fetch),
+		complete: r(queuesql.Complete),
+		retain:   r(queuesql.Retain),
+	}, nil
 }
-
-// Due jobs of one partition, without locks: only the partition's owner reads
-// them. A job waits while an earlier pending job of its key exists, so jobs
-// of a key run one at a time, in order, across retries.
-const sqlFetch = `
-SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at
-FROM {{schema}}.jobs AS j
-WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_at <= clock_timestamp()
-  AND NOT EXISTS (
-      SELECT FROM {{schema}}.jobs AS e
-      WHERE e.group_name = j.group_name AND e.partition = j.partition AND e.key = j.key
-        AND e.state = 'pending' AND e.id < j.id)
-ORDER BY j.run_at, j.id
-LIMIT $3`
-
-// Record the outcomes of jobs, in one statement, inside a transaction whose
-// fence check passed. A retry's delay is added to the database clock. Only pending jobs change: a job finished by anyone
-// else is left alone (and not counted).
-const sqlComplete = `
-UPDATE {{schema}}.jobs AS j
-SET state          = o.state,
-    attempt        = j.attempt + o.spent,
-    run_at         = CASE WHEN o.delay IS NULL THEN j.run_at
-                     ELSE clock_timestamp() + o.delay * interval '1 microsecond' END,
-    finished_at    = CASE WHEN o.state = 'pending' THEN NULL ELSE clock_timestamp() END,
-    finished_token = CASE WHEN o.state = 'pending' THEN NULL ELSE $6::bigint END,
-    errors         = CASE WHEN o.error IS NULL THEN j.errors
-                     ELSE j.errors || jsonb_build_array(jsonb_build_object(
-                          'attempt', j.attempt + 1, 'at', clock_timestamp(), 'error', o.error)) END
-FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[]) AS o(id, state, spent, delay, error)
-WHERE j.id = o.id AND j.state = 'pending'`
-
-// Delete jobs of one partition finished before the retention period.
-const sqlRetain = `
-DELETE FROM {{schema}}.jobs
-WHERE group_name = $1 AND partition = $2 AND state <> 'pending'
-  AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
