@@ -58,10 +58,18 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
+// The check sets the transaction's timeouts and reads the lease row in one
+// statement (one round trip). The row lock is taken by the LockRows step on
+// top of the plan, after the settings subquery has run, so lock_timeout
+// already bounds the wait for it.
 const sqlCheck = `
-SELECT token, expires_at > clock_timestamp()
-FROM {{schema}}.leases WHERE name = $1
-FOR SHARE`
+SELECT l.token, l.expires_at > clock_timestamp()
+FROM (SELECT set_config('lock_timeout', $2, true),
+             set_config('idle_in_transaction_session_timeout', $3, true),
+             set_config('statement_timeout', $4, true)) AS settings,
+     {{schema}}.leases AS l
+WHERE l.name = $1
+FOR SHARE OF l`
 
 // NewPostgres returns a Postgres fence. It does no I/O.
 func NewPostgres(cfg PostgresConfig) (*Postgres, error) {
@@ -94,14 +102,10 @@ func (p *Postgres) Check(ctx context.Context, tx pgx.Tx, lease string, token Tok
 	if !token.Valid() {
 		return &FencedError{Resource: lease, Held: token, Reason: "not a granted token"}
 	}
-	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true),
-		set_config('idle_in_transaction_session_timeout', $2, true), set_config('statement_timeout', $3, true)`,
-		ms(p.cfg.LockTimeout), ms(p.cfg.IdleTimeout), ms(p.cfg.StatementTimeout)); err != nil {
-		return fmt.Errorf("fence: %s: %w", lease, err)
-	}
 	var current int64
 	var live bool
-	err := tx.QueryRow(ctx, p.check, lease).Scan(&current, &live)
+	err := tx.QueryRow(ctx, p.check, lease, ms(p.cfg.LockTimeout), ms(p.cfg.IdleTimeout), ms(p.cfg.StatementTimeout)).
+		Scan(&current, &live)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return &FencedError{Resource: lease, Held: token, Reason: "no such lease"}
