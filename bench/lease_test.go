@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -34,38 +33,7 @@ func TestLeaseSuite(t *testing.T) {
 	if !strings.Contains(out.String(), "leasehold / raw-sql") {
 		t.Errorf("table lacks the ratios:\n%s", out.String())
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("report is not JSON: %v\n%s", err, b)
-	}
-	if rep.Suite != "lease" || rep.Rounds != 1 {
-		t.Errorf("suite %q rounds %d, want lease 1", rep.Suite, rep.Rounds)
-	}
-	got := map[[2]string]Result{}
-	for _, r := range rep.Results {
-		got[[2]string{r.System, r.Case}] = r
-	}
-	for _, c := range leaseCases {
-		for _, sys := range []string{sysLeasehold, sysRaw} {
-			r, ok := got[[2]string{sys, c}]
-			switch {
-			case !ok:
-				t.Errorf("no result for %s on %s", c, sys)
-			case r.JobsPerSec <= 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms:
-				t.Errorf("%s on %s: implausible %+v", c, sys, r)
-			}
-		}
-		if rep.Ratios[c] <= 0 {
-			t.Errorf("ratio for %s is %v", c, rep.Ratios[c])
-		}
-	}
-	if len(rep.Results) != 2*len(leaseCases) || len(rep.Ratios) != len(leaseCases) {
-		t.Errorf("%d results and %d ratios, want %d and %d", len(rep.Results), len(rep.Ratios), 2*len(leaseCases), len(leaseCases))
-	}
+	checkReport(t, path, "lease", leaseCases)
 }
 
 func TestUnknownSuite(t *testing.T) {

@@ -3,15 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"go/ast"
-	"go/token"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,60 +37,7 @@ func TestQueueSuite(t *testing.T) {
 			t.Errorf("Markdown output lacks %q:\n%s", want, out.String())
 		}
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("report is not JSON: %v\n%s", err, b)
-	}
-	if rep.Suite != "queue" || rep.Rounds != 1 {
-		t.Errorf("suite %q rounds %d, want queue 1", rep.Suite, rep.Rounds)
-	}
-	got := map[[2]string]Result{}
-	for _, r := range rep.Results {
-		got[[2]string{r.System, r.Case}] = r
-	}
-	for _, c := range queueCases {
-		for _, sys := range []string{sysQueueLeasehold, sysQueueRaw} {
-			r, ok := got[[2]string{sys, c}]
-			switch {
-			case !ok:
-				t.Errorf("no result for %s on %s", c, sys)
-			case r.JobsPerSec <= 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms:
-				t.Errorf("%s on %s: implausible %+v", c, sys, r)
-			}
-		}
-		if rep.Ratios[c] <= 0 {
-			t.Errorf("ratio for %s is %v", c, rep.Ratios[c])
-		}
-	}
-	if len(rep.Results) != 2*len(queueCases) || len(rep.Ratios) != len(queueCases) {
-		t.Errorf("%d results and %d ratios, want %d and %d", len(rep.Results), len(rep.Ratios), 2*len(queueCases), len(queueCases))
-	}
-}
-
-// literal evaluates a string literal or a + of string literals.
-func literal(e ast.Expr) (string, error) {
-	switch e := e.(type) {
-	case *ast.BasicLit:
-		if e.Kind == token.STRING {
-			return strconv.Unquote(e.Value)
-		}
-	case *ast.ParenExpr:
-		return literal(e.X)
-	case *ast.BinaryExpr:
-		if e.Op == token.ADD {
-			x, err := literal(e.X)
-			if err != nil {
-				return "", err
-			}
-			y, err := literal(e.Y)
-			return x + y, err
-		}
-	}
-	return "", fmt.Errorf("not a string literal: %T", e)
+	checkReport(t, path, "queue", queueCases)
 }
 
 func TestQueueFlags(t *testing.T) {

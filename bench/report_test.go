@@ -1,0 +1,45 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+)
+
+// checkReport checks the --json report at path: the suite, one round, a
+// plausible result for every case on both systems, and a ratio per case.
+func checkReport(t *testing.T, path, suite string, cases []string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, b)
+	}
+	if rep.Suite != suite || rep.Rounds != 1 {
+		t.Errorf("suite %q rounds %d, want %s 1", rep.Suite, rep.Rounds, suite)
+	}
+	got := map[[2]string]Result{}
+	for _, r := range rep.Results {
+		got[[2]string{r.System, r.Case}] = r
+	}
+	for _, c := range cases {
+		for _, sys := range []string{sysLeasehold, sysRaw} {
+			r, ok := got[[2]string{sys, c}]
+			switch {
+			case !ok:
+				t.Errorf("no result for %s on %s", c, sys)
+			case r.JobsPerSec <= 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms:
+				t.Errorf("%s on %s: implausible %+v", c, sys, r)
+			}
+		}
+		if rep.Ratios[c] <= 0 {
+			t.Errorf("ratio for %s is %v", c, rep.Ratios[c])
+		}
+	}
+	if len(rep.Results) != 2*len(cases) || len(rep.Ratios) != len(cases) {
+		t.Errorf("%d results and %d ratios, want %d and %d", len(rep.Results), len(rep.Ratios), 2*len(cases), len(cases))
+	}
+}
