@@ -2,10 +2,14 @@
 //
 // A job belongs to one partition of its group, partition.Of(key): only the
 // owner of that partition processes it, so no job needs a per-job claim.
-// This file set holds the enqueue side: Enqueue, EnqueueMany (one
-// statement) and EnqueueTx (inside your transaction, committed or rolled
-// back with it), typed arguments, run-at times, attempt limits and unique
-// keys.
+//
+// A Client enqueues: Enqueue, EnqueueMany (one statement) and EnqueueTx
+// (inside your transaction, committed or rolled back with it), with typed
+// arguments, run-at times, attempt limits and unique keys; JobInfo and
+// Retry inspect and re-enqueue jobs. A Processor, whose Run is a
+// partition.Member's Run, processes the jobs of the partitions the member
+// owns with the handlers registered by Handle (plain), HandleTx
+// (transactional: exactly-once effects in this database) and HandleTxBatch.
 //
 // See docs/queue.md.
 package queue

@@ -188,3 +188,52 @@ func TestHandoffInterruptsWithoutSpendingAnAttempt(t *testing.T) {
 		t.Fatalf("after a handoff mid-job: %s, attempt %d, %d errors; want pending, 0, 0", state, attempt, errs)
 	}
 }
+
+// A discarded job is kept, inspectable, and can be put back to run again.
+func TestDiscardedJobsAreInspectableAndRetryable(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	var mu sync.Mutex
+	fail := true
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			return errors.New("broken downstream")
+		}
+		return nil
+	})
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"x"}, MaxAttempts: 1, UniqueKey: "once"})
+	pgtest.Must(t, err)
+	worker(t, pool, "w1", ws, nil)
+	waitFinished(t, pool, 10*time.Second)
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if info.State != "discarded" || info.Attempt != 1 || !strings.Contains(string(info.Errors), "broken downstream") ||
+		info.FinishedToken == nil || info.Kind != "step" || info.UniqueKey != "once" {
+		t.Fatalf("discarded job = %+v", info)
+	}
+	if _, err := c.JobInfo(ctx, 999999); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("JobInfo(unknown) = %v; want ErrNotFound", err)
+	}
+
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	changed, err := c.Retry(ctx, res.ID, 999999)
+	pgtest.Must(t, err)
+	if len(changed) != 1 || changed[0] != res.ID {
+		t.Fatalf("Retry changed %v; want [%d]", changed, res.ID)
+	}
+	waitFinished(t, pool, 10*time.Second)
+	info, err = c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if info.State != "completed" || info.Attempt != 1 || !strings.Contains(string(info.Errors), "broken downstream") {
+		t.Fatalf("retried job = %+v; want completed, with the old error kept", info)
+	}
+	if changed, err := c.Retry(ctx, res.ID); err != nil || len(changed) != 0 {
+		t.Fatalf("Retry of a completed job = %v, %v; want no change", changed, err)
+	}
+}

@@ -8,7 +8,7 @@ import (
 // queries holds every statement of the package, rendered for one schema.
 // The statements, with the reasoning behind each, are in internal/queuesql.
 type queries struct {
-	groups, enqueue, fetch, complete, retain string
+	groups, enqueue, fetch, complete, retain, inspect, retry string
 }
 
 func render(schema string) (queries, error) {
@@ -23,5 +23,7 @@ func render(schema string) (queries, error) {
 		fetch:    r(queuesql.Fetch),
 		complete: r(queuesql.Complete),
 		retain:   r(queuesql.Retain),
+		inspect:  r(queuesql.Inspect),
+		retry:    r(queuesql.Retry),
 	}, nil
 }

@@ -54,3 +54,21 @@ const Retain = `
 DELETE FROM {{schema}}.jobs
 WHERE group_name = $1 AND partition = $2 AND state <> 'pending'
   AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
+
+// Inspect reads one job.
+const Inspect = `
+SELECT group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
+       finished_at, finished_token, errors, coalesce(unique_key, '')
+FROM {{schema}}.jobs WHERE id = $1`
+
+// Retry puts finished-but-failed jobs (discarded or cancelled) back to
+// pending, due now, with their attempts reset and their errors kept. A job
+// whose unique key is pending again in its group is left alone.
+const Retry = `
+UPDATE {{schema}}.jobs AS j
+SET state = 'pending', attempt = 0, run_at = clock_timestamp(), finished_at = NULL, finished_token = NULL
+WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled')
+  AND NOT (j.unique_key IS NOT NULL AND EXISTS (
+      SELECT FROM {{schema}}.jobs AS o
+      WHERE o.group_name = j.group_name AND o.unique_key = j.unique_key AND o.state = 'pending'))
+RETURNING j.id`
