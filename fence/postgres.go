@@ -53,11 +53,6 @@ type Postgres struct {
 	check string
 }
 
-// Beginner starts transactions: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // The check sets the transaction's timeouts and reads the lease row in one
 // statement (one round trip). The row lock is taken by the LockRows step on
 // top of the plan, after the settings subquery has run, so lock_timeout
@@ -119,13 +114,28 @@ func (p *Postgres) Check(ctx context.Context, tx pgx.Tx, lease string, token Tok
 	return nil
 }
 
+// TxBeginner starts transactions with options: a *pgxpool.Pool or *pgx.Conn.
+type TxBeginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// Begin starts a transaction on db whose lock, idle-in-transaction and
+// statement timeouts are set from the start (in the BEGIN's round trip), so
+// that a holder stalled anywhere in the transaction, before its Check too,
+// is cut off and cannot hold back a takeover for longer.
+func (p *Postgres) Begin(ctx context.Context, db TxBeginner) (pgx.Tx, error) {
+	return db.BeginTx(ctx, pgx.TxOptions{BeginQuery: fmt.Sprintf(
+		"BEGIN; SET LOCAL lock_timeout = %s; SET LOCAL idle_in_transaction_session_timeout = %s; SET LOCAL statement_timeout = %s",
+		ms(p.cfg.LockTimeout), ms(p.cfg.IdleTimeout), ms(p.cfg.StatementTimeout))})
+}
+
 // Tx runs fn in a transaction that commits only while the lease named lease
 // carries token: it begins a transaction on db, runs Check, then fn, then
 // commits. If Check refuses, fn is not called and the error wraps ErrFenced.
 // An error from fn rolls back and is returned as is. A COMMIT whose outcome
 // is unknown gives an error that IsIndeterminate recognises.
-func (p *Postgres) Tx(ctx context.Context, db Beginner, lease string, token Token, fn func(pgx.Tx) error) error {
-	tx, err := db.Begin(ctx)
+func (p *Postgres) Tx(ctx context.Context, db TxBeginner, lease string, token Token, fn func(pgx.Tx) error) error {
+	tx, err := p.Begin(ctx, db)
 	if err != nil {
 		return fmt.Errorf("fence: %s: begin: %w", lease, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -40,7 +41,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
 	}
-	if cfg.MaxAttempts < 0 {
+	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > MaxAttempts {
 		return nil, fmt.Errorf("%w: MaxAttempts %d", ErrInvalidConfig, cfg.MaxAttempts)
 	}
 	if cfg.MaxAttempts == 0 {
@@ -115,39 +116,25 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 	if err != nil {
 		return nil, enqueueErr(err)
 	}
-	type row struct {
-		id                 int64
-		group, key, unique string
-	}
-	var got []row
 	for rows.Next() {
-		var r row
-		var u *string
-		if err := rows.Scan(&r.id, &r.group, &r.key, &u); err != nil {
+		var n int64
+		var id *int64
+		if err := rows.Scan(&n, &id); err != nil {
 			rows.Close()
 			return nil, enqueueErr(err)
 		}
-		if u != nil {
-			r.unique = *u
+		if n < 1 || int(n) > len(out) {
+			rows.Close()
+			return nil, fmt.Errorf("queue: enqueue: row for input %d of %d", n, len(out))
 		}
-		got = append(got, r)
+		if id == nil {
+			out[n-1].Duplicate = true
+		} else {
+			out[n-1].ID = *id
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, enqueueErr(err)
-	}
-	// Inserted rows come back in input order; an input missing from them was
-	// skipped as a duplicate of a pending job with its unique key.
-	k := 0
-	for i, j := range jobs {
-		if k < len(got) && got[k].group == j.Group && got[k].key == j.Key && got[k].unique == j.UniqueKey {
-			out[i].ID = got[k].id
-			k++
-			continue
-		}
-		if j.UniqueKey == "" {
-			return nil, fmt.Errorf("queue: enqueue: job %d missing from the statement's result", i)
-		}
-		out[i].Duplicate = true
 	}
 	return out, nil
 }
@@ -155,7 +142,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 func (c *Client) check(i int, j Job) error {
 	bad := func(field, reason string) error { return &JobError{Index: i, Field: field, Reason: reason} }
 	switch {
-	case j.Args == nil:
+	case isNil(j.Args):
 		return bad("Args", "required")
 	case j.Args.Kind() == "" || len(j.Args.Kind()) > 100 || !utf8.ValidString(j.Args.Kind()):
 		return bad("Kind", fmt.Sprintf("%q must be 1 to 100 bytes of UTF-8", j.Args.Kind()))
@@ -163,10 +150,23 @@ func (c *Client) check(i int, j Job) error {
 		return bad("Key", fmt.Sprintf("%d bytes; at most 255 bytes of UTF-8", len(j.Key)))
 	case len(j.UniqueKey) > 255 || !utf8.ValidString(j.UniqueKey):
 		return bad("UniqueKey", "at most 255 bytes of UTF-8")
-	case j.MaxAttempts < 0:
-		return bad("MaxAttempts", "negative")
+	case j.MaxAttempts < 0 || j.MaxAttempts > MaxAttempts:
+		return bad("MaxAttempts", fmt.Sprintf("%d is not in 0..%d", j.MaxAttempts, MaxAttempts))
 	}
 	return nil
+}
+
+// MaxAttempts is the largest attempt limit of a job.
+const MaxAttempts = 1_000_000
+
+// isNil reports whether a is nil or a nil pointer (whose Kind method
+// might panic).
+func isNil(a Args) bool {
+	if a == nil {
+		return true
+	}
+	v := reflect.ValueOf(a)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // partitionCounts returns the partition count of every group of jobs,

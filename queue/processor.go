@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -205,12 +206,12 @@ func (p *Processor) batch(ctx context.Context, o partition.Ownership, log *slog.
 			continue
 		}
 		err := p.runTx(ctx, o, f, h, w)
-		switch {
-		case err == nil, errors.Is(err, errFinished), interrupted(ctx, err):
-		case errors.Is(err, fence.ErrFenced):
+		rec, fenced := p.txOutcome(ctx, f, err, log)
+		if fenced {
 			return len(jobs), err
-		default:
-			outs = append(outs, p.outcome(f, err, log))
+		}
+		if rec != nil {
+			outs = append(outs, *rec)
 		}
 	}
 	for kind, b := range batches {
@@ -218,13 +219,13 @@ func (p *Processor) batch(ctx context.Context, o partition.Ownership, log *slog.
 			break
 		}
 		err := p.runTxBatch(ctx, o, b.fs, p.cfg.Workers.handlers[kind], b.works)
-		switch {
-		case err == nil, errors.Is(err, errFinished), interrupted(ctx, err):
-		case errors.Is(err, fence.ErrFenced):
-			return len(jobs), err
-		default:
-			for _, f := range b.fs {
-				outs = append(outs, p.outcome(f, err, log))
+		for _, f := range b.fs {
+			rec, fenced := p.txOutcome(ctx, f, err, log)
+			if fenced {
+				return len(jobs), err
+			}
+			if rec != nil {
+				outs = append(outs, *rec)
 			}
 		}
 	}
@@ -246,6 +247,31 @@ func (p *Processor) batch(ctx context.Context, o partition.Ownership, log *slog.
 // attempt, for the next owner.
 func interrupted(ctx context.Context, err error) bool {
 	return err != nil && ctx.Err() != nil
+}
+
+// handlerError marks an error returned by a handler: only those spend an
+// attempt. (The processor's own failures, a lock timeout at the fence check,
+// a lost connection at commit, leave the job pending for the next fetch.)
+type handlerError struct{ err error }
+
+func (e handlerError) Error() string { return e.err.Error() }
+func (e handlerError) Unwrap() error { return e.err }
+
+// txOutcome sorts the result of a transactional run: done (nothing to
+// record), fenced (the partition has a newer owner), or an outcome to record.
+func (p *Processor) txOutcome(ctx context.Context, f fetched, err error, log *slog.Logger) (rec *outcome, fenced bool) {
+	var he handlerError
+	switch {
+	case err == nil, errors.Is(err, errFinished), interrupted(ctx, err):
+		return nil, false
+	case errors.As(err, &he):
+		o := p.outcome(f, he.err, log)
+		return &o, false
+	case errors.Is(err, fence.ErrFenced):
+		return nil, true
+	}
+	log.Warn("queue: job not recorded; it runs again", "job", f.id, "kind", f.kind, "err", err)
+	return nil, false
 }
 
 // errFinished means a transactional job turned out to be finished already.
@@ -275,7 +301,7 @@ func (p *Processor) runTxBatch(ctx context.Context, o partition.Ownership, fs []
 // handler error rolls everything back and is returned, to be recorded as
 // the job's outcome.
 func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetched, run func(pgx.Tx) error) error {
-	tx, err := p.pool.Begin(ctx)
+	tx, err := p.fence.Begin(ctx, p.pool) // timeouts set from the start: a stalled handler is cut off
 	if err != nil {
 		return err
 	}
@@ -285,7 +311,7 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		tx.Rollback(rctx) // after a commit: a no-op
 	}()
 	if err := run(tx); err != nil {
-		return err
+		return handlerError{err}
 	}
 	if err := p.fence.Check(ctx, tx, o.Lease.Name(), o.Token); err != nil {
 		return err
@@ -344,8 +370,14 @@ func (p *Processor) outcome(f fetched, err error, log *slog.Logger) outcome {
 }
 
 func failed(id int64, state string, err error) outcome {
-	msg := err.Error()
+	msg := storable(err.Error())
 	return outcome{id: id, state: state, spent: 1, err: &msg}
+}
+
+// storable makes msg storable as PostgreSQL text: valid UTF-8 without NUL.
+// An unstorable message would fail the whole batch's completion.
+func storable(msg string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // later keeps a job pending for d without spending an attempt, recording
@@ -354,6 +386,7 @@ func (p *Processor) later(id int64, d time.Duration, msg string) outcome {
 	us := d.Microseconds()
 	o := outcome{id: id, state: "pending", delay: &us}
 	if msg != "" {
+		msg = storable(msg)
 		o.err = &msg
 	}
 	return o

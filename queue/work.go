@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,13 +65,22 @@ func typed[T Args](w *Work[rawArgs]) (*Work[T], error) {
 		MaxAttempts: w.MaxAttempts, CreatedAt: w.CreatedAt, Token: w.Token, Args: args}, nil
 }
 
+// kindOf returns the kind of T; for a pointer type, of a new value, since
+// Kind may not accept a nil receiver.
+func kindOf[T Args]() string {
+	var zero T
+	if t := reflect.TypeOf(zero); t != nil && t.Kind() == reflect.Pointer {
+		return reflect.New(t.Elem()).Interface().(Args).Kind()
+	}
+	return zero.Kind()
+}
+
 // Handle registers a plain handler for the kind of T. Its job is completed
 // with one fenced write, batched with other jobs, after it returns: a stale
 // owner's completion is refused. Effects outside the queue's database are
 // the handler's business: carry w.Token, or use an idempotency key.
 func Handle[T Args](ws *Workers, fn func(ctx context.Context, w *Work[T]) error) {
-	var zero T
-	ws.handlers[zero.Kind()] = handler{run: func(ctx context.Context, _ pgx.Tx, w *Work[rawArgs]) error {
+	ws.handlers[kindOf[T]()] = handler{run: func(ctx context.Context, _ pgx.Tx, w *Work[rawArgs]) error {
 		t, err := typed[T](w)
 		if err != nil {
 			return err
@@ -84,8 +94,7 @@ func Handle[T Args](ws *Workers, fn func(ctx context.Context, w *Work[T]) error)
 // check commit together, so its effects in this database happen exactly
 // once, even across pauses and takeovers.
 func HandleTx[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, w *Work[T]) error) {
-	var zero T
-	ws.handlers[zero.Kind()] = handler{tx: true, run: func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error {
+	ws.handlers[kindOf[T]()] = handler{tx: true, run: func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error {
 		t, err := typed[T](w)
 		if err != nil {
 			return err
@@ -102,8 +111,7 @@ func HandleTx[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, w *Wo
 // HandleTx where jobs must fail one by one). Jobs whose args do not decode
 // are discarded one by one before the batch runs.
 func HandleTxBatch[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, ws []*Work[T]) error) {
-	var zero T
-	ws.handlers[zero.Kind()] = handler{
+	ws.handlers[kindOf[T]()] = handler{
 		tx: true,
 		decodes: func(w *Work[rawArgs]) error {
 			_, err := typed[T](w)

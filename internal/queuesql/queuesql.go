@@ -3,18 +3,24 @@ package queuesql
 // Groups reads the partition counts of the groups named in $1.
 const Groups = `SELECT name, partitions FROM {{schema}}.groups WHERE name = ANY($1::text[])`
 
-// Enqueue inserts many jobs in one statement. A job whose unique key is
-// already pending in its group (or earlier in the same batch) is skipped;
-// RETURNING gives the inserted rows in input order, with group, key and
-// unique key, so the caller can tell which inputs were duplicates.
+// Enqueue inserts many jobs in one statement. Ids are drawn first, in input
+// order (so a key's jobs get increasing ids), then the rows inserted; a job
+// whose unique key is already pending in its group (or earlier in the same
+// batch) is skipped. The result has one row per input, by ordinality n,
+// with its id, or NULL for a skipped duplicate.
 const Enqueue = `
-INSERT INTO {{schema}}.jobs (group_name, partition, key, kind, args, max_attempts, run_at, unique_key)
-SELECT g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u
-FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[])
-     WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, n)
-ORDER BY n
-ON CONFLICT (group_name, unique_key) WHERE unique_key IS NOT NULL AND state = 'pending' DO NOTHING
-RETURNING id, group_name, key, unique_key`
+WITH t AS MATERIALIZED (
+    SELECT nextval(pg_get_serial_sequence('{{schema}}.jobs', 'id')) AS id, g, p, k, kind, a, m, r, u, n
+    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[])
+         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, n)
+    ORDER BY n),
+ins AS (
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u FROM t ORDER BY n
+    ON CONFLICT (group_name, unique_key) WHERE unique_key IS NOT NULL AND state = 'pending' DO NOTHING
+    RETURNING id)
+SELECT t.n, ins.id FROM t LEFT JOIN ins USING (id) ORDER BY t.n`
 
 // Fetch reads the due jobs of one partition, without locks: only the
 // partition's owner reads them. A job waits while an earlier pending job of
@@ -44,8 +50,9 @@ SET state          = o.state,
     finished_at    = CASE WHEN o.state = 'pending' THEN NULL ELSE clock_timestamp() END,
     finished_token = CASE WHEN o.state = 'pending' THEN NULL ELSE $6::bigint END,
     errors         = CASE WHEN o.error IS NULL THEN j.errors
+                          WHEN o.spent = 0 AND j.errors->-1->>'error' = o.error THEN j.errors
                      ELSE j.errors || jsonb_build_array(jsonb_build_object(
-                          'attempt', j.attempt + 1, 'at', clock_timestamp(), 'error', o.error)) END
+                          'attempt', j.attempt + o.spent, 'at', clock_timestamp(), 'error', o.error)) END
 FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[]) AS o(id, state, spent, delay, error)
 WHERE j.id = o.id AND j.state = 'pending'`
 
