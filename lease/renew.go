@@ -57,6 +57,18 @@ func (c *Client) toRenew() []*Lease {
 // local deadline counted from when the request was sent; leases it does not
 // return are lost. On error nothing changes.
 func (c *Client) renew(ctx context.Context, ls []*Lease) error {
+	// A lease past its local deadline (the process was paused, say) is lost
+	// by that deadline, whatever a renewal would find: Err records that, and
+	// the lease is not renewed.
+	live := ls[:0:0]
+	for _, l := range ls {
+		if l.Err() == nil {
+			live = append(live, l)
+		}
+	}
+	if ls = live; len(ls) == 0 {
+		return nil
+	}
 	names := make([]string, len(ls))
 	tokens := make([]int64, len(ls))
 	for i, l := range ls {
