@@ -139,7 +139,9 @@ func (c *Client) acquireWait(ctx context.Context, names []string) ([]*Lease, err
 			return ls, nil
 		}
 		if ctx.Err() != nil {
-			if prev != nil && IsIndeterminate(err) { // cut short by ctx; its grant, if any, is released
+			// An attempt cut short by ctx (its grant, if any, is released)
+			// says less than the attempt before it.
+			if prev != nil && (IsIndeterminate(err) || errors.Is(err, ctx.Err())) {
 				err = prev
 			}
 			return nil, fmt.Errorf("lease: acquire %q: %w (last attempt: %w)", names, context.Cause(ctx), err)
