@@ -23,8 +23,3 @@ func OfString(key string, n int) int {
 	}
 	return int(xxhash.Sum64String(key) % uint64(n))
 }
-
-// hasher adapts XXH64 to the consistent package.
-type hasher struct{}
-
-func (hasher) Sum64(b []byte) uint64 { return xxhash.Sum64(b) }
