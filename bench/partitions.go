@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"time"
 )
@@ -96,23 +95,9 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 	}
 
-	elapsed := time.Since(began).Round(time.Second)
-	machine := fmt.Sprintf("Machine: nproc %d (GOMAXPROCS %d), PostgreSQL %s, %s %s/%s, %s. Settings: %s. Run time %v.",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), pgVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		began.UTC().Format("2006-01-02"), f.settings(), elapsed)
-	if f.markdown {
-		fmt.Fprintf(stdout, "%s\n\n", machine)
-		for _, t := range tables {
-			t.markdown(stdout)
-		}
-	} else {
-		fmt.Fprintf(stdout, "partitions suite\n%s\n\n", machine)
-		for _, t := range tables {
-			t.text(stdout)
-		}
-	}
+	printTables(stdout, "partitions", machineLine(pgVersion, f.settings(), began), f.markdown, tables)
 	if f.jsonPath != "" {
-		if err := writePartitionsJSON(f.jsonPath, rep); err != nil {
+		if err := writeJSON(f.jsonPath, rep); err != nil {
 			return err
 		}
 	}

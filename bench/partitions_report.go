@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
+	"runtime"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // partitionsReport is the partitions suite's --json output. It has the
@@ -105,15 +105,28 @@ func (t ptable) markdown(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// writePartitionsJSON writes r to path, indented.
-func writePartitionsJSON(path string, r partitionsReport) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
-
 func f2(x float64) string { return fmt.Sprintf("%.2f", x) }
 func f0(x float64) string { return fmt.Sprintf("%.0f", x) }
 func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
+
+// machineLine describes the machine, versions and settings of a run.
+func machineLine(pg string, settings string, began time.Time) string {
+	return fmt.Sprintf("Machine: nproc %d (GOMAXPROCS %d), PostgreSQL %s, %s %s/%s, %s. Settings: %s. Run time %v.",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), pg, runtime.Version(), runtime.GOOS, runtime.GOARCH,
+		began.UTC().Format("2006-01-02"), settings, time.Since(began).Round(time.Second))
+}
+
+// printTables prints a suite's machine line and tables, as Markdown or text.
+func printTables(w io.Writer, suite, machine string, markdown bool, tables []ptable) {
+	if markdown {
+		fmt.Fprintf(w, "%s\n\n", machine)
+		for _, t := range tables {
+			t.markdown(w)
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s suite\n%s\n\n", suite, machine)
+	for _, t := range tables {
+		t.text(w)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -109,22 +108,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 
 	rep := newReport("queue", f.rounds, all, sysQueueLeasehold, sysQueueRaw)
-	elapsed := time.Since(began).Round(time.Second)
-	machine := fmt.Sprintf("Machine: nproc %d (GOMAXPROCS %d), PostgreSQL %s (%s), %s %s/%s, %s. Settings: %s. Run time %v.",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), version, where, runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		began.UTC().Format("2006-01-02"), f.settings(), elapsed)
-	tables := queueTables(rep, all)
-	if f.markdown {
-		fmt.Fprintf(stdout, "%s\n\n", machine)
-		for _, t := range tables {
-			t.markdown(stdout)
-		}
-	} else {
-		fmt.Fprintf(stdout, "queue suite\n%s\n\n", machine)
-		for _, t := range tables {
-			t.text(stdout)
-		}
-	}
+	printTables(stdout, "queue", machineLine(version+" ("+where+")", f.settings(), began), f.markdown, queueTables(rep, all))
 	if f.jsonPath != "" {
 		if err := writeJSON(f.jsonPath, rep); err != nil {
 			return err

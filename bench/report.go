@@ -139,8 +139,8 @@ func printTable(w io.Writer, r Report, all []*series, system, baseline string, t
 	}
 }
 
-// writeJSON writes r to path, indented.
-func writeJSON(path string, r Report) error {
+// writeJSON writes r (a suite's report) to path, indented.
+func writeJSON(path string, r any) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
