@@ -121,7 +121,18 @@ func (s *leaseholdSystem) renewPlan(ctx context.Context, tag string, workers, pe
 }
 
 func (s *leaseholdSystem) releasePlan(tag string, workers, batch, stock int) plan {
-	var held [][]*lease.Lease
+	return releasePlan(batch, stock,
+		func(ctx context.Context, first, n int) ([][]*lease.Lease, error) {
+			return s.hold(ctx, tag, workers, first, n)
+		},
+		func(ctx context.Context, l *lease.Lease) error { return l.Release(ctx) })
+}
+
+// releasePlan releases leases held in batches of batch (or all stock at
+// once): prepare holds the next batch (untimed), op releases one.
+func releasePlan[L any](batch, stock int, hold func(ctx context.Context, first, n int) ([][]L, error),
+	release func(context.Context, L) error) plan {
+	var held [][]L
 	base := 0
 	return plan{
 		batch: batch,
@@ -131,7 +142,7 @@ func (s *leaseholdSystem) releasePlan(tag string, workers, batch, stock int) pla
 				n = stock
 			}
 			var err error
-			held, err = s.hold(ctx, tag, workers, first, n)
+			held, err = hold(ctx, first, n)
 			base = first
 			return err
 		},
@@ -139,7 +150,7 @@ func (s *leaseholdSystem) releasePlan(tag string, workers, batch, stock int) pla
 			if i-base >= len(held[w]) {
 				return false, nil
 			}
-			return true, held[w][i-base].Release(ctx)
+			return true, release(ctx, held[w][i-base])
 		},
 	}
 }
@@ -252,32 +263,17 @@ func (s *rawSystem) renewPlan(ctx context.Context, tag string, workers, per int)
 }
 
 func (s *rawSystem) releasePlan(tag string, workers, batch, stock int) plan {
-	var held [][]rawLease
-	base := 0
-	return plan{
-		batch: batch,
-		prepare: func(ctx context.Context, first int) error {
-			n := batch
-			if n == 0 {
-				n = stock
-			}
-			var err error
-			held, err = s.hold(ctx, tag, workers, first, n)
-			base = first
-			return err
+	return releasePlan(batch, stock,
+		func(ctx context.Context, first, n int) ([][]rawLease, error) {
+			return s.hold(ctx, tag, workers, first, n)
 		},
-		op: func(ctx context.Context, w, i int) (bool, error) {
-			if i-base >= len(held[w]) {
-				return false, nil
-			}
-			l := held[w][i-base]
+		func(ctx context.Context, l rawLease) error {
 			tag, err := s.pool.Exec(ctx, s.q.release, l.name, s.owner, l.token)
 			if err == nil && tag.RowsAffected() != 1 {
 				err = fmt.Errorf("raw release %q: not held", l.name)
 			}
-			return true, err
-		},
-	}
+			return err
+		})
 }
 
 // forget does nothing: the raw-sql system keeps no state between batches.
