@@ -246,3 +246,13 @@ func TestUnfencedIsLoud(t *testing.T) {
 		t.Fatalf("log = %q; want a warning naming the resource and token", out)
 	}
 }
+
+func TestNewPostgresRejectsBadConfig(t *testing.T) {
+	for _, cfg := range []fence.PostgresConfig{
+		{Schema: "bad schema"}, {LockTimeout: -1}, {IdleTimeout: -1}, {StatementTimeout: -1},
+	} {
+		if _, err := fence.NewPostgres(cfg); err == nil {
+			t.Errorf("NewPostgres(%+v) = nil error; want one", cfg)
+		}
+	}
+}

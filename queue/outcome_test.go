@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -235,5 +236,24 @@ func TestDiscardedJobsAreInspectableAndRetryable(t *testing.T) {
 	}
 	if changed, err := c.Retry(ctx, res.ID); err != nil || len(changed) != 0 {
 		t.Fatalf("Retry of a completed job = %v, %v; want no change", changed, err)
+	}
+}
+
+func TestNewProcessorRejectsBadConfig(t *testing.T) {
+	pool := pgtest.Pool(t)
+	ws := queue.NewWorkers()
+	for _, cfg := range []queue.ProcessorConfig{
+		{},
+		{Workers: ws, BatchSize: -1},
+		{Workers: ws, PollInterval: -time.Second},
+		{Workers: ws, Schema: "bad schema"},
+		{Workers: ws, Fence: fence.PostgresConfig{IdleTimeout: -1}},
+	} {
+		if _, err := queue.NewProcessor(pool, cfg); !errors.Is(err, queue.ErrInvalidConfig) {
+			t.Errorf("NewProcessor(%+v) = %v; want ErrInvalidConfig", cfg, err)
+		}
+	}
+	if _, err := queue.NewProcessor(nil, queue.ProcessorConfig{Workers: ws}); !errors.Is(err, queue.ErrInvalidConfig) {
+		t.Errorf("NewProcessor(nil pool) = %v; want ErrInvalidConfig", err)
 	}
 }
