@@ -31,6 +31,8 @@ type Client struct {
 	pool *pgxpool.Pool
 	cfg  Config
 	q    queries
+	// channel is the NOTIFY channel of enqueued jobs.
+	channel string
 
 	mu     sync.Mutex
 	counts map[string]int // partition count per group; fixed once a group exists
@@ -51,7 +53,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	return &Client{pool: pool, cfg: cfg, q: q, counts: make(map[string]int)}, nil
+	return &Client{pool: pool, cfg: cfg, q: q, channel: NotifyChannel(cfg.Schema), counts: make(map[string]int)}, nil
 }
 
 // Querier runs a query: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
@@ -112,7 +114,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 			uniques[i] = &jobs[i].UniqueKey
 		}
 	}
-	rows, err := db.Query(ctx, c.q.enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques)
+	rows, err := db.Query(ctx, c.q.enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, c.channel)
 	if err != nil {
 		return nil, enqueueErr(err)
 	}

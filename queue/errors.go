@@ -39,3 +39,7 @@ func (e *JobError) Unwrap() []error {
 	}
 	return []error{ErrInvalidJob}
 }
+
+// ErrJobTimeout is the cause of a handler's context cancelled because the
+// run took longer than ProcessorConfig.JobTimeout.
+var ErrJobTimeout = errors.New("queue: job timed out")

@@ -33,7 +33,7 @@ func worker(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, cloc
 func workerLog(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, clock lease.Clock, log *slog.Logger) *partition.Member {
 	t.Helper()
 	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
-		MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond, Logger: log})
+		MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond, StopGrace: 200 * time.Millisecond, Logger: log})
 	pgtest.Must(t, err)
 	m, err := partition.New(pool, partition.Config{Group: "emails", Partitions: 8, ID: id, Run: p.Run,
 		PollInterval: 100 * time.Millisecond,

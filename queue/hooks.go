@@ -1,0 +1,59 @@
+package queue
+
+import "time"
+
+// Hooks observe a Processor, for metrics. Each field may be nil. Hooks are
+// called synchronously from the Processor's goroutines and must not block.
+type Hooks struct {
+	// OnJob is called once for each run of a job, when its outcome is
+	// known: recorded, refused by the fence, or left for the next fetch.
+	OnJob func(JobEvent)
+}
+
+// Outcome is what became of one run of a job.
+type Outcome string
+
+// The outcomes of a run.
+const (
+	// OutcomeCompleted: the handler succeeded and the job is completed.
+	OutcomeCompleted Outcome = "completed"
+	// OutcomeRetried: the handler failed; the job runs again later.
+	OutcomeRetried Outcome = "retried"
+	// OutcomeDiscarded: the handler failed its last attempt, or the args
+	// did not decode.
+	OutcomeDiscarded Outcome = "discarded"
+	// OutcomeCancelled: the handler returned Cancel.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeSnoozed: the handler returned Snooze, or the job's kind has no
+	// handler; it runs again later without spending an attempt.
+	OutcomeSnoozed Outcome = "snoozed"
+	// OutcomeFenced: the outcome was refused because a newer owner has the
+	// partition; the newer owner runs the job.
+	OutcomeFenced Outcome = "fenced"
+	// OutcomeInterrupted: the partition was handed off or lost while the
+	// job ran; it stays pending, without spending an attempt.
+	OutcomeInterrupted Outcome = "interrupted"
+	// OutcomeUnrecorded: the outcome could not be recorded (a database
+	// error); the job stays pending and runs again.
+	OutcomeUnrecorded Outcome = "unrecorded"
+	// OutcomeSkipped: the job was found finished already (for example
+	// cancelled by an operator) when its transactional run tried to
+	// complete it; its effects were rolled back.
+	OutcomeSkipped Outcome = "skipped"
+)
+
+// JobEvent describes one run of a job.
+type JobEvent struct {
+	Group     string
+	Partition int
+	ID        int64
+	Kind      string
+	Attempt   int // 1 on the first run
+	Outcome   Outcome
+	// Duration is how long the handler ran (for a batch handler, the whole
+	// batch's run).
+	Duration time.Duration
+	// Err is the handler's error, or the error that kept the outcome from
+	// being recorded; nil on success.
+	Err error
+}

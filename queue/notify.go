@@ -1,0 +1,137 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/migrations"
+)
+
+// NotifyChannel returns the LISTEN/NOTIFY channel on which enqueues in
+// schema ("" for the default) announce due jobs: "leasehold_jobs_" and 16
+// hex digits of XXH64 of the schema name. The payload is
+// "<partition>:<group>".
+func NotifyChannel(schema string) string {
+	if schema == "" {
+		schema = migrations.DefaultSchema
+	}
+	return fmt.Sprintf("leasehold_jobs_%016x", xxhash.Sum64String(schema))
+}
+
+// wakeKey names one partition of one group.
+type wakeKey struct {
+	group     string
+	partition int
+}
+
+// subscribe registers a Run's wake channel.
+func (p *Processor) subscribe(group string, part int) chan struct{} {
+	c := make(chan struct{}, 1)
+	k := wakeKey{group, part}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.wakes[k] = append(p.wakes[k], c)
+	return c
+}
+
+func (p *Processor) unsubscribe(group string, part int, c chan struct{}) {
+	k := wakeKey{group, part}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cs := p.wakes[k]
+	for i := range cs {
+		if cs[i] == c {
+			cs = append(cs[:i], cs[i+1:]...)
+			break
+		}
+	}
+	if len(cs) == 0 {
+		delete(p.wakes, k)
+	} else {
+		p.wakes[k] = cs
+	}
+}
+
+// wake wakes the Runs of one partition, or of all (all true).
+func (p *Processor) wake(k wakeKey, all bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	signal := func(cs []chan struct{}) {
+		for _, c := range cs {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if !all {
+		signal(p.wakes[k])
+		return
+	}
+	for _, cs := range p.wakes {
+		signal(cs)
+	}
+}
+
+// Listen wakes this Processor's partitions as soon as jobs due now are
+// enqueued for them, until ctx is done; it then returns ctx's error. Run it
+// in its own goroutine beside the Member. It keeps one connection of the
+// pool, reconnecting with backoff after a failure; after a reconnect it
+// wakes every partition, since notifications may have been missed. Without
+// it, partitions fetch every PollInterval.
+func (p *Processor) Listen(ctx context.Context) error {
+	b := backoff.New(100*time.Millisecond, 5*time.Second, p.cfg.Rand)
+	failures := 0
+	for {
+		listened, err := p.listen(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if listened {
+			failures = 0
+		}
+		failures++
+		if failures >= 3 {
+			p.log.Warn("queue: cannot listen for enqueued jobs; relying on polling", "err", err, "attempt", failures)
+		}
+		t := time.NewTimer(b.Delay(failures - 1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// listen listens on one connection until it fails; listened reports whether
+// LISTEN succeeded.
+func (p *Processor) listen(ctx context.Context) (listened bool, err error) {
+	pc, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	conn := pc.Hijack() // kept out of the pool while it listens
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{p.channel}.Sanitize()); err != nil {
+		return false, err
+	}
+	p.wake(wakeKey{}, true)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return true, err
+		}
+		part, group, ok := strings.Cut(n.Payload, ":")
+		if i, err := strconv.Atoi(part); ok && err == nil {
+			p.wake(wakeKey{group, i}, false)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/fence"
+)
+
+// outcome is what becomes of one run of a job.
+type outcome struct {
+	id    int64
+	state string // pending (retry or snooze), completed, discarded, cancelled
+	spent int32  // attempts spent: 1, or 0 for a snooze
+	delay *int64 // microseconds from now until the job is due again
+	err   *string
+}
+
+// outcome maps a handler's result to what becomes of the job.
+func (p *Processor) outcome(f fetched, err error, log *slog.Logger) outcome {
+	var snooze snoozeError
+	var cancel cancelError
+	var decode errDecode
+	switch {
+	case err == nil:
+		return outcome{id: f.id, state: "completed", spent: 1}
+	case errors.As(err, &snooze):
+		return p.later(f.id, snooze.d, "")
+	case errors.As(err, &cancel):
+		return failed(f.id, "cancelled", err)
+	case errors.As(err, &decode):
+		log.Warn("queue: job discarded: its args do not decode", "job", f.id, "kind", f.kind, "err", err)
+		return failed(f.id, "discarded", err)
+	case f.attempt+1 >= f.max:
+		log.Warn("queue: job discarded after its last attempt", "job", f.id, "kind", f.kind, "attempt", f.attempt+1, "err", err)
+		return failed(f.id, "discarded", err)
+	}
+	log.Warn("queue: job failed; will retry", "job", f.id, "kind", f.kind, "attempt", f.attempt+1, "err", err)
+	o := failed(f.id, "pending", err)
+	d := p.retry.Delay(f.attempt).Microseconds()
+	o.delay = &d
+	return o
+}
+
+func failed(id int64, state string, err error) outcome {
+	msg := storable(err.Error())
+	return outcome{id: id, state: state, spent: 1, err: &msg}
+}
+
+// storable makes msg storable as PostgreSQL text: valid UTF-8 without NUL.
+// An unstorable message would fail the whole batch's completion.
+func storable(msg string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// later keeps a job pending for d without spending an attempt, recording
+// msg if not empty.
+func (p *Processor) later(id int64, d time.Duration, msg string) outcome {
+	us := d.Microseconds()
+	o := outcome{id: id, state: "pending", delay: &us}
+	if msg != "" {
+		msg = storable(msg)
+		o.err = &msg
+	}
+	return o
+}
+
+// complete records outcomes in one statement and returns how many jobs it
+// changed (finished jobs are left alone).
+func (p *Processor) complete(ctx context.Context, tx pgx.Tx, token fence.Token, outs []outcome) (int, error) {
+	n := len(outs)
+	ids, states, spent := make([]int64, n), make([]string, n), make([]int32, n)
+	delays, errs := make([]*int64, n), make([]*string, n)
+	for i, o := range outs {
+		ids[i], states[i], spent[i], delays[i], errs[i] = o.id, o.state, o.spent, o.delay, o.err
+	}
+	tag, err := tx.Exec(ctx, p.q.complete, ids, states, spent, delays, errs, int64(token))
+	return int(tag.RowsAffected()), err
+}
+
+// result is the Outcome an outcome records.
+func (o outcome) result() Outcome {
+	switch {
+	case o.state == "pending" && o.spent == 0:
+		return OutcomeSnoozed
+	case o.state == "pending":
+		return OutcomeRetried
+	}
+	return Outcome(o.state) // completed, discarded, cancelled
+}

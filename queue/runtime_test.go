@@ -1,0 +1,245 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// member starts a member of "emails" running a Processor with cfg (and
+// Listen when listen is true); it is stopped when the test ends.
+func member(t *testing.T, pool *pgxpool.Pool, partitions int, cfg queue.ProcessorConfig, listen bool) *partition.Member {
+	t.Helper()
+	cfg.Logger = quiet
+	p, err := queue.NewProcessor(pool, cfg)
+	pgtest.Must(t, err)
+	m, err := partition.New(pool, partition.Config{Group: "emails", Partitions: partitions, Run: p.Run,
+		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second, Logger: quiet}})
+	pgtest.Must(t, err)
+	lctx, stopListen := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if listen {
+			p.Listen(lctx)
+		}
+	}()
+	pgtest.Must(t, m.Start(ctxT(t)))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m.Stop(ctx)
+		stopListen()
+		<-done
+	})
+	return m
+}
+
+// waitOwned waits until m owns all n partitions.
+func waitOwned(t *testing.T, m *partition.Member, n int) {
+	t.Helper()
+	for start := time.Now(); len(m.Owned()) < n; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("owns %d of %d partitions", len(m.Owned()), n)
+		}
+	}
+}
+
+// With Listen, an idle partition whose poll interval is an hour runs a job
+// as soon as it is enqueued; without Listen (the control) it does not.
+func TestListenWakesAnIdlePartition(t *testing.T) {
+	t.Parallel()
+	for _, listen := range []bool{true, false} {
+		t.Run(fmt.Sprint("listen=", listen), func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			pool, c := setup(t)
+			ran := make(chan struct{}, 10)
+			ws := queue.NewWorkers()
+			queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+				ran <- struct{}{}
+				return nil
+			})
+			m := member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour}, listen)
+			waitOwned(t, m, 8)
+			time.Sleep(300 * time.Millisecond) // every partition has fetched once and sleeps
+			_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"now"}})
+			pgtest.Must(t, err)
+			select {
+			case <-ran:
+				if !listen {
+					t.Fatal("ran without a notification: the control cannot tell")
+				}
+			case <-time.After(3 * time.Second):
+				if listen {
+					t.Fatal("the enqueued job did not start: the notification did not wake its partition")
+				}
+			}
+		})
+	}
+}
+
+// A job due later sends no notification (its partition polls for it), and
+// a batch of jobs notifies each partition once.
+func TestEnqueueNotifiesEachPartitionOfDueJobsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	conn, err := pool.Acquire(ctx)
+	pgtest.Must(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `LISTEN `+queue.NotifyChannel(""))
+	pgtest.Must(t, err)
+	var jobs []queue.Job
+	want := map[string]bool{}
+	for i := range 20 {
+		key := fmt.Sprint("k", i)
+		jobs = append(jobs, queue.Job{Group: "emails", Key: key, Args: step{"x"}})
+		want[fmt.Sprintf("%d:emails", partition.OfString(key, 8))] = true
+	}
+	jobs = append(jobs, queue.Job{Group: "emails", Key: "later", Args: step{"x"}, RunAt: time.Now().Add(time.Hour)})
+	_, err = c.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+	got := map[string]int{}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		n, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		got[n.Payload]++
+	}
+	for p, k := range got {
+		if k != 1 || !want[p] {
+			t.Errorf("notification %q received %d times; want once, for a partition of a due job", p, k)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d partitions notified, want %d", len(got), len(want))
+	}
+}
+
+// PartitionConcurrency runs jobs of different keys of one partition at
+// once, never two jobs of one key, and Concurrency caps all partitions.
+func TestConcurrencyLimitsAndKeyOrder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		partitions, perPartition, global, wantMax int
+	}{
+		{partitions: 1, perPartition: 4, global: 100, wantMax: 4},
+		{partitions: 4, perPartition: 4, global: 2, wantMax: 2},
+		{partitions: 1, perPartition: 1, global: 100, wantMax: 1},
+	} {
+		t.Run(fmt.Sprint(tc), func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			pool := pgtest.Pool(t)
+			_, err := pool.Exec(ctx, `INSERT INTO leasehold.groups (name, partitions) VALUES ('emails', $1)`, tc.partitions)
+			pgtest.Must(t, err)
+			c, err := queue.New(pool, queue.Config{})
+			pgtest.Must(t, err)
+			var mu sync.Mutex
+			running, maxRunning := 0, 0
+			runningKey := map[string]bool{}
+			var violations []string
+			seen := map[string]int{}
+			ws := queue.NewWorkers()
+			queue.Handle(ws, func(ctx context.Context, w *queue.Work[deposit]) error {
+				mu.Lock()
+				running++
+				maxRunning = max(maxRunning, running)
+				if runningKey[w.Key] {
+					violations = append(violations, "two jobs of key "+w.Key+" at once")
+				}
+				runningKey[w.Key] = true
+				if seen[w.Key] != w.Args.Seq {
+					violations = append(violations, fmt.Sprintf("key %s ran seq %d after %d", w.Key, w.Args.Seq, seen[w.Key]))
+				}
+				seen[w.Key] = w.Args.Seq + 1
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+				mu.Lock()
+				running--
+				runningKey[w.Key] = false
+				mu.Unlock()
+				return nil
+			})
+			var jobs []queue.Job
+			for seq := range 3 {
+				for k := range 8 {
+					jobs = append(jobs, queue.Job{Group: "emails", Key: fmt.Sprint("key", k), Args: deposit{seq}})
+				}
+			}
+			_, err = c.EnqueueMany(ctx, jobs...)
+			pgtest.Must(t, err)
+			member(t, pool, tc.partitions, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+				PartitionConcurrency: tc.perPartition, Concurrency: tc.global}, true)
+			waitFinished(t, pool, 30*time.Second)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(violations) > 0 {
+				t.Fatalf("order violated: %v", violations)
+			}
+			if maxRunning != tc.wantMax {
+				t.Fatalf("at most %d jobs ran at once; want %d", maxRunning, tc.wantMax)
+			}
+		})
+	}
+}
+
+// A handler that outlives JobTimeout has its context cancelled with
+// ErrJobTimeout: a failed attempt, recorded, and reported to the hook.
+func TestJobTimeoutIsAFailedAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	var mu sync.Mutex
+	var events []queue.JobEvent
+	var calls atomic.Int32
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		if calls.Add(1) == 1 {
+			<-ctx.Done()
+			if !errors.Is(context.Cause(ctx), queue.ErrJobTimeout) {
+				return fmt.Errorf("cause %v, want ErrJobTimeout", context.Cause(ctx))
+			}
+			return ctx.Err()
+		}
+		return nil
+	})
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "slow", Args: step{"slow"}})
+	pgtest.Must(t, err)
+	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+		JobTimeout: 100 * time.Millisecond, MinRetry: time.Millisecond, MaxRetry: time.Millisecond,
+		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}}}, true)
+	waitFinished(t, pool, 10*time.Second)
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if info.State != "completed" || info.Attempt != 2 || strings.Count(string(info.Errors), `"attempt"`) != 1 ||
+		!strings.Contains(string(info.Errors), "job timed out after 100ms") {
+		t.Fatalf("job %+v; want completed on attempt 2 after one timeout", info)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || events[0].Outcome != queue.OutcomeRetried || !errors.Is(events[0].Err, queue.ErrJobTimeout) ||
+		events[1].Outcome != queue.OutcomeCompleted || events[1].Attempt != 2 || events[1].ID != res.ID {
+		t.Fatalf("events %+v; want retried (timeout), then completed", events)
+	}
+}

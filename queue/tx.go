@@ -1,0 +1,90 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/partition"
+)
+
+// handlerError marks an error returned by a handler: only those spend an
+// attempt. (The processor's own failures, a lock timeout at the fence check,
+// a lost connection at commit, leave the job pending for the next fetch.)
+type handlerError struct{ err error }
+
+func (e handlerError) Error() string { return e.err.Error() }
+func (e handlerError) Unwrap() error { return e.err }
+
+// errFinished means a transactional job turned out to be finished already.
+var errFinished = errors.New("queue: job already finished")
+
+// runTx runs a transactional handler for one job; see runTxBatch.
+func (p *Processor) runTx(ctx context.Context, o partition.Ownership, f fetched, h handler, w *Work[rawArgs]) error {
+	return p.inTx(ctx, o, []fetched{f}, func(tx pgx.Tx) error { return call(ctx, h, tx, w) })
+}
+
+// runTxBatch runs a batch transactional handler for several jobs.
+func (p *Processor) runTxBatch(ctx context.Context, o partition.Ownership, fs []fetched, h handler, ws []*Work[rawArgs]) error {
+	return p.inTx(ctx, o, fs, func(tx pgx.Tx) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return h.runBatch(ctx, tx, ws)
+	})
+}
+
+// inTx runs a transactional handler: its effects, the jobs' completion
+// and the fence check commit together. The fence is checked after the
+// handler, so the lease row is locked (against takeovers and renewals) only
+// for the completion and the commit, not for the handler's whole run. A
+// handler error rolls everything back and is returned, to be recorded as
+// the job's outcome.
+func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetched, run func(pgx.Tx) error) error {
+	tx, err := p.fence.Begin(ctx, p.pool) // timeouts set from the start: a stalled handler is cut off
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		tx.Rollback(rctx) // after a commit: a no-op
+	}()
+	if err := run(tx); err != nil {
+		return handlerError{timedOut(ctx, err)}
+	}
+	if err := p.fence.Check(ctx, tx, o.Lease.Name(), o.Token); err != nil {
+		return err
+	}
+	done := make([]outcome, len(fs))
+	for i, f := range fs {
+		done[i] = outcome{id: f.id, state: "completed", spent: 1}
+	}
+	n, err := p.complete(ctx, tx, o.Token, done)
+	if err != nil {
+		return err
+	}
+	if n < len(fs) {
+		return errFinished // rolled back: effects must not apply twice
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("queue: commit %d job(s) from %d: %w", len(fs), fs[0].id, err)
+	}
+	return nil
+}
+
+// call runs a handler, turning a panic into an error with the stack.
+func call(ctx context.Context, h handler, tx pgx.Tx, w *Work[rawArgs]) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return h.run(ctx, tx, w)
+}
