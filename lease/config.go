@@ -15,6 +15,9 @@ import (
 // MinTTL is the shortest lease TTL a Client accepts.
 const MinTTL = time.Second
 
+// DefaultTTL is the lease TTL of a Config that sets none.
+const DefaultTTL = 15 * time.Second
+
 // MaxNameLen is the longest lease name or owner id, in bytes.
 const MaxNameLen = 255
 
@@ -90,7 +93,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, &ConfigError{Field: "MaxConns", Reason: "negative"}
 	}
 	if c.TTL == 0 {
-		c.TTL = 15 * time.Second
+		c.TTL = DefaultTTL
 	}
 	if c.TTL < MinTTL {
 		return c, &ConfigError{Field: "TTL", Reason: fmt.Sprintf("%v is below the minimum %v", c.TTL, MinTTL)}
