@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,5 +70,30 @@ func (c *Client) Retry(ctx context.Context, ids ...int64) ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: retry: %w", err)
 	}
+	return changed, nil
+}
+
+// Cancel finishes pending jobs as cancelled, with the error "cancelled by
+// an operator" recorded (finished_token stays empty: no grant finished
+// them), and returns the ids it changed, in increasing order. Other ids
+// (finished, unknown) are left alone. Retry puts a cancelled job back.
+//
+// A job may be running when it is cancelled: its owner fetched it without
+// marking it, and its completion only changes pending jobs. So a
+// transactional handler's effects roll back (its completion finds the job
+// finished), whereas a plain handler's external effects may already have
+// happened; its outcome is not recorded. A completion in flight (an owner's
+// transaction holding the job's row) makes Cancel wait for it; if it
+// committed, the job is finished and not cancelled.
+func (c *Client) Cancel(ctx context.Context, ids ...int64) ([]int64, error) {
+	rows, err := c.pool.Query(ctx, c.q.cancel, ids)
+	if err != nil {
+		return nil, fmt.Errorf("queue: cancel: %w", err)
+	}
+	changed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("queue: cancel: %w", err)
+	}
+	slices.Sort(changed)
 	return changed, nil
 }

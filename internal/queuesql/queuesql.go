@@ -79,3 +79,41 @@ WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled')
       SELECT FROM {{schema}}.jobs AS o
       WHERE o.group_name = j.group_name AND o.unique_key = j.unique_key AND o.state = 'pending'))
 RETURNING j.id`
+
+// Stats counts the pending jobs of every partition of group $1, idle
+// partitions included (no rows at all: the group does not exist). It reads
+// only pending jobs, through the jobs_due partial index and their heap rows
+// (for attempt), so its cost follows the backlog, never the retained
+// finished jobs. One database time t splits due from scheduled jobs;
+// oldest_us is the age of the oldest due job's run_at, in microseconds.
+const Stats = `
+WITH c AS MATERIALIZED (SELECT clock_timestamp() AS t),
+s AS (
+    SELECT j.partition,
+           count(*) FILTER (WHERE j.run_at <= c.t)  AS due,
+           count(*) FILTER (WHERE j.run_at > c.t)   AS scheduled,
+           count(*) FILTER (WHERE j.attempt > 0)    AS retrying,
+           min(j.run_at) FILTER (WHERE j.run_at <= c.t) AS oldest
+    FROM {{schema}}.jobs AS j, c
+    WHERE j.group_name = $1 AND j.state = 'pending'
+    GROUP BY j.partition)
+SELECT p, coalesce(s.due, 0), coalesce(s.scheduled, 0), coalesce(s.retrying, 0),
+       coalesce((extract(epoch FROM c.t - s.oldest) * 1000000)::bigint, 0)
+FROM {{schema}}.groups AS g
+CROSS JOIN c
+CROSS JOIN LATERAL generate_series(0, g.partitions - 1) AS p
+LEFT JOIN s ON s.partition = p
+WHERE g.name = $1
+ORDER BY p`
+
+// Cancel finishes pending jobs as cancelled, recording why. It leaves
+// finished_token NULL: no grant finished them. A job whose completion is in
+// flight (an owner's transaction holds its row) is waited for, then left
+// alone if that completion finished it.
+const Cancel = `
+UPDATE {{schema}}.jobs
+SET state = 'cancelled', finished_at = clock_timestamp(),
+    errors = errors || jsonb_build_array(jsonb_build_object(
+             'attempt', attempt, 'at', clock_timestamp(), 'error', 'cancelled by an operator'))
+WHERE id = ANY($1::bigint[]) AND state = 'pending'
+RETURNING id`
