@@ -8,7 +8,7 @@ import (
 // queries holds every statement of the package, rendered for one schema.
 // The statements, with the reasoning behind each, are in internal/queuesql.
 type queries struct {
-	groups, enqueue, fetch, complete, retain, inspect, retry, stats, cancel string
+	groups, enqueue, fetch, complete, retain, inspect, retry, stats, cancel, list string
 }
 
 func render(schema string) (queries, error) {
@@ -27,5 +27,6 @@ func render(schema string) (queries, error) {
 		retry:    r(queuesql.Retry),
 		stats:    r(queuesql.Stats),
 		cancel:   r(queuesql.Cancel),
+		list:     r(queuesql.List),
 	}, nil
 }

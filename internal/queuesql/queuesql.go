@@ -62,9 +62,9 @@ DELETE FROM {{schema}}.jobs
 WHERE group_name = $1 AND partition = $2 AND state <> 'pending'
   AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
 
-// Inspect reads one job.
+// Inspect reads one job, with the columns of List.
 const Inspect = `
-SELECT group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
+SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
        finished_at, finished_token, errors, coalesce(unique_key, '')
 FROM {{schema}}.jobs WHERE id = $1`
 
@@ -117,3 +117,20 @@ SET state = 'cancelled', finished_at = clock_timestamp(),
              'attempt', attempt, 'at', clock_timestamp(), 'error', 'cancelled by an operator'))
 WHERE id = ANY($1::bigint[]) AND state = 'pending'
 RETURNING id`
+
+// List reads the jobs of group $1, newest first, filtered by state ($2),
+// kind ($3) and partitions ($4) when not NULL, below id $5 when not NULL
+// (paging), at most $6. Pending jobs come through the partial indexes on
+// pending jobs; finished ones are scanned from the newest id until the
+// limit is reached.
+const List = `
+SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
+       finished_at, finished_token, errors, coalesce(unique_key, '')
+FROM {{schema}}.jobs
+WHERE group_name = $1
+  AND ($2::text IS NULL OR state = $2)
+  AND ($3::text IS NULL OR kind = $3)
+  AND ($4::int[] IS NULL OR partition = ANY($4))
+  AND ($5::bigint IS NULL OR id < $5)
+ORDER BY id DESC
+LIMIT $6`
