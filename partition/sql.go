@@ -9,7 +9,7 @@ import (
 )
 
 type queries struct {
-	createGroup, groupCount, heartbeat, leave, view, status, members string
+	createGroup, groupCount, heartbeat, leave, view, status, members, groups string
 }
 
 // Creating a group records its partition count once; later members read it.
@@ -60,8 +60,10 @@ WHERE g.name = $1
 ORDER BY p`
 
 const sqlMembers = `
-SELECT id, joined_at, heartbeat_at, expires_at, expires_at > clock_timestamp()
+SELECT id, incarnation, joined_at, heartbeat_at, expires_at, expires_at > clock_timestamp()
 FROM {{schema}}.members WHERE group_name = $1 ORDER BY id`
+
+const sqlGroups = `SELECT name FROM {{schema}}.groups ORDER BY name`
 
 func render(schema string) (queries, string, error) {
 	q, err := migrations.Schema(schema)
@@ -77,6 +79,7 @@ func render(schema string) (queries, string, error) {
 		view:        r(sqlView),
 		status:      r(sqlStatus),
 		members:     r(sqlMembers),
+		groups:      r(sqlGroups),
 	}, NotifyChannel(schema), nil
 }
 

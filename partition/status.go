@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,22 +24,28 @@ type Status struct {
 // PartitionStatus is one partition's lease as the database sees it.
 type PartitionStatus struct {
 	Partition int
-	Owner     string      // member id of the lease's holder; "" if never granted
-	Token     fence.Token // the latest grant's token
-	Acquired  time.Time
-	Expires   time.Time
-	Held      bool // the lease was unexpired when read
+	Owner     string // member id of the lease's holder; "" if never granted
+	// Incarnation is the holder's incarnation: tells a restarted member's
+	// lease from its previous process's.
+	Incarnation string
+	Token       fence.Token // the latest grant's token
+	Acquired    time.Time
+	Expires     time.Time
+	Held        bool // the lease was unexpired when read
 	// Desired is the owner the assignment wants among the live members.
 	Desired string
 }
 
 // MemberStatus is one member row.
 type MemberStatus struct {
-	ID        string
-	Joined    time.Time
-	Heartbeat time.Time
-	Expires   time.Time
-	Live      bool
+	ID string
+	// Incarnation tells two processes using the same id apart (random per
+	// process).
+	Incarnation string
+	Joined      time.Time
+	Heartbeat   time.Time
+	Expires     time.Time
+	Live        bool
 }
 
 // Inspect reads the status of group from the leasehold tables in schema
@@ -57,7 +64,7 @@ func Inspect(ctx context.Context, pool *pgxpool.Pool, schema, group string) (Sta
 	var live []string
 	for rows.Next() {
 		var ms MemberStatus
-		if err := rows.Scan(&ms.ID, &ms.Joined, &ms.Heartbeat, &ms.Expires, &ms.Live); err != nil {
+		if err := rows.Scan(&ms.ID, &ms.Incarnation, &ms.Joined, &ms.Heartbeat, &ms.Expires, &ms.Live); err != nil {
 			rows.Close()
 			return st, fmt.Errorf("partition: inspect %q: %w", group, err)
 		}
@@ -84,6 +91,7 @@ func Inspect(ctx context.Context, pool *pgxpool.Pool, schema, group string) (Sta
 		}
 		if owner != nil {
 			ps.Owner, ps.Token, ps.Acquired, ps.Expires = MemberOf(*owner), fence.Token(*tok), *acq, *exp
+			ps.Incarnation = strings.TrimPrefix((*owner)[len(ps.Owner):], "#")
 		}
 		st.Partitions = append(st.Partitions, ps)
 	}
@@ -103,4 +111,22 @@ func Inspect(ctx context.Context, pool *pgxpool.Pool, schema, group string) (Sta
 		}
 	}
 	return st, nil
+}
+
+// Groups returns the names of the groups in schema ("" for the default), in
+// name order.
+func Groups(ctx context.Context, pool *pgxpool.Pool, schema string) ([]string, error) {
+	q, _, err := render(schema)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	rows, err := pool.Query(ctx, q.groups)
+	if err != nil {
+		return nil, fmt.Errorf("partition: groups: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("partition: groups: %w", err)
+	}
+	return names, nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,8 +14,12 @@ import (
 	"github.com/leasehold/leasehold/fence"
 )
 
-// ErrNotFound is returned by JobInfo for an unknown job id.
-var ErrNotFound = errors.New("queue: job not found")
+var (
+	// ErrNotFound is returned by JobInfo for an unknown job id.
+	ErrNotFound = errors.New("queue: job not found")
+	// ErrInvalidFilter is returned by List for an invalid Filter.
+	ErrInvalidFilter = errors.New("queue: invalid filter")
+)
 
 // JobInfo is a job as stored, for inspection.
 type JobInfo struct {
@@ -39,21 +45,110 @@ type JobInfo struct {
 // JobInfo reads job id. It returns an error wrapping ErrNotFound for an
 // unknown id (or one deleted by retention).
 func (c *Client) JobInfo(ctx context.Context, id int64) (JobInfo, error) {
-	j := JobInfo{ID: id}
-	var tok *int64
-	err := c.pool.QueryRow(ctx, c.q.inspect, id).Scan(&j.Group, &j.Partition, &j.Key, &j.Kind, &j.Args, &j.State,
-		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &j.Errors, &j.UniqueKey)
+	j, err := scanJob(c.pool.QueryRow(ctx, c.q.inspect, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return JobInfo{}, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
 	if err != nil {
 		return JobInfo{}, fmt.Errorf("queue: job %d: %w", id, err)
 	}
+	return j, nil
+}
+
+// scanJob reads a row of the Inspect and List statements.
+func scanJob(r pgx.Row) (JobInfo, error) {
+	var j JobInfo
+	var tok *int64
+	err := r.Scan(&j.ID, &j.Group, &j.Partition, &j.Key, &j.Kind, &j.Args, &j.State,
+		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &j.Errors, &j.UniqueKey)
 	if tok != nil {
 		t := fence.Token(*tok)
 		j.FinishedToken = &t
 	}
-	return j, nil
+	return j, err
+}
+
+// Filter selects the jobs List returns.
+type Filter struct {
+	// Group is the jobs' group. Required.
+	Group string
+	// State, if set, selects jobs in that state: "pending", "completed",
+	// "discarded" or "cancelled". Defaults to any state.
+	State string
+	// Kind, if set, selects jobs of that kind. Defaults to any kind.
+	Kind string
+	// Partitions, if set, selects jobs of those partitions. Defaults to
+	// every partition.
+	Partitions []int
+	// Before, if set, selects jobs with an id below it: pass the last id of
+	// a page to get the next. Defaults to no bound.
+	Before int64
+	// Limit is the most jobs returned, 1 to MaxListLimit. Defaults to 50.
+	Limit int
+}
+
+// MaxListLimit is the largest Filter.Limit.
+const MaxListLimit = 10_000
+
+// states are the states a job can be in.
+var states = []string{"pending", "completed", "discarded", "cancelled"}
+
+// List returns the jobs f selects, newest (highest id) first. An unknown
+// group gives an error wrapping ErrUnknownGroup, an invalid filter one
+// wrapping ErrInvalidFilter. Pending jobs are found through the indexes of
+// pending jobs; finished ones by scanning the group's retained jobs from
+// the newest until Limit match, so a filter matching few finished jobs may
+// read many rows.
+func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
+	switch {
+	case f.Group == "":
+		return nil, fmt.Errorf("%w: Group required", ErrInvalidFilter)
+	case f.State != "" && !slices.Contains(states, f.State):
+		return nil, fmt.Errorf("%w: State %q is not one of %v", ErrInvalidFilter, f.State, states)
+	case f.Limit < 0 || f.Limit > MaxListLimit:
+		return nil, fmt.Errorf("%w: Limit %d is not in 0..%d", ErrInvalidFilter, f.Limit, MaxListLimit)
+	case f.Before < 0:
+		return nil, fmt.Errorf("%w: Before %d is negative", ErrInvalidFilter, f.Before)
+	}
+	if f.Limit == 0 {
+		f.Limit = 50
+	}
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	var parts []int32 // nil: every partition
+	for _, p := range f.Partitions {
+		if p < 0 || p > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: partition %d", ErrInvalidFilter, p)
+		}
+		parts = append(parts, int32(p))
+	}
+	var before *int64
+	if f.Before > 0 {
+		before = &f.Before
+	}
+	rows, err := c.pool.Query(ctx, c.q.list, f.Group, opt(f.State), opt(f.Kind), parts, before, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("queue: list %q: %w", f.Group, err)
+	}
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobInfo, error) { return scanJob(r) })
+	if err != nil {
+		return nil, fmt.Errorf("queue: list %q: %w", f.Group, err)
+	}
+	if len(jobs) == 0 {
+		var n int
+		err := c.pool.QueryRow(ctx, c.q.groups, []string{f.Group}).Scan(new(string), &n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, f.Group)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("queue: list %q: %w", f.Group, err)
+		}
+	}
+	return jobs, nil
 }
 
 // Retry puts discarded or cancelled jobs back to pending, due now, with
@@ -69,5 +164,30 @@ func (c *Client) Retry(ctx context.Context, ids ...int64) ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: retry: %w", err)
 	}
+	return changed, nil
+}
+
+// Cancel finishes pending jobs as cancelled, with the error "cancelled by
+// an operator" recorded (finished_token stays empty: no grant finished
+// them), and returns the ids it changed, in increasing order. Other ids
+// (finished, unknown) are left alone. Retry puts a cancelled job back.
+//
+// A job may be running when it is cancelled: its owner fetched it without
+// marking it, and its completion only changes pending jobs. So a
+// transactional handler's effects roll back (its completion finds the job
+// finished), whereas a plain handler's external effects may already have
+// happened; its outcome is not recorded. A completion in flight (an owner's
+// transaction holding the job's row) makes Cancel wait for it; if it
+// committed, the job is finished and not cancelled.
+func (c *Client) Cancel(ctx context.Context, ids ...int64) ([]int64, error) {
+	rows, err := c.pool.Query(ctx, c.q.cancel, ids)
+	if err != nil {
+		return nil, fmt.Errorf("queue: cancel: %w", err)
+	}
+	changed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("queue: cancel: %w", err)
+	}
+	slices.Sort(changed)
 	return changed, nil
 }

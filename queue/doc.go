@@ -5,11 +5,12 @@
 //
 // A Client enqueues: Enqueue, EnqueueMany (one statement) and EnqueueTx
 // (inside your transaction, committed or rolled back with it), with typed
-// arguments, run-at times, attempt limits and unique keys; JobInfo and
-// Retry inspect and re-enqueue jobs. A Processor, whose Run is a
-// partition.Member's Run, processes the jobs of the partitions the member
-// owns with the handlers registered by Handle (plain), HandleTx
-// (transactional: exactly-once effects in this database) and HandleTxBatch.
+// arguments, run-at times, attempt limits and unique keys; JobInfo, List,
+// Retry, Cancel and Stats inspect, re-enqueue, cancel and count jobs. A
+// Processor, whose Run is a partition.Member's Run, processes the jobs of
+// the partitions the member owns with the handlers registered by Handle
+// (plain), HandleTx (transactional: exactly-once effects in this database)
+// and HandleTxBatch.
 //
 // See docs/queue.md.
 package queue

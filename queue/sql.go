@@ -8,7 +8,7 @@ import (
 // queries holds every statement of the package, rendered for one schema.
 // The statements, with the reasoning behind each, are in internal/queuesql.
 type queries struct {
-	groups, enqueue, fetch, complete, retain, inspect, retry string
+	groups, enqueue, fetch, complete, retain, inspect, retry, stats, cancel, list string
 }
 
 func render(schema string) (queries, error) {
@@ -25,5 +25,8 @@ func render(schema string) (queries, error) {
 		retain:   r(queuesql.Retain),
 		inspect:  r(queuesql.Inspect),
 		retry:    r(queuesql.Retry),
+		stats:    r(queuesql.Stats),
+		cancel:   r(queuesql.Cancel),
+		list:     r(queuesql.List),
 	}, nil
 }

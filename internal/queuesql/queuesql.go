@@ -68,9 +68,9 @@ DELETE FROM {{schema}}.jobs
 WHERE group_name = $1 AND partition = $2 AND state <> 'pending'
   AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
 
-// Inspect reads one job.
+// Inspect reads one job, with the columns of List.
 const Inspect = `
-SELECT group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
+SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
        finished_at, finished_token, errors, coalesce(unique_key, '')
 FROM {{schema}}.jobs WHERE id = $1`
 
@@ -85,3 +85,58 @@ WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled')
       SELECT FROM {{schema}}.jobs AS o
       WHERE o.group_name = j.group_name AND o.unique_key = j.unique_key AND o.state = 'pending'))
 RETURNING j.id`
+
+// Stats counts the pending jobs of every partition of group $1, idle
+// partitions included (no rows at all: the group does not exist). It reads
+// only pending jobs, through the jobs_due partial index and their heap rows
+// (for attempt), so its cost follows the backlog, never the retained
+// finished jobs. One database time t splits due from scheduled jobs;
+// oldest_us is the age of the oldest due job's run_at, in microseconds.
+const Stats = `
+WITH c AS MATERIALIZED (SELECT clock_timestamp() AS t),
+s AS (
+    SELECT j.partition,
+           count(*) FILTER (WHERE j.run_at <= c.t)  AS due,
+           count(*) FILTER (WHERE j.run_at > c.t)   AS scheduled,
+           count(*) FILTER (WHERE j.attempt > 0)    AS retrying,
+           min(j.run_at) FILTER (WHERE j.run_at <= c.t) AS oldest
+    FROM {{schema}}.jobs AS j, c
+    WHERE j.group_name = $1 AND j.state = 'pending'
+    GROUP BY j.partition)
+SELECT p, coalesce(s.due, 0), coalesce(s.scheduled, 0), coalesce(s.retrying, 0),
+       coalesce((extract(epoch FROM c.t - s.oldest) * 1000000)::bigint, 0)
+FROM {{schema}}.groups AS g
+CROSS JOIN c
+CROSS JOIN LATERAL generate_series(0, g.partitions - 1) AS p
+LEFT JOIN s ON s.partition = p
+WHERE g.name = $1
+ORDER BY p`
+
+// Cancel finishes pending jobs as cancelled, recording why. It leaves
+// finished_token NULL: no grant finished them. A job whose completion is in
+// flight (an owner's transaction holds its row) is waited for, then left
+// alone if that completion finished it.
+const Cancel = `
+UPDATE {{schema}}.jobs
+SET state = 'cancelled', finished_at = clock_timestamp(),
+    errors = errors || jsonb_build_array(jsonb_build_object(
+             'attempt', attempt, 'at', clock_timestamp(), 'error', 'cancelled by an operator'))
+WHERE id = ANY($1::bigint[]) AND state = 'pending'
+RETURNING id`
+
+// List reads the jobs of group $1, newest first, filtered by state ($2),
+// kind ($3) and partitions ($4) when not NULL, below id $5 when not NULL
+// (paging), at most $6. Pending jobs come through the partial indexes on
+// pending jobs; finished ones are scanned from the newest id until the
+// limit is reached.
+const List = `
+SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
+       finished_at, finished_token, errors, coalesce(unique_key, '')
+FROM {{schema}}.jobs
+WHERE group_name = $1
+  AND ($2::text IS NULL OR state = $2)
+  AND ($3::text IS NULL OR kind = $3)
+  AND ($4::int[] IS NULL OR partition = ANY($4))
+  AND ($5::bigint IS NULL OR id < $5)
+ORDER BY id DESC
+LIMIT $6`
