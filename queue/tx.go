@@ -59,6 +59,11 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	if err := run(tx); err != nil {
 		return handlerError{timedOut(ctx, err)}
 	}
+	// The handler succeeded. Commit even if its context was cancelled
+	// meanwhile (a handoff began, the job timed out): the fence decides, and
+	// while the lease is still this grant's, the work is not lost.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	if err := p.fence.Check(ctx, tx, o.Lease.Name(), o.Token); err != nil {
 		return err
 	}

@@ -1,0 +1,106 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// ErrInvalidConfig is wrapped by every configuration error of New.
+var ErrInvalidConfig = errors.New("worker: invalid config")
+
+// Config configures a Worker. The zero value of every optional field means
+// its default.
+type Config struct {
+	// Group names the partition group whose jobs the worker runs. It is
+	// created by the first worker that starts. Required; 1 to 100 bytes.
+	Group string
+	// Partitions is the group's partition count, fixed when the group is
+	// created: every worker of the group must use the same count (another
+	// count is refused with a *partition.CountError). Use several times the
+	// largest number of workers you expect. Defaults to 64.
+	Partitions int
+	// ID identifies this worker in the group; unique among live workers.
+	// Defaults to lease.DefaultOwner() (host name and process id).
+	ID string
+	// Schema is the schema holding leasehold's tables. Defaults to
+	// "leasehold".
+	Schema string
+	// Workers holds the job handlers, by kind. Required.
+	Workers *queue.Workers
+	// Concurrency is how many handlers run at once in this worker, across
+	// all its partitions. Transactional handlers each hold a connection of
+	// the pool: size the pool accordingly. Defaults to 100.
+	Concurrency int
+	// PartitionConcurrency is how many jobs of one partition run at once.
+	// They are jobs of different keys: a key's jobs always run one at a
+	// time, in order. Defaults to 1.
+	PartitionConcurrency int
+	// JobTimeout bounds each run of a handler; a run that times out is a
+	// failed attempt. Defaults to 1m; negative means no timeout.
+	JobTimeout time.Duration
+	// StopGrace is how long running jobs may still take after Stop begins
+	// before their contexts are cancelled. It must be shorter than
+	// HandoffTimeout. Defaults to HandoffTimeout / 2.
+	StopGrace time.Duration
+	// HandoffTimeout bounds how long a partition that is handed off, or
+	// given up at Stop, waits for its running jobs before its lease is
+	// released anyway (their late writes are then refused by the fence).
+	// Defaults to the lease TTL.
+	HandoffTimeout time.Duration
+	// Lease configures the partition leases: TTL (defaults to 15s),
+	// RenewInterval, SafetyMargin, Clock, Rand and Hooks. Its Owner,
+	// Schema and Logger are ignored (ID, Schema and Logger apply).
+	Lease lease.Config
+	// Queue holds further processing settings: BatchSize, PollInterval,
+	// retry delays, UnknownKindDelay, Retention, Fence timeouts, Hooks and
+	// Rand. Its Schema, Workers, Concurrency, PartitionConcurrency,
+	// JobTimeout, StopGrace and Logger are ignored (the fields above apply).
+	Queue queue.ProcessorConfig
+	// MembershipPollInterval is how often the worker re-reads the group's
+	// membership when no notification arrives. Defaults to 1s.
+	MembershipPollInterval time.Duration
+	// MetricsAddr, if set, is the address (such as ":9090") of an HTTP
+	// server started by Start and stopped by Stop, serving Handler:
+	// /metrics, /healthz and /readyz. Defaults to none.
+	MetricsAddr string
+	// Registerer receives the worker's Prometheus metrics. Defaults to a
+	// registry of the worker's own, served by Handler. A Registerer that
+	// also implements prometheus.Gatherer is served by Handler.
+	Registerer prometheus.Registerer
+	// Logger receives the worker's structured logs (and its member's and
+	// processor's). Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	bad := func(field, reason string) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, reason)
+	}
+	switch {
+	case c.Workers == nil:
+		return c, bad("Workers", "required")
+	case c.Partitions < 0:
+		return c, bad("Partitions", "negative")
+	case c.Concurrency < 0 || c.PartitionConcurrency < 0:
+		return c, bad("Concurrency/PartitionConcurrency", "negative")
+	case c.StopGrace < 0 || c.HandoffTimeout < 0 || c.MembershipPollInterval < 0:
+		return c, bad("StopGrace/HandoffTimeout/MembershipPollInterval", "negative duration")
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return c, nil
+}

@@ -1,0 +1,227 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// ErrStopped is returned by Start on a Worker that was stopped.
+var ErrStopped = errors.New("worker: stopped")
+
+// Worker is one process of a fleet running a group's jobs. Create it with
+// New, then Start it (or Run it); Stop it to leave the group gracefully. A
+// stopped Worker cannot be restarted.
+type Worker struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	member  *partition.Member
+	proc    *queue.Processor
+	stats   *queue.Client
+	metrics *metrics
+	log     *slog.Logger
+
+	lc      sync.Mutex // serialises Start and Stop
+	state   int        // 0 new, 1 started, 2 stopped
+	stopErr error
+	cancel  context.CancelFunc // the lifecycle context of Listen
+	done    chan struct{}      // closed when Listen returns
+	srv     *http.Server
+	srvDone chan struct{}
+	ready   chan struct{} // closed once started
+	stop    chan struct{} // closed when Stop begins
+}
+
+// New returns a Worker of cfg.Group on the database pool connects to. It
+// validates cfg, registers the metrics and does no I/O.
+func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("component", "worker", "group", cfg.Group)
+	w := &Worker{cfg: cfg, pool: pool, log: log,
+		ready: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	w.metrics, err = newMetrics(cfg.Registerer, cfg.Group, w)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metrics: %v", ErrInvalidConfig, err)
+	}
+
+	lc := cfg.Lease
+	lc.Schema, lc.Logger = cfg.Schema, cfg.Logger
+	lc.Hooks = w.metrics.leaseHooks(lc.Hooks)
+	ttl := lc.TTL
+	if ttl == 0 {
+		ttl = lease.DefaultTTL
+	}
+	handoff := cfg.HandoffTimeout
+	if handoff == 0 {
+		handoff = ttl
+	}
+	grace := cfg.StopGrace
+	if grace == 0 {
+		grace = handoff / 2
+	}
+	if grace >= handoff {
+		w.metrics.unregister()
+		return nil, fmt.Errorf("%w: StopGrace %v must be shorter than HandoffTimeout %v", ErrInvalidConfig, grace, handoff)
+	}
+
+	qc := cfg.Queue
+	qc.Schema, qc.Workers, qc.Logger = cfg.Schema, cfg.Workers, cfg.Logger
+	qc.Concurrency, qc.PartitionConcurrency, qc.JobTimeout, qc.StopGrace =
+		cfg.Concurrency, cfg.PartitionConcurrency, cfg.JobTimeout, grace
+	qc.Hooks = w.metrics.queueHooks(qc.Hooks)
+	if w.proc, err = queue.NewProcessor(pool, qc); err != nil {
+		w.metrics.unregister()
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if w.stats, err = queue.New(pool, queue.Config{Schema: cfg.Schema}); err != nil {
+		w.metrics.unregister()
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	w.member, err = partition.New(pool, partition.Config{
+		Group: cfg.Group, Partitions: cfg.Partitions, ID: cfg.ID, Run: w.run, Lease: lc,
+		PollInterval: cfg.MembershipPollInterval, HandoffTimeout: handoff,
+	})
+	if err != nil {
+		w.metrics.unregister()
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	w.cfg.ID = w.member.ID()
+	w.log = w.log.With("member", w.cfg.ID)
+	if max := int(pool.Config().MaxConns); max < min(w.proc.Config().Concurrency, cfg.Partitions) {
+		w.log.Info("worker: the pool has fewer connections than handlers may run at once; "+
+			"transactional handlers will wait for connections", "pool_max_conns", max,
+			"concurrency", w.proc.Config().Concurrency)
+	}
+	return w, nil
+}
+
+// ID returns the worker's member id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Owned returns the partitions this worker holds now, with their tokens.
+func (w *Worker) Owned() map[int]partition.Ownership { return w.member.Owned() }
+
+// run is the member's Run: the processor's, observed.
+func (w *Worker) run(ctx context.Context, o partition.Ownership) {
+	w.metrics.grants.Inc()
+	w.log.Info("worker: partition granted", "partition", o.Partition, "token", int64(o.Token), "lease", o.Lease.Name())
+	start := time.Now()
+	w.proc.Run(ctx, o)
+	cause := context.Cause(ctx)
+	if errors.Is(cause, partition.ErrHandoff) {
+		w.metrics.handoffs.Inc()
+	}
+	w.log.Info("worker: partition given up", "partition", o.Partition, "token", int64(o.Token),
+		"held", time.Since(start), "cause", cause)
+}
+
+// Start joins the group, starts claiming partitions and running their
+// jobs, and starts the metrics server if MetricsAddr is set. ctx bounds the
+// start-up only. If Start fails, the Worker is stopped.
+func (w *Worker) Start(ctx context.Context) error {
+	w.lc.Lock()
+	defer w.lc.Unlock()
+	switch w.state {
+	case 1:
+		return errors.New("worker: already started")
+	case 2:
+		return ErrStopped
+	}
+	w.state = 1
+	if w.cfg.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", w.cfg.MetricsAddr)
+		if err != nil {
+			w.state = 2
+			w.stopErr = w.member.Stop(ctx)
+			w.metrics.unregister()
+			return fmt.Errorf("worker: metrics server: %w", err)
+		}
+		w.srv = &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		w.srvDone = make(chan struct{})
+		go func() {
+			defer close(w.srvDone)
+			if err := w.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				w.log.Error("worker: metrics server failed", "err", err)
+			}
+		}()
+		w.log.Info("worker: serving metrics", "addr", ln.Addr().String())
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go func() {
+		defer close(w.done)
+		w.proc.Listen(lctx)
+	}()
+	start := time.Now()
+	if err := w.member.Start(ctx); err != nil {
+		w.state = 2
+		w.stopErr = w.shutdown(ctx)
+		return fmt.Errorf("worker: start: %w", err)
+	}
+	close(w.ready)
+	w.log.Info("worker: started", "partitions", w.cfg.Partitions, "took", time.Since(start))
+	return nil
+}
+
+// Stop leaves the group gracefully, bounded by ctx: it stops fetching,
+// lets running jobs finish (within StopGrace, after which their contexts
+// are cancelled), records their outcomes, releases the leases so that the
+// other workers take the partitions over at once, and stops the metrics
+// server. When ctx ends first (a second signal, say), Stop returns at once;
+// the leases then expire after their TTL, and any late write is refused by
+// the fence. Stop on a Worker that was never started only releases its
+// resources; a second Stop returns the first one's result.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.lc.Lock()
+	defer w.lc.Unlock()
+	switch w.state {
+	case 0:
+		w.state = 2
+		close(w.stop)
+		close(w.done)
+		w.stopErr = w.member.Stop(ctx)
+		w.metrics.unregister()
+	case 1:
+		w.state = 2
+		w.stopErr = w.shutdown(ctx)
+	}
+	return w.stopErr
+}
+
+func (w *Worker) shutdown(ctx context.Context) error {
+	start := time.Now()
+	close(w.stop)
+	errs := []error{w.member.Stop(ctx)}
+	w.cancel()
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+	}
+	if w.srv != nil {
+		if err := w.srv.Shutdown(ctx); err != nil {
+			w.srv.Close()
+			errs = append(errs, fmt.Errorf("worker: metrics server: %w", err))
+		}
+	}
+	w.metrics.unregister()
+	err := errors.Join(errs...)
+	w.log.Info("worker: stopped", "took", time.Since(start), "err", err)
+	return err
+}
