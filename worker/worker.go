@@ -121,14 +121,14 @@ func (w *Worker) Owned() map[int]partition.Ownership { return w.member.Owned() }
 // run is the member's Run: the processor's, observed.
 func (w *Worker) run(ctx context.Context, o partition.Ownership) {
 	w.metrics.grants.Inc()
-	w.log.Info("worker: partition granted", "partition", o.Partition, "token", int64(o.Token), "lease", o.Lease.Name())
+	w.log.Debug("worker: partition granted", "partition", o.Partition, "token", int64(o.Token), "lease", o.Lease.Name())
 	start := time.Now()
 	w.proc.Run(ctx, o)
 	cause := context.Cause(ctx)
 	if errors.Is(cause, partition.ErrHandoff) {
 		w.metrics.handoffs.Inc()
 	}
-	w.log.Info("worker: partition given up", "partition", o.Partition, "token", int64(o.Token),
+	w.log.Debug("worker: partition given up", "partition", o.Partition, "token", int64(o.Token),
 		"held", time.Since(start), "cause", cause)
 }
 

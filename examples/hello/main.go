@@ -1,0 +1,80 @@
+// Hello is the smallest leasehold program: a worker that greets.
+//
+//	go run ./examples/hello
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/examples/internal/exampledb"
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	pool, closeDB, err := exampledb.Open(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer closeDB()
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := run(ctx, pool, os.Stdout, quiet); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Greeting is a job: its Kind names its handler.
+type Greeting struct {
+	Name string `json:"name"`
+}
+
+// Kind implements queue.Args.
+func (Greeting) Kind() string { return "greeting" }
+
+func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logger) error {
+	names := []string{"Ada", "Grace", "Barbara"}
+	greeted := make(chan struct{}, len(names))
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[Greeting]) error {
+		fmt.Fprintf(out, "hello, %s\n", w.Args.Name)
+		greeted <- struct{}{}
+		return nil
+	})
+	w, err := worker.New(pool, worker.Config{Group: "hello", Workers: ws, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	defer w.Stop(context.WithoutCancel(ctx)) // graceful: finishes jobs, releases partitions
+
+	client, err := queue.New(pool, queue.Config{})
+	if err != nil {
+		return err
+	}
+	for _, name := range names { // one key: the greetings run in this order
+		if _, err := client.Enqueue(ctx, queue.Job{Group: "hello", Key: "greetings", Args: Greeting{name}}); err != nil {
+			return err
+		}
+	}
+	for range names {
+		select {
+		case <-greeted:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
