@@ -95,10 +95,10 @@ var states = []string{"pending", "completed", "discarded", "cancelled"}
 
 // List returns the jobs f selects, newest (highest id) first. An unknown
 // group gives an error wrapping ErrUnknownGroup, an invalid filter one
-// wrapping ErrInvalidFilter. Pending jobs are found through the indexes of
-// pending jobs; finished ones by scanning the group's retained jobs from
-// the newest until Limit match, so a filter matching few finished jobs may
-// read many rows.
+// wrapping ErrInvalidFilter. It reads jobs from the newest id, filtering,
+// until Limit match: cheap when matches are common among recent jobs, but a
+// filter matching few of many retained jobs reads many rows (all of the
+// group's when none matches).
 func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 	switch {
 	case f.Group == "":

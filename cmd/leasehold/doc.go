@@ -5,6 +5,14 @@
 //	leasehold migrate [--database-url URL] [--schema NAME]
 //	leasehold version
 //	leasehold demo [--json] [--database-url URL]
+//	leasehold status [--group G]... [--all] [--json]
+//	leasehold enqueue --group G --kind K [--key K] [--args JSON] [--run-at T | --delay D]
+//	                  [--max-attempts N] [--unique-key U] [--json]
+//	leasehold enqueue - | --stdin [--group G] [--json]     (JSON lines on standard input)
+//	leasehold jobs show ID... [--json]
+//	leasehold jobs list --group G [--state S] [--kind K] [--partition P]... [--before ID] [--limit N] [--json]
+//	leasehold jobs retry ID... [--json]
+//	leasehold jobs cancel ID... [--json]
 //
 // migrate creates or upgrades leasehold's schema in the database named by
 // --database-url or, failing that, the DATABASE_URL environment variable,
@@ -25,6 +33,15 @@
 // schema leasehold_demo and drops its demo tables when done. With --json it
 // prints the final report as one JSON object on standard output (the story
 // goes to standard error). The exit code is non-zero when an invariant fails.
+//
+// status shows, per group, each partition's owner, fencing token, lease
+// expiry and pending jobs, and each member's partitions and last heartbeat.
+// enqueue enqueues a job given by flags, or JSON lines from standard input
+// (all of them in one transaction, or none; a malformed line is reported by
+// its number before anything is enqueued). jobs inspects, lists, retries and
+// cancels jobs. These commands print tables, or JSON with --json, and take
+// --database-url (default $DATABASE_URL), --schema, --connect-timeout
+// (default 10s) and --timeout (default 1m). See docs/cli.md.
 //
 // The global flag --verbose shows the log records of the lease clients and
 // of migrations, which are silenced by default.

@@ -126,9 +126,9 @@ RETURNING id`
 
 // List reads the jobs of group $1, newest first, filtered by state ($2),
 // kind ($3) and partitions ($4) when not NULL, below id $5 when not NULL
-// (paging), at most $6. Pending jobs come through the partial indexes on
-// pending jobs; finished ones are scanned from the newest id until the
-// limit is reached.
+// (paging), at most $6. The plan walks the primary key from the newest id,
+// filtering, until the limit is reached: cheap when matches are common
+// among recent jobs, a scan of the group's jobs when nothing matches.
 const List = `
 SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
        finished_at, finished_token, errors, coalesce(unique_key, '')

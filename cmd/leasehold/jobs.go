@@ -1,0 +1,225 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold/queue"
+)
+
+func newJobsCmd() *cobra.Command {
+	db := &dbFlags{}
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "Inspect, list, retry and cancel jobs",
+		Long: "jobs inspects and lists jobs, puts discarded or cancelled jobs back to pending (retry) and\n" +
+			"cancels pending jobs.",
+	}
+	db.add(cmd, true)
+	cmd.AddCommand(newJobsShowCmd(db), newJobsListCmd(db), newJobsRetryCmd(db), newJobsCancelCmd(db))
+	return cmd
+}
+
+// jobView is a job as `leasehold jobs --json` prints it.
+type jobView struct {
+	ID          int64           `json:"id"`
+	Group       string          `json:"group"`
+	Partition   int             `json:"partition"`
+	Key         string          `json:"key"`
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args"`
+	State       string          `json:"state"`
+	Attempt     int             `json:"attempt"`
+	MaxAttempts int             `json:"max_attempts"`
+	RunAt       time.Time       `json:"run_at"`
+	CreatedAt   time.Time       `json:"created_at"`
+	FinishedAt  *time.Time      `json:"finished_at"`
+	// FinishedToken is the fencing token of the grant that finished the job.
+	FinishedToken *int64 `json:"finished_token"`
+	// Errors has one {"attempt", "at", "error"} object per recorded error.
+	Errors    json.RawMessage `json:"errors"`
+	UniqueKey string          `json:"unique_key"`
+}
+
+func viewOf(j queue.JobInfo) jobView {
+	v := jobView{ID: j.ID, Group: j.Group, Partition: j.Partition, Key: j.Key, Kind: j.Kind, Args: j.Args,
+		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
+		FinishedAt: j.FinishedAt, Errors: j.Errors, UniqueKey: j.UniqueKey}
+	if j.FinishedToken != nil {
+		t := int64(*j.FinishedToken)
+		v.FinishedToken = &t
+	}
+	return v
+}
+
+func newJobsShowCmd(db *dbFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID...",
+		Short: "Show jobs: state, attempts, errors, args, run-at time, finishing token",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			pool, ctx, done, err := db.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			q, err := queue.New(pool, queue.Config{Schema: db.schema})
+			if err != nil {
+				return err
+			}
+			views := []jobView{}
+			var missing []string
+			for _, id := range ids {
+				j, err := q.JobInfo(ctx, id)
+				if errors.Is(err, queue.ErrNotFound) {
+					missing = append(missing, fmt.Sprint(id))
+					continue
+				}
+				if err != nil {
+					return dbErr(ctx, err)
+				}
+				views = append(views, viewOf(j))
+			}
+			w := cmd.OutOrStdout()
+			if db.json {
+				err = printJSON(w, views)
+			} else {
+				for i, v := range views {
+					if i > 0 {
+						fmt.Fprintln(w)
+					}
+					v.print(w)
+				}
+			}
+			if err == nil && len(missing) > 0 {
+				err = fmt.Errorf("%w: %s (never enqueued, or deleted by retention)", queue.ErrNotFound, strings.Join(missing, ", "))
+			}
+			return err
+		},
+	}
+}
+
+// print writes the job for people.
+func (v jobView) print(w io.Writer) {
+	t := newTable(w)
+	t.row("job", v.ID)
+	t.row("group", v.Group)
+	t.row("partition", v.Partition)
+	t.row("key", fmt.Sprintf("%q", v.Key))
+	t.row("kind", v.Kind)
+	t.row("state", v.State)
+	t.row("attempts", fmt.Sprintf("%d of %d", v.Attempt, v.MaxAttempts))
+	t.row("run at", v.RunAt.Format(time.RFC3339Nano))
+	t.row("created at", v.CreatedAt.Format(time.RFC3339Nano))
+	if v.FinishedAt != nil {
+		by := "by an operator (no token)"
+		if v.FinishedToken != nil {
+			by = fmt.Sprint("by the grant with token ", *v.FinishedToken)
+		}
+		t.row("finished at", v.FinishedAt.Format(time.RFC3339Nano)+", "+by)
+	}
+	t.row("unique key", orDash(v.UniqueKey))
+	t.row("args", string(v.Args))
+	t.flush()
+	var errs []struct {
+		Attempt int       `json:"attempt"`
+		At      time.Time `json:"at"`
+		Error   string    `json:"error"`
+	}
+	if json.Unmarshal(v.Errors, &errs) != nil {
+		fmt.Fprintf(w, "errors      %s\n", v.Errors)
+		return
+	}
+	if len(errs) == 0 {
+		fmt.Fprintln(w, "errors      none")
+		return
+	}
+	fmt.Fprintln(w, "errors")
+	for _, e := range errs {
+		msg := strings.ReplaceAll(strings.TrimRight(e.Error, "\n"), "\n", "\n      ")
+		fmt.Fprintf(w, "  attempt %d at %s:\n      %s\n", e.Attempt, e.At.Format(time.RFC3339Nano), msg)
+	}
+}
+
+func newJobsListCmd(db *dbFlags) *cobra.Command {
+	var f queue.Filter
+	cmd := &cobra.Command{
+		Use:   "list --group G",
+		Short: "List the jobs of a group, newest first",
+		Long: "list lists the jobs of a group, newest first, filtered by state, kind and partitions, at most\n" +
+			"--limit (default 50, at most 10000); --before ID gives the next page.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.Group == "" {
+				return fmt.Errorf("%w: --group is required", errBadInput)
+			}
+			pool, ctx, done, err := db.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			q, err := queue.New(pool, queue.Config{Schema: db.schema})
+			if err != nil {
+				return err
+			}
+			jobs, err := q.List(ctx, f)
+			if err != nil {
+				return dbErr(ctx, err)
+			}
+			w := cmd.OutOrStdout()
+			if db.json {
+				views := make([]jobView, len(jobs))
+				for i, j := range jobs {
+					views[i] = viewOf(j)
+				}
+				return printJSON(w, views)
+			}
+			if len(jobs) == 0 {
+				fmt.Fprintln(w, "no jobs")
+				return nil
+			}
+			t := newTable(w, "ID", "PARTITION", "KEY", "KIND", "STATE", "ATTEMPTS", "RUN AT", "FINISHED AT")
+			for _, j := range jobs {
+				fin := "-"
+				if j.FinishedAt != nil {
+					fin = j.FinishedAt.Format(time.RFC3339)
+				}
+				t.row(j.ID, j.Partition, fmt.Sprintf("%q", j.Key), j.Kind, j.State,
+					fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), j.RunAt.Format(time.RFC3339), fin)
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if limit := orDefault(f.Limit, 50); len(jobs) == limit {
+				fmt.Fprintf(w, "(%d jobs, the limit: --before %d lists the next ones)\n", limit, jobs[len(jobs)-1].ID)
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.Group, "group", "", "the jobs' group (required)")
+	fs.StringVar(&f.State, "state", "", "only jobs in this state: pending, completed, discarded or cancelled")
+	fs.StringVar(&f.Kind, "kind", "", "only jobs of this kind")
+	fs.IntSliceVar(&f.Partitions, "partition", nil, "only jobs of these partitions (repeatable, or comma-separated)")
+	fs.Int64Var(&f.Before, "before", 0, "only jobs with an id below this one (the next page)")
+	fs.IntVar(&f.Limit, "limit", 50, fmt.Sprintf("the most jobs listed (1 to %d)", queue.MaxListLimit))
+	return cmd
+}
+
+// orDefault returns v, or def when v is 0.
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// enqueueN enqueues n jobs of kind a (keys k0, k1, ...) into group g and
+// returns their ids.
+func enqueueN(t *testing.T, url string, n int) []int64 {
+	t.Helper()
+	var in strings.Builder
+	for i := range n {
+		fmt.Fprintf(&in, `{"group":"g","kind":"a","key":"k%d","args":{"i":%d}}`+"\n", i, i)
+	}
+	var res []enqueueResult
+	pgtest.Must(t, runJSON(t, &res, in.String(), "enqueue", "--database-url", url, "-"))
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+func TestJobsCancelRetryShow(t *testing.T) {
+	t.Parallel()
+	url, pool := adminDB(t)
+	ctx := context.Background()
+	ids := enqueueN(t, url, 3)
+	_, err := pool.Exec(ctx, `UPDATE leasehold.jobs SET state = 'completed', finished_at = now(), finished_token = 9 WHERE id = $1`, ids[2])
+	pgtest.Must(t, err)
+	s := func(id int64) string { return fmt.Sprint(id) }
+
+	var ch []changeResult
+	err = runJSON(t, &ch, "", "jobs", "cancel", "--database-url", url, s(ids[0]), s(ids[2]), "999999")
+	if !errors.Is(err, errNotChanged) || !strings.Contains(err.Error(), "2 of 3 not cancelled") {
+		t.Errorf("cancel with jobs left alone: %v; want errNotChanged, 2 of 3", err)
+	}
+	want := []changeResult{{ID: ids[0], Changed: true, State: "cancelled"},
+		{ID: ids[2], State: "completed", Reason: "already completed"},
+		{ID: 999999, Reason: "not found (never enqueued, or deleted by retention)"}}
+	if fmt.Sprint(ch) != fmt.Sprint(want) {
+		t.Errorf("cancel: %+v; want %+v", ch, want)
+	}
+
+	var views []jobView
+	pgtest.Must(t, runJSON(t, &views, "", "jobs", "show", "--database-url", url, s(ids[0]), s(ids[2])))
+	if len(views) != 2 || views[0].State != "cancelled" || views[0].FinishedToken != nil || views[0].Key != "k0" ||
+		compact(t, views[0].Args) != `{"i":0}` || views[1].FinishedToken == nil || *views[1].FinishedToken != 9 {
+		t.Fatalf("show: %+v", views)
+	}
+	var errs []struct{ Error string }
+	pgtest.Must(t, json.Unmarshal(views[0].Errors, &errs))
+	if len(errs) != 1 || errs[0].Error != "cancelled by an operator" {
+		t.Errorf("cancelled job's errors %s", views[0].Errors)
+	}
+	out, err := runIn(t, "", "jobs", "show", "--database-url", url, s(ids[0]))
+	pgtest.Must(t, err)
+	for _, want := range []string{"state", "cancelled", "cancelled by an operator", `{"i": 0}`, "by an operator"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show output lacks %q:\n%s", want, out)
+		}
+	}
+	_, err = runIn(t, "", "jobs", "show", "--database-url", url, s(ids[1]), "999999")
+	if !errors.Is(err, queue.ErrNotFound) || !strings.Contains(err.Error(), "999999") {
+		t.Errorf("show of an unknown id: %v; want ErrNotFound naming it", err)
+	}
+
+	err = runJSON(t, &ch, "", "jobs", "retry", "--database-url", url, s(ids[0]), s(ids[1]))
+	if !errors.Is(err, errNotChanged) {
+		t.Errorf("retry of a pending job: %v; want errNotChanged", err)
+	}
+	want = []changeResult{{ID: ids[0], Changed: true, State: "pending"},
+		{ID: ids[1], State: "pending", Reason: "pending: nothing to retry"}}
+	if fmt.Sprint(ch) != fmt.Sprint(want) {
+		t.Errorf("retry: %+v; want %+v", ch, want)
+	}
+	out, err = runIn(t, "", "jobs", "cancel", "--database-url", url, s(ids[0]))
+	if err != nil || !strings.Contains(out, "cancelled") {
+		t.Errorf("cancel (table): %v\n%s", err, out)
+	}
+	out, err = runIn(t, "", "jobs", "retry", "--database-url", url, s(ids[0]))
+	if err != nil || !strings.Contains(out, "retried") || strings.Contains(out, "not retried") {
+		t.Errorf("retry (table): %v\n%s", err, out)
+	}
+	if _, err := runIn(t, "", "jobs", "retry", "--database-url", url, "12x"); err == nil || !strings.Contains(err.Error(), `"12x"`) {
+		t.Errorf("retry of a bad id: %v", err)
+	}
+}
+
+func TestJobsList(t *testing.T) {
+	t.Parallel()
+	url, pool := adminDB(t)
+	ids := enqueueN(t, url, 5)
+	_, err := pool.Exec(context.Background(), `UPDATE leasehold.jobs SET state = 'discarded', finished_at = now() WHERE id = ANY($1)`,
+		[]int64{ids[1], ids[3]})
+	pgtest.Must(t, err)
+	list := func(args ...string) []int64 {
+		t.Helper()
+		var views []jobView
+		pgtest.Must(t, runJSON(t, &views, "", append([]string{"jobs", "list", "--database-url", url, "--group", "g"}, args...)...))
+		out := make([]int64, len(views))
+		for i, v := range views {
+			out[i] = v.ID
+		}
+		return out
+	}
+	same := func(got []int64, want ...int64) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("listed %v; want %v", got, want)
+		}
+	}
+	same(list(), ids[4], ids[3], ids[2], ids[1], ids[0])
+	same(list("--state", "discarded"), ids[3], ids[1])
+	same(list("--limit", "2"), ids[4], ids[3])
+	same(list("--limit", "2", "--before", fmt.Sprint(ids[3])), ids[2], ids[1])
+	same(list("--kind", "b"))
+
+	var views []jobView
+	pgtest.Must(t, runJSON(t, &views, "", "jobs", "list", "--database-url", url, "--group", "g", "--partition", "0,1,2,3,4,5,6,7"))
+	if len(views) != 5 {
+		t.Errorf("every partition: %d jobs", len(views))
+	}
+	out, err := runIn(t, "", "jobs", "list", "--database-url", url, "--group", "g", "--limit", "2")
+	if err != nil || !strings.Contains(out, "--before "+fmt.Sprint(ids[3])) || !strings.Contains(out, "discarded") {
+		t.Errorf("list (table): %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"--state", "running"}, {"--limit", "100000"}, {"--group", "nope"}, {"--group", ""}} {
+		if _, err := runIn(t, "", append([]string{"jobs", "list", "--database-url", url, "--group", "g"}, args...)...); err == nil {
+			t.Errorf("list %v: no error", args)
+		}
+	}
+}
+
+func compact(t *testing.T, raw json.RawMessage) string {
+	var b bytes.Buffer
+	pgtest.Must(t, json.Compact(&b, raw))
+	return b.String()
+}
