@@ -30,10 +30,15 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // cluster starts an in-process Kafka (kfake) with the topics seeded.
 func cluster(t testing.TB, partitions int32, topics ...string) []string {
 	t.Helper()
+	return fakeCluster(t, partitions, topics...).ListenAddrs()
+}
+
+func fakeCluster(t testing.TB, partitions int32, topics ...string) *kfake.Cluster {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
 	pgtest.Must(t, err)
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return c
 }
 
 // rec is one produced record as the log holds it.
