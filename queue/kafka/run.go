@@ -55,11 +55,11 @@ func (c *Consumer) run(ctx context.Context, o partition.Ownership) {
 		}
 		var oe *OffsetError
 		switch {
-		case ctx.Err() != nil:
-			g.log.Debug("kafka: partition released", "cause", context.Cause(ctx))
-			return
 		case errors.Is(err, fence.ErrFenced):
 			g.log.Warn("kafka: fenced: a newer owner has the partition; the batch rolled back", "err", err)
+			return
+		case ctx.Err() != nil:
+			g.log.Debug("kafka: partition released", "cause", context.Cause(ctx))
 			return
 		case errors.As(err, &oe):
 			g.log.Error("kafka: stored offset outside the log; the partition is not consumed until it is corrected",
