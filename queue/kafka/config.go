@@ -42,6 +42,10 @@ type Batch struct {
 	Partition int32
 	// Token is the fencing token of this owner's grant of the partition.
 	Token fence.Token
+	// Granted is when this owner was granted the partition (local clock):
+	// time.Since(b.Granted) in the grant's first batch is the handoff
+	// latency, from grant to first record.
+	Granted time.Time
 	// Records are the records, in offset order; never empty.
 	Records []*kgo.Record
 }

@@ -119,7 +119,7 @@ func (c *Consumer) consume(ctx context.Context, g *grant) (progressed bool, err 
 			}
 		})
 		if len(recs) > 0 {
-			b := &Batch{Group: c.cfg.Group, Topic: g.topic, Partition: g.p, Token: g.o.Token, Records: recs}
+			b := &Batch{Group: c.cfg.Group, Topic: g.topic, Partition: g.p, Token: g.o.Token, Granted: g.granted, Records: recs}
 			if err := c.apply(ctx, g, b, prev); err != nil {
 				return progressed, err
 			}
