@@ -32,7 +32,7 @@ func parseKafkaFlags(args []string, stderr io.Writer) (kafkaFlags, error) {
 	var f kafkaFlags
 	fs := flag.NewFlagSet("kafka", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&f.records, "records", 50000, "records in the topic (produced once, untimed); every throughput measurement consumes all of them")
+	fs.IntVar(&f.records, "records", 300000, "records in the topic (produced once, untimed); every throughput measurement consumes all of them")
 	fs.IntVar(&f.partitions, "partitions", 16, "partitions of the topic (and of the leasehold group)")
 	fs.IntVar(&f.rounds, "rounds", 3, "rounds; the report gives medians over them")
 	fs.IntVar(&f.batch, "batch", 500, "records per transaction at most (Config.MaxBatch; the raw system polls as many)")
