@@ -249,13 +249,22 @@ func insertEffects(ctx context.Context, tx pgx.Tx, topic string, p int32, recs [
 // leasehold consumes the topic with one queue/kafka member owning every
 // partition, from Start until every record is committed.
 func (b *kafkaBench) leasehold(ctx context.Context, group string, oneRow bool) (sample, error) {
-	h := func(ctx context.Context, tx pgx.Tx, bt *kafka.Batch) error { return nil }
-	if oneRow {
-		h = func(ctx context.Context, tx pgx.Tx, bt *kafka.Batch) error {
+	var mu sync.Mutex
+	var first time.Time // the earliest grant: claiming the partitions is not timed
+	h := func(ctx context.Context, tx pgx.Tx, bt *kafka.Batch) error {
+		mu.Lock()
+		if first.IsZero() || bt.Granted.Before(first) {
+			first = bt.Granted
+		}
+		mu.Unlock()
+		if oneRow {
 			return insertEffects(ctx, tx, bt.Topic, bt.Partition, bt.Records)
 		}
+		return nil
 	}
-	start := time.Now()
+	if err := b.truncateEffects(ctx); err != nil {
+		return sample{}, err
+	}
 	c, err := b.consumer(ctx, group, "w", h, 100*time.Millisecond, b.f.batch)
 	if err != nil {
 		return sample{}, err
@@ -265,10 +274,50 @@ func (b *kafkaBench) leasehold(ctx context.Context, group string, oneRow bool) (
 		select {
 		case <-ctx.Done():
 			return sample{}, fmt.Errorf("%d of %d records: %w", c.Stats().Records, b.total(), ctx.Err())
-		case <-time.After(2 * time.Millisecond):
+		case <-time.After(time.Millisecond):
 		}
 	}
-	return sample{ops: int(c.Stats().Records), elapsed: time.Since(start)}, nil
+	done := time.Now()
+	mu.Lock()
+	elapsed := done.Sub(first)
+	mu.Unlock()
+	if err := b.verify(ctx, group, oneRow); err != nil {
+		return sample{}, err
+	}
+	return sample{ops: int(c.Stats().Records), elapsed: elapsed}, nil
+}
+
+func (b *kafkaBench) truncateEffects(ctx context.Context) error {
+	_, err := b.ctl.Exec(ctx, `TRUNCATE kafka_effects`)
+	return err
+}
+
+// verify checks that every stored offset is at the log end and, for the
+// one-row case, that every record has exactly one effect row.
+func (b *kafkaBench) verify(ctx context.Context, group string, oneRow bool) error {
+	offs, err := kafka.Offsets(ctx, b.ctl, "", group)
+	if err != nil {
+		return err
+	}
+	at := 0
+	for _, o := range offs {
+		if o.Next == b.ends[o.Partition] {
+			at++
+		}
+	}
+	if at != len(b.ends) {
+		return fmt.Errorf("verify: %d of %d stored offsets at the log end", at, len(b.ends))
+	}
+	if oneRow {
+		var n, distinct int64
+		if err := b.ctl.QueryRow(ctx, `SELECT count(*), count(DISTINCT (partition, "offset")) FROM kafka_effects`).Scan(&n, &distinct); err != nil {
+			return err
+		}
+		if n != b.total() || distinct != n {
+			return fmt.Errorf("verify: %d effect rows (%d distinct) for %d records", n, distinct, b.total())
+		}
+	}
+	return nil
 }
 
 func (b *kafkaBench) consumer(ctx context.Context, group, id string, h kafka.Handler, wait time.Duration, batch int) (*kafka.Consumer, error) {
@@ -313,6 +362,9 @@ func (b *kafkaBench) rawSQL(ctx context.Context, group string, oneRow bool) (sam
 		}
 		tokens[p] = int64(l.Token())
 	}
+	if err := b.truncateEffects(ctx); err != nil {
+		return sample{}, err
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(b.ends))
@@ -329,6 +381,9 @@ func (b *kafkaBench) rawSQL(ctx context.Context, group string, oneRow bool) (sam
 	elapsed := time.Since(start)
 	close(errs)
 	if err := <-errs; err != nil {
+		return sample{}, err
+	}
+	if err := b.verify(ctx, group, oneRow); err != nil {
 		return sample{}, err
 	}
 	return sample{ops: int(b.total()), elapsed: elapsed}, nil
