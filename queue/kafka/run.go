@@ -48,8 +48,10 @@ func (c *Consumer) run(ctx context.Context, o partition.Ownership) {
 	}()
 	g.log.Debug("kafka: partition granted")
 	attempt := 0
+	verify := false // the first attempt trusts the stored offset: the broker refuses one outside the log
 	for ctx.Err() == nil {
-		progressed, err := c.consume(ctx, g)
+		progressed, err := c.consume(ctx, g, verify)
+		verify = true
 		if progressed {
 			attempt = 0
 		}
@@ -83,13 +85,17 @@ var errRefetch = errors.New("kafka: broker reported the fetch offset out of rang
 
 // consume reads the stored offset, consumes from it and commits batch
 // after batch until ctx ends or something fails.
-func (c *Consumer) consume(ctx context.Context, g *grant) (progressed bool, err error) {
-	next, prev, err := c.position(ctx, g)
+func (c *Consumer) consume(ctx context.Context, g *grant, verify bool) (progressed bool, err error) {
+	next, prev, err := c.position(ctx, g, verify)
 	if err != nil {
 		return false, err
 	}
+	at := kgo.NewOffset().At(next)
+	if next < 0 {
+		at, next = kgo.NewOffset().AtStart(), 0
+	}
 	cl, err := kgo.NewClient(append(c.opts,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{g.topic: {g.p: kgo.NewOffset().At(next)}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{g.topic: {g.p: at}}),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(c.cfg.FetchMaxWait),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -141,23 +147,29 @@ func (c *Consumer) consume(ctx context.Context, g *grant) (progressed bool, err 
 	}
 }
 
-// position returns where the owner starts: the stored offset when it is in
-// the log, else what StartAt or OutOfRange say. prev is the stored offset
-// the next commit must find (nil: none stored).
-func (c *Consumer) position(ctx context.Context, g *grant) (next int64, prev *int64, err error) {
+// position returns where the owner starts (-1: the log start): the stored
+// offset when it is in the log, else what StartAt or OutOfRange say. prev
+// is the stored offset the next commit must find (nil: none stored).
+// Unless verify is set, a stored offset is used without listing the log's
+// range (two round trips fewer at a grant): the fetch, which never resets,
+// reports an offset outside the log, and the next attempt verifies.
+func (c *Consumer) position(ctx context.Context, g *grant, verify bool) (next int64, prev *int64, err error) {
 	stored, _, ok, err := c.stored(ctx, c.pool, g.topic, g.p)
 	if err != nil {
 		return 0, nil, err
+	}
+	if !ok && c.cfg.StartAt == StartEarliest {
+		g.log.Info("kafka: no stored offset; starting at the log start")
+		return -1, nil, nil
+	}
+	if ok && !verify {
+		return stored, &stored, nil
 	}
 	start, end, err := c.logRange(ctx, g.topic, g.p)
 	if err != nil {
 		return 0, nil, err
 	}
 	if !ok {
-		if c.cfg.StartAt == StartEarliest {
-			g.log.Info("kafka: no stored offset; starting at the log start", "offset", start)
-			return start, nil, nil
-		}
 		g.log.Info("kafka: no stored offset; starting at the log end", "offset", end)
 		if err := c.store(ctx, g, nil, end); err != nil {
 			return 0, nil, err
