@@ -5,6 +5,7 @@
 //	leasehold migrate [--database-url URL] [--schema NAME]
 //	leasehold version
 //	leasehold demo [--json] [--database-url URL]
+//	leasehold demo --kafka [--json] [--database-url URL]
 //
 // migrate creates or upgrades leasehold's schema in the database named by
 // --database-url or, failing that, the DATABASE_URL environment variable,
@@ -25,6 +26,13 @@
 // schema leasehold_demo and drops its demo tables when done. With --json it
 // prints the final report as one JSON object on standard output (the story
 // goes to standard error). The exit code is non-zero when an invariant fails.
+//
+// demo --kafka tells the Kafka story (docs/kafka.md) in about five seconds,
+// on an in-process Kafka (kfake): three workers consume a topic of 8
+// partitions into a ledger table, one pauses inside a batch past its TTL,
+// another owner commits the same records from the stored offset, and the
+// paused worker's commit is refused by the fence; the ledger is checked
+// for every record exactly once, in order.
 //
 // The global flag --verbose shows the log records of the lease clients and
 // of migrations, which are silenced by default.
