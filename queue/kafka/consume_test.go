@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,4 +161,28 @@ func TestStartErrors(t *testing.T) {
 			t.Errorf("%s: Stop after a failed Start: %v", name, err)
 		}
 	}
+}
+
+// A broker that cannot be reached fails Start within its context, with the
+// cause, and leaves nothing running.
+func TestStartWithoutABroker(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	c, err := kafka.New(pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: []string{"127.0.0.1:1"},
+		Handler: ledgerHandler("x"), Logger: quiet()})
+	pgtest.Must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	began := time.Now()
+	err = c.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "read metadata") {
+		t.Fatalf("Start = %v, want a metadata error", err)
+	}
+	if d := time.Since(began); d > 10*time.Second {
+		t.Fatalf("Start took %v past its 2s context", d)
+	}
+	if err := c.Stop(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("Stop after a failed Start: %v", err)
+	}
+	t.Logf("Start after %v: %v", time.Since(began).Round(time.Millisecond), err)
 }
