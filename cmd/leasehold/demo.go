@@ -23,7 +23,7 @@ import (
 
 func newDemoCmd(opts *rootOptions) *cobra.Command {
 	var url string
-	var asJSON bool
+	var asJSON, withKafka bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Watch a fencing token stop a paused worker's stale write (about 10s)",
@@ -34,6 +34,9 @@ func newDemoCmd(opts *rootOptions) *cobra.Command {
 			"existing server it uses the schema " + demoSchema + ".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if withKafka {
+				return runKafkaDemoCmd(cmd, url, asJSON, opts) // demo_kafka.go
+			}
 			story := cmd.OutOrStdout()
 			if asJSON {
 				story = cmd.ErrOrStderr()
@@ -61,6 +64,7 @@ func newDemoCmd(opts *rootOptions) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&url, "database-url", "",
 		"use this PostgreSQL server (schema "+demoSchema+") instead of a throwaway cluster (default $DATABASE_URL)")
+	cmd.Flags().BoolVar(&withKafka, "kafka", false, "show Kafka partitions consumed exactly once into PostgreSQL, and a zombie consumer refused (in-process Kafka)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the final report as one JSON object (the story goes to stderr)")
 	return cmd
 }

@@ -13,6 +13,7 @@
 //	leasehold jobs list --group G [--state S] [--kind K] [--partition P]... [--before ID] [--limit N] [--json]
 //	leasehold jobs retry ID... [--json]
 //	leasehold jobs cancel ID... [--json]
+//	leasehold demo --kafka [--json] [--database-url URL]
 //
 // migrate creates or upgrades leasehold's schema in the database named by
 // --database-url or, failing that, the DATABASE_URL environment variable,
@@ -42,6 +43,12 @@
 // cancels jobs. These commands print tables, or JSON with --json, and take
 // --database-url (default $DATABASE_URL), --schema, --connect-timeout
 // (default 10s) and --timeout (default 1m). See docs/cli.md.
+// demo --kafka tells the Kafka story (docs/kafka.md) in about five seconds,
+// on an in-process Kafka (kfake): three workers consume a topic of 8
+// partitions into a ledger table, one pauses inside a batch past its TTL,
+// another owner commits the same records from the stored offset, and the
+// paused worker's commit is refused by the fence; the ledger is checked
+// for every record exactly once, in order.
 //
 // The global flag --verbose shows the log records of the lease clients and
 // of migrations, which are silenced by default.

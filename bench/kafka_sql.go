@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/leasehold/leasehold/internal/kafkasql"
+	"github.com/leasehold/leasehold/internal/migrations"
+)
+
+// kafkaBegin is fence.Postgres.Begin's BEGIN with the default timeouts
+// (lock 1s, idle 5s, statement 5s), as the consumer sends it.
+const kafkaBegin = "BEGIN; SET LOCAL lock_timeout = 1000; SET LOCAL idle_in_transaction_session_timeout = 5000; " +
+	"SET LOCAL statement_timeout = 5000"
+
+// kafkaCheck is fence.Postgres's check statement, copied verbatim from
+// fence/postgres.go (sqlCheck): keep them in sync.
+const kafkaCheck = `
+SELECT l.token, l.expires_at > clock_timestamp()
+FROM (SELECT set_config('lock_timeout', $2, true),
+             set_config('idle_in_transaction_session_timeout', $3, true),
+             set_config('statement_timeout', $4, true)) AS settings,
+     {{schema}}.leases AS l
+WHERE l.name = $1
+FOR SHARE OF l`
+
+// kafkaSQL holds the statements rendered for the schema the suite uses.
+type kafkaSQL struct {
+	check, advance, createGroup string
+}
+
+// renderKafkaSQL renders the statements for schema ("" for the default):
+// the offset advance comes from internal/kafkasql, as in queue/kafka.
+func renderKafkaSQL(schema string) (kafkaSQL, error) {
+	q, err := migrations.Schema(schema)
+	if err != nil {
+		return kafkaSQL{}, err
+	}
+	return kafkaSQL{
+		check:       migrations.Render(kafkaCheck, q),
+		advance:     migrations.Render(kafkasql.Advance, q),
+		createGroup: migrations.Render(`INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2)`, q),
+	}, nil
+}
+
+// createTopic creates topic on a real cluster.
+func createTopic(ctx context.Context, brokers []string, topic string, partitions int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, -1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return fmt.Errorf("create topic %s: %w", topic, err)
+		}
+	}
+	return nil
+}
+
+// deleteTopic deletes topic from a real cluster, best effort.
+func deleteTopic(brokers []string, topic string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewDeleteTopicsRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	req.TopicNames = []string{topic}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req.RequestWith(ctx, cl)
+}

@@ -1,0 +1,35 @@
+package kafkasql
+
+// Read returns a partition's stored offset and the token that wrote it.
+// $1 group, $2 topic, $3 partition.
+const Read = `
+SELECT next_offset, token FROM {{schema}}.kafka_offsets
+WHERE group_name = $1 AND topic = $2 AND partition = $3`
+
+// Advance moves a partition's offset from $6 (NULL: no row yet) to $4 for
+// token $5, in the transaction that holds the handler's effects, after the
+// fence check. The conditional write is the second line of defence behind
+// the lease check: it refuses an owner whose view of the offset is stale
+// (next_offset moved under it, or a row appeared) or whose token is lower
+// than the last writer's. It returns 1 when it applied, 0 otherwise.
+// $1 group, $2 topic, $3 partition, $4 new next_offset, $5 token,
+// $6 previous next_offset or NULL.
+const Advance = `
+WITH upd AS (
+    UPDATE {{schema}}.kafka_offsets
+    SET next_offset = $4, token = $5, updated_at = clock_timestamp()
+    WHERE group_name = $1 AND topic = $2 AND partition = $3
+      AND $6::bigint IS NOT NULL AND next_offset = $6::bigint AND token <= $5
+    RETURNING 1),
+ins AS (
+    INSERT INTO {{schema}}.kafka_offsets (group_name, topic, partition, next_offset, token)
+    SELECT $1, $2, $3, $4, $5 WHERE $6::bigint IS NULL
+    ON CONFLICT (group_name, topic, partition) DO NOTHING
+    RETURNING 1)
+SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)`
+
+// List returns the stored offsets of a group: topic, partition,
+// next_offset, token, updated_at. $1 group.
+const List = `
+SELECT topic, partition, next_offset, token, updated_at FROM {{schema}}.kafka_offsets
+WHERE group_name = $1 ORDER BY topic, partition`

@@ -1,0 +1,188 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/queue/kafka"
+)
+
+// start creates and starts a consumer, stopped when the test ends.
+func start(t testing.TB, pool *pgxpool.Pool, cfg kafka.Config) *kafka.Consumer {
+	t.Helper()
+	if cfg.Lease.TTL == 0 {
+		cfg.Lease = lease.Config{TTL: 2 * time.Second, Logger: quiet()}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	if cfg.Handler == nil {
+		cfg.Handler = ledgerHandler(cfg.ID)
+	}
+	c, err := kafka.New(pool, cfg)
+	pgtest.Must(t, err)
+	pgtest.Must(t, c.Start(ctxT(t, 30*time.Second)))
+	t.Cleanup(func() { stop(t, c) })
+	return c
+}
+
+func stop(t testing.TB, c *kafka.Consumer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := c.Stop(ctx); err != nil {
+		t.Errorf("Stop %s: %v", c.ID(), err)
+	}
+}
+
+func newLedger(t testing.TB) *pgxpool.Pool {
+	pool := pgtest.Pool(t)
+	_, err := pool.Exec(ctxT(t, time.Minute), ledgerDDL)
+	pgtest.Must(t, err)
+	return pool
+}
+
+// Two workers share a topic; one leaves gracefully mid-stream; every record
+// is applied exactly once, in order, and the stored offsets reach the log
+// end.
+func TestConsumesEveryRecordOnceAcrossAGracefulHandoff(t *testing.T) {
+	t.Parallel()
+	brokers := cluster(t, 8, "t")
+	pool := newLedger(t)
+	cfg := kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 8, MaxBatch: 50}
+	a := cfg
+	a.ID = "a"
+	ca := start(t, pool, a)
+	b := cfg
+	b.ID = "b"
+	start(t, pool, b)
+	produced := produce(t, brokers, "t", 0, 2000)
+	waitOffsets(t, pool, "g", "t", logEnds(produced), 30*time.Second)
+	stop(t, ca)
+	produced = append(produced, produce(t, brokers, "t", 2000, 2000)...)
+	waitOffsets(t, pool, "g", "t", logEnds(produced), 30*time.Second)
+	if bad := checkLedger("t", produced, ledger(t, pool)); len(bad) > 0 {
+		t.Fatalf("ledger violations: %v", bad)
+	}
+	if s := ca.Stats(); s.Records == 0 {
+		t.Errorf("worker a handled nothing before it left: the handoff was not exercised: %+v", s)
+	}
+}
+
+// The checker must catch a duplicate, a gap, a reordering and a wrong value.
+func TestLedgerCheckerNegativeControls(t *testing.T) {
+	produced := []rec{{0, 0, "a"}, {0, 1, "b"}, {0, 3, "c"}, {1, 0, "d"}}
+	good := []row{
+		{1, "t", 0, 0, "a", 5}, {2, "t", 1, 0, "d", 6}, {3, "t", 0, 1, "b", 5}, {4, "t", 0, 3, "c", 7},
+	}
+	if bad := checkLedger("t", produced, good); len(bad) != 0 {
+		t.Fatalf("a correct ledger was flagged: %v", bad)
+	}
+	cases := map[string][]row{
+		"duplicate": append(append([]row(nil), good...), row{5, "t", 0, 3, "c", 7}),
+		"gap":       {good[0], good[1], good[3]},
+		"reordered": {good[0], good[1], {3, "t", 0, 3, "c", 7}, {4, "t", 0, 1, "b", 7}},
+		"value":     {good[0], good[1], {3, "t", 0, 1, "x", 5}, good[3]},
+		"stale":     {good[0], good[1], {3, "t", 0, 1, "b", 4}, good[3]},
+	}
+	for name, rows := range cases {
+		if bad := checkLedger("t", produced, rows); len(bad) == 0 {
+			t.Errorf("%s: the checker missed it", name)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	pool := pgtest.Pool(t)
+	h := ledgerHandler("x")
+	for name, cfg := range map[string]kafka.Config{
+		"no group":       {Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h},
+		"no topics":      {Group: "g", Brokers: []string{"b:1"}, Handler: h},
+		"no handler":     {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}},
+		"no brokers":     {Group: "g", Topics: []string{"t"}, Handler: h},
+		"twice":          {Group: "g", Topics: []string{"t", "t"}, Brokers: []string{"b:1"}, Handler: h},
+		"too many":       {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, PartitionsPerTopic: 1 << 20},
+		"negative":       {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, FetchMaxWait: -1},
+		"bad policy":     {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, OutOfRange: 7},
+		"bad schema":     {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, Schema: "a-b"},
+		"retry inverted": {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, RetryMin: time.Minute, RetryMax: time.Second},
+	} {
+		t.Setenv(kafka.EnvBrokers, "")
+		if _, err := kafka.New(pool, cfg); !errors.Is(err, kafka.ErrInvalidConfig) {
+			t.Errorf("%s: got %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	if _, err := kafka.New(nil, kafka.Config{}); !errors.Is(err, kafka.ErrInvalidConfig) {
+		t.Errorf("nil pool: got %v", err)
+	}
+}
+
+func TestBrokersFromEnvironment(t *testing.T) {
+	brokers := cluster(t, 2, "t")
+	t.Setenv(kafka.EnvBrokers, brokers[0])
+	pool := newLedger(t)
+	start(t, pool, kafka.Config{Group: "g", Topics: []string{"t"}, PartitionsPerTopic: 2, ID: "env"})
+	produced := produce(t, brokers, "t", 0, 20)
+	waitOffsets(t, pool, "g", "t", logEnds(produced), 30*time.Second)
+}
+
+func TestStartErrors(t *testing.T) {
+	t.Parallel()
+	brokers := cluster(t, 4, "t")
+	pool := pgtest.Pool(t)
+	for name, tc := range map[string]struct {
+		cfg  kafka.Config
+		want error
+	}{
+		"missing topic":       {kafka.Config{Topics: []string{"nope"}}, kafka.ErrTopicNotFound},
+		"too many partitions": {kafka.Config{Topics: []string{"t"}, PartitionsPerTopic: 2}, kafka.ErrTooManyPartitions},
+		"fits":                {kafka.Config{Topics: []string{"t"}, PartitionsPerTopic: 5}, nil},
+	} {
+		cfg := tc.cfg
+		cfg.Group, cfg.Brokers, cfg.Handler, cfg.Logger = "g-"+name[:4], brokers, ledgerHandler("x"), quiet()
+		c, err := kafka.New(pool, cfg)
+		pgtest.Must(t, err)
+		err = c.Start(ctxT(t, 20*time.Second))
+		if tc.want == nil {
+			pgtest.Must(t, err)
+			stop(t, c)
+			continue
+		}
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", name, err, tc.want)
+		}
+		if err := c.Stop(ctxT(t, 10*time.Second)); err != nil {
+			t.Errorf("%s: Stop after a failed Start: %v", name, err)
+		}
+	}
+}
+
+// A broker that cannot be reached fails Start within its context, with the
+// cause, and leaves nothing running.
+func TestStartWithoutABroker(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	c, err := kafka.New(pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: []string{"127.0.0.1:1"},
+		Handler: ledgerHandler("x"), Logger: quiet()})
+	pgtest.Must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	began := time.Now()
+	err = c.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "read metadata") {
+		t.Fatalf("Start = %v, want a metadata error", err)
+	}
+	if d := time.Since(began); d > 10*time.Second {
+		t.Fatalf("Start took %v past its 2s context", d)
+	}
+	if err := c.Stop(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("Stop after a failed Start: %v", err)
+	}
+	t.Logf("Start after %v: %v", time.Since(began).Round(time.Millisecond), err)
+}

@@ -1,0 +1,221 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/partition"
+)
+
+// Consumer consumes the partitions of its topics that this worker owns.
+// Create it with New, Start it, and Stop it to hand its partitions off
+// gracefully. A stopped Consumer cannot be restarted.
+type Consumer struct {
+	cfg    Config
+	pool   *pgxpool.Pool
+	member *partition.Member
+	fence  *fence.Postgres
+	q      queries
+	retry  *backoff.Backoff
+	log    *slog.Logger
+	opts   []kgo.Opt // base options of every Kafka client
+
+	admin *kgo.Client // metadata and offset listing; set by Start
+
+	lc    sync.Mutex // serialises Start and Stop
+	state int        // 0 new, 1 started, 2 stopped
+
+	ctx    context.Context // lifecycle of the metadata loop
+	cancel context.CancelFunc
+	loops  sync.WaitGroup
+
+	mu      sync.Mutex
+	counts  map[string]int // partitions per topic, from the last metadata read
+	changed chan struct{}  // closed when counts change
+	stalled map[topicPartition]*OffsetError
+	owned   map[topicPartition]fence.Token
+
+	batches, records, fenced, failed, resets atomic.Int64
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// New returns a Consumer whose handlers write through pool. It validates
+// cfg and does no I/O.
+func New(pool *pgxpool.Pool, cfg Config) (*Consumer, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	q, err := render(cfg.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	f, err := fence.NewPostgres(cfg.Fence)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	if cfg.Lease.Logger == nil {
+		cfg.Lease.Logger = cfg.Logger
+	}
+	c := &Consumer{
+		cfg: cfg, pool: pool, fence: f, q: q,
+		retry:   backoff.New(cfg.RetryMin, cfg.RetryMax, nil),
+		log:     cfg.Logger.With("group", cfg.Group),
+		counts:  map[string]int{},
+		changed: make(chan struct{}),
+		stalled: map[topicPartition]*OffsetError{},
+		owned:   map[topicPartition]fence.Token{},
+	}
+	c.opts = append(append([]kgo.Opt{}, cfg.ClientOptions...), kgo.SeedBrokers(cfg.Brokers...))
+	m, err := partition.New(pool, partition.Config{
+		Group:          cfg.Group,
+		Partitions:     len(cfg.Topics) * cfg.PartitionsPerTopic,
+		ID:             cfg.ID,
+		Run:            c.run,
+		Lease:          cfg.Lease,
+		PollInterval:   cfg.PollInterval,
+		HandoffTimeout: cfg.HandoffTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.member = m
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Start reads the topics' metadata (every topic must exist and have at most
+// PartitionsPerTopic partitions), then joins the group: from then on the
+// partitions this worker owns are consumed. ctx bounds the start-up only.
+// If Start fails, the Consumer is stopped.
+func (c *Consumer) Start(ctx context.Context) error {
+	c.lc.Lock()
+	defer c.lc.Unlock()
+	if c.state != 0 {
+		return ErrStarted
+	}
+	c.state = 1
+	fail := func(err error) error {
+		c.state = 2
+		c.shutdown(ctx)
+		return err
+	}
+	admin, err := kgo.NewClient(c.opts...)
+	if err != nil {
+		return fail(fmt.Errorf("%w: Kafka client: %v", ErrInvalidConfig, err))
+	}
+	c.admin = admin
+	if err := c.refresh(ctx, true); err != nil {
+		return fail(err)
+	}
+	if err := c.member.Start(ctx); err != nil {
+		return fail(err)
+	}
+	c.loops.Add(1)
+	go func() {
+		defer c.loops.Done()
+		c.metadataLoop()
+	}()
+	c.log.Info("kafka: consumer started", "member", c.member.ID(), "topics", c.cfg.Topics,
+		"partitions_per_topic", c.cfg.PartitionsPerTopic)
+	return nil
+}
+
+// Stop hands the owned partitions off gracefully, bounded by ctx: each
+// partition's consumption stops, a batch being handled finishes (and
+// commits, fenced) or rolls back, and the leases are released so other
+// workers take over at once. A second Stop returns the first one's result.
+func (c *Consumer) Stop(ctx context.Context) error {
+	c.lc.Lock()
+	defer c.lc.Unlock()
+	switch c.state {
+	case 0:
+		c.state = 2
+		c.cancel()
+		return c.member.Stop(ctx)
+	case 1:
+		c.state = 2
+		return c.shutdown(ctx)
+	}
+	return nil
+}
+
+func (c *Consumer) shutdown(ctx context.Context) error {
+	err := c.member.Stop(ctx)
+	c.cancel()
+	c.loops.Wait()
+	if c.admin != nil {
+		c.admin.Close()
+	}
+	return err
+}
+
+// ID returns the worker's member id.
+func (c *Consumer) ID() string { return c.member.ID() }
+
+// Stats is a snapshot of a Consumer's counters since New.
+type Stats struct {
+	// Batches and Records count committed batches and their records.
+	Batches, Records int64
+	// Fenced counts commits refused because a newer owner holds the
+	// partition (the batch rolled back).
+	Fenced int64
+	// Failed counts batches rolled back for any other reason (handler
+	// error, database error); they are handled again.
+	Failed int64
+	// Resets counts stored offsets outside the log that were reset to the
+	// earliest or latest offset (OutOfRangeEarliest, OutOfRangeLatest).
+	Resets int64
+	// Owned maps each Kafka partition ("topic/partition") this worker
+	// consumes now to its token.
+	Owned map[string]fence.Token
+	// Stalled lists the owned partitions whose stored offset is outside
+	// the log under OutOfRangeFail: they are not consumed.
+	Stalled []*OffsetError
+}
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() Stats {
+	s := Stats{Batches: c.batches.Load(), Records: c.records.Load(), Fenced: c.fenced.Load(),
+		Failed: c.failed.Load(), Resets: c.resets.Load(), Owned: map[string]fence.Token{}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for tp, t := range c.owned {
+		s.Owned[fmt.Sprintf("%s/%d", tp.topic, tp.partition)] = t
+	}
+	for _, e := range c.stalled {
+		s.Stalled = append(s.Stalled, e)
+	}
+	return s
+}
+
+// slot maps a group partition to its Kafka topic and partition.
+func (c *Consumer) slot(p int) (string, int32) {
+	return c.cfg.Topics[p/c.cfg.PartitionsPerTopic], int32(p % c.cfg.PartitionsPerTopic)
+}
+
+// Slot returns the group partition that consumes Kafka partition p of
+// topic, or -1 if the consumer does not consume it.
+func (c *Consumer) Slot(topic string, p int32) int {
+	for i, t := range c.cfg.Topics {
+		if t == topic && p >= 0 && int(p) < c.cfg.PartitionsPerTopic {
+			return i*c.cfg.PartitionsPerTopic + int(p)
+		}
+	}
+	return -1
+}

@@ -1,0 +1,66 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidConfig is wrapped by every configuration error.
+	ErrInvalidConfig = errors.New("kafka: invalid config")
+	// ErrOffsetOutOfRange is wrapped by *OffsetError: a stored offset
+	// outside the partition's log.
+	ErrOffsetOutOfRange = errors.New("kafka: stored offset outside the log")
+	// ErrTooManyPartitions means a topic has more partitions than
+	// Config.PartitionsPerTopic: the ones above it cannot be consumed.
+	ErrTooManyPartitions = errors.New("kafka: topic has more partitions than the group can consume")
+	// ErrOffsetMoved means a partition's stored offset changed under its
+	// owner (an operator reset it, or a row appeared). The batch rolled
+	// back; the owner reads the stored offset again and continues from it.
+	ErrOffsetMoved = errors.New("kafka: stored offset moved under the owner")
+	// ErrTopicNotFound means a configured topic does not exist.
+	ErrTopicNotFound = errors.New("kafka: topic not found")
+	// ErrStarted is returned by a second Start.
+	ErrStarted = errors.New("kafka: consumer already started or stopped")
+)
+
+// OffsetError reports a stored offset outside the partition's log: below
+// its start (retention or deletion ran past records never processed) or
+// above its end (the topic was recreated).
+type OffsetError struct {
+	Group     string
+	Topic     string
+	Partition int32
+	// Stored is the stored offset (the next record to process).
+	Stored int64
+	// LogStart and LogEnd are the partition's first offset and the offset
+	// after its last stable record, as listed when the error was found.
+	LogStart, LogEnd int64
+}
+
+// Error returns the error message.
+func (e *OffsetError) Error() string {
+	return fmt.Sprintf("kafka: group %q: %s/%d: stored offset %d is outside the log [%d, %d]",
+		e.Group, e.Topic, e.Partition, e.Stored, e.LogStart, e.LogEnd)
+}
+
+// Unwrap returns ErrOffsetOutOfRange.
+func (e *OffsetError) Unwrap() error { return ErrOffsetOutOfRange }
+
+// PartitionCountError reports a topic with more partitions than the group
+// can consume.
+type PartitionCountError struct {
+	Topic      string
+	Partitions int
+	PerTopic   int
+}
+
+// Error returns the error message.
+func (e *PartitionCountError) Error() string {
+	return fmt.Sprintf("kafka: topic %q has %d partitions, the group consumes at most %d per topic "+
+		"(PartitionsPerTopic is fixed when the group is created): partitions %d.. are not consumed",
+		e.Topic, e.Partitions, e.PerTopic, e.PerTopic)
+}
+
+// Unwrap returns ErrTooManyPartitions.
+func (e *PartitionCountError) Unwrap() error { return ErrTooManyPartitions }

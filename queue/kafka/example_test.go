@@ -1,0 +1,62 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/queue/kafka"
+)
+
+// A worker consuming the topic "payments" into a ledger table, exactly
+// once: the rows of a batch, the stored offset's advance and the fence check
+// commit together. Run as many workers as you like; each Kafka partition has
+// one owner at a time.
+func Example() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	c, err := kafka.New(pool, kafka.Config{
+		Group:              "payments-ledger",
+		Topics:             []string{"payments"},
+		Brokers:            []string{"localhost:9092"}, // or $KAFKA_BROKERS
+		PartitionsPerTopic: 32,                         // upper bound: partitions added up to 32 are picked up
+		Handler: func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
+			for _, r := range b.Records {
+				if _, err := tx.Exec(ctx, `INSERT INTO ledger (partition, "offset", payload) VALUES ($1, $2, $3)`,
+					b.Partition, r.Offset, r.Value); err != nil {
+					return err // rolls back; the batch is handled again after a backoff
+				}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		panic(err)
+	}
+	<-ctx.Done()
+	c.Stop(context.Background()) // graceful: the others take over at once
+}
+
+// A stored offset outside the log is reported, never silently reset.
+func ExampleOffsetError() {
+	var err error = &kafka.OffsetError{Group: "g", Topic: "payments", Partition: 3, Stored: 120, LogStart: 500, LogEnd: 900}
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, kafka.ErrOffsetOutOfRange), errors.Is(err, fence.ErrFenced))
+	// Output:
+	// kafka: group "g": payments/3: stored offset 120 is outside the log [500, 900]
+	// true false
+}

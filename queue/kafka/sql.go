@@ -1,0 +1,109 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/kafkasql"
+	"github.com/leasehold/leasehold/internal/migrations"
+)
+
+// queries holds every statement of the package, rendered for one schema.
+// The statements, with the reasoning behind each, are in internal/kafkasql.
+type queries struct {
+	read, advance, list string
+}
+
+func render(schema string) (queries, error) {
+	q, err := migrations.Schema(schema)
+	if err != nil {
+		return queries{}, err
+	}
+	r := func(s string) string { return migrations.Render(s, q) }
+	return queries{read: r(kafkasql.Read), advance: r(kafkasql.Advance), list: r(kafkasql.List)}, nil
+}
+
+// querier is a pool, a connection or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// stored reads a partition's stored offset; ok is false when none is stored.
+func (c *Consumer) stored(ctx context.Context, db querier, topic string, p int32) (next, token int64, ok bool, err error) {
+	err = db.QueryRow(ctx, c.q.read, c.cfg.Group, topic, p).Scan(&next, &token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("kafka: read the stored offset of %s/%d: %w", topic, p, err)
+	}
+	return next, token, true, nil
+}
+
+// advance moves the stored offset from prev (nil: none stored) to next
+// inside tx, which has passed the fence check. A refusal is a
+// *fence.FencedError when a newer token wrote the offset, ErrOffsetMoved
+// otherwise.
+func (c *Consumer) advance(ctx context.Context, tx pgx.Tx, topic string, p int32, token fence.Token, prev *int64, next int64) error {
+	var n int
+	if err := tx.QueryRow(ctx, c.q.advance, c.cfg.Group, topic, p, next, int64(token), prev).Scan(&n); err != nil {
+		return fmt.Errorf("kafka: advance the offset of %s/%d to %d: %w", topic, p, next, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	cur, curToken, ok, err := c.stored(ctx, tx, topic, p)
+	if err != nil {
+		return err
+	}
+	if ok && fence.Token(curToken) > token {
+		return &fence.FencedError{Resource: fmt.Sprintf("kafka offset %s %s/%d", c.cfg.Group, topic, p),
+			Held: token, Current: fence.Token(curToken), Reason: "a newer owner advanced the offset"}
+	}
+	was := "none"
+	if prev != nil {
+		was = fmt.Sprint(*prev)
+	}
+	now := "none"
+	if ok {
+		now = fmt.Sprint(cur)
+	}
+	return fmt.Errorf("%w: %s/%d: read %s, now %s", ErrOffsetMoved, topic, p, was, now)
+}
+
+// Offset is a partition's stored offset.
+type Offset struct {
+	Topic     string
+	Partition int32
+	// Next is the offset of the next record to process.
+	Next int64
+	// Token is the fencing token of the grant that stored it.
+	Token fence.Token
+}
+
+// Offsets returns the stored offsets of group in schema ("" means
+// "leasehold"), ordered by topic and partition.
+func Offsets(ctx context.Context, db interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, schema, group string) ([]Offset, error) {
+	q, err := render(schema)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, q.list, group)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: list offsets: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Offset, error) {
+		var o Offset
+		var tok int64
+		var at any
+		err := r.Scan(&o.Topic, &o.Partition, &o.Next, &tok, &at)
+		o.Token = fence.Token(tok)
+		return o, err
+	})
+}
