@@ -177,10 +177,9 @@ func (d *demo) pause(ctx context.Context, b *demoWorker) error {
 	paused := time.Now()
 	held := b.gate.held()
 	h := held[0]
-	d.out.say("worker-2 PAUSES mid-job (think GC pause, SIGSTOP, VM migration): %d of its handlers have", len(held))
-	d.out.line("         inserted their deposit in their transaction and wait to commit (job %d, partition %d,", h.Job, h.Partition)
-	d.out.line("         token %d, ...). Its clock stops and its connections go silent; from the inside it", h.Token)
-	d.out.line("         notices nothing.")
+	d.out.say("worker-2 PAUSES mid-job (think GC pause, SIGSTOP, VM migration): %s inserted a", count(len(held), "handler has", "handlers have"))
+	d.out.line("         deposit in its transaction and waits to commit (job %d, partition %d, token %d%s).", h.Job, h.Partition, h.Token, more(len(held)))
+	d.out.line("         Its clock stops and its connections go silent; from the inside it notices nothing.")
 	st, at, err := d.waitStatus(ctx, 30*time.Second, "worker-3 to take over", func(st partition.Status) bool {
 		return heldBy(st, "worker-3")
 	})
@@ -196,8 +195,12 @@ func (d *demo) pause(ctx context.Context, b *demoWorker) error {
 
 	b.proxy.Heal()
 	held = b.gate.open()
-	d.out.say("worker-2 RESUMES, still believing it holds its partitions: its %d handlers return and", len(held))
-	d.out.line("         their transactions go on to commit with the old tokens...")
+	its := "its held handler returns"
+	if len(held) > 1 {
+		its = fmt.Sprintf("its %d held handlers return", len(held))
+	}
+	d.out.say("worker-2 RESUMES, still believing it holds its partitions: %s and", its)
+	d.out.line("         the queue goes on to commit with the old token...")
 	known := func(r heldRun) bool {
 		_, ok := d.runs.outcomeOf(runKey{b.name, r.Job, r.Attempt})
 		return ok
@@ -209,8 +212,9 @@ func (d *demo) pause(ctx context.Context, b *demoWorker) error {
 			fenced++
 		}
 	}
-	d.out.say("REFUSED: the fence refused %d of those %d commits (the partition's token moved on);", fenced, len(held))
-	d.out.line("         their deposits rolled back, and worker-3 applies those jobs once.")
+	d.out.say("REFUSED: the fence refused %d of %s (the partition's token moved on): the",
+		fenced, count(len(held), "commit", "commits"))
+	d.out.line("         deposits roll back with them, and the new owner applies those jobs, once.")
 	stood := b.clock.resume()
 	d.out.say("worker-2's clock catches up by %s: it finds its leases lost and rejoins the group.", secs(stood))
 	return nil
@@ -354,6 +358,22 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// count formats n with the singular or plural noun phrase.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// more says that there are more than one.
+func more(n int) string {
+	if n > 1 {
+		return "; and others"
+	}
+	return ""
 }
 
 // secs formats d as seconds with two decimals.
