@@ -165,7 +165,8 @@ func (r *run) runJobs(ctx, hctx context.Context, jobs []fetched) {
 		case here <- struct{}{}:
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil || !p.acquire(ctx) {
+		// Waiting for a slot, the previous run may have been fenced.
+		if ctx.Err() != nil || r.isFenced() || !p.acquire(ctx) {
 			break
 		}
 		wg.Add(1)
