@@ -172,13 +172,21 @@ func (d *demo) pause(ctx context.Context, b *demoWorker) error {
 			return errors.New("demo: no handler of worker-2 reached its gate")
 		}
 	}
+	// Let the runs already past the gate commit: a transaction frozen
+	// between its fence check and its commit would hold the lease row (the
+	// check locks it) and keep the takeover waiting until the database
+	// timed it out. The runs frozen at the gate hold no lease lock.
+	if err := sleep(ctx, 200*time.Millisecond); err != nil {
+		b.gate.open()
+		return err
+	}
 	b.clock.pause()
 	b.proxy.Blackhole()
 	paused := time.Now()
 	held := b.gate.held()
 	h := held[0]
 	d.out.say("worker-2 PAUSES mid-job (think GC pause, SIGSTOP, VM migration): %s inserted a", count(len(held), "handler has", "handlers have"))
-	d.out.line("         deposit in its transaction and waits to commit (job %d, partition %d, token %d%s).", h.Job, h.Partition, h.Token, more(len(held)))
+	d.out.line("         deposit in a transaction that waits to commit (job %d, partition %d, token %d%s).", h.Job, h.Partition, h.Token, more(len(held)))
 	d.out.line("         Its clock stops and its connections go silent; from the inside it notices nothing.")
 	st, at, err := d.waitStatus(ctx, 30*time.Second, "worker-3 to take over", func(st partition.Status) bool {
 		return heldBy(st, "worker-3")
