@@ -105,15 +105,17 @@ func (p *Processor) batch(ctx, hctx context.Context, o partition.Ownership, log 
 }
 
 // report calls the OnJob hook for every run of the batch. A non-empty
-// override replaces the outcome of the plain runs (whose outcomes are
-// recorded together at the end) and, for OutcomeFenced, of every run.
+// override replaces the outcome of the plain runs, whose outcomes are
+// recorded together at the end. Transactional runs keep theirs: each
+// committed (or not) on its own, so a run that committed before a later
+// one was fenced is completed, not fenced.
 func (r *run) report(override Outcome, err error) {
 	f := r.p.cfg.Hooks.OnJob
 	if f == nil {
 		return
 	}
 	for _, ev := range r.events {
-		if override == OutcomeFenced || (override != "" && ev.plain) {
+		if override != "" && ev.plain {
 			ev.Outcome, ev.Err = override, err
 		}
 		f(ev.JobEvent)
@@ -163,7 +165,8 @@ func (r *run) runJobs(ctx, hctx context.Context, jobs []fetched) {
 		case here <- struct{}{}:
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil || !p.acquire(ctx) {
+		// Waiting for a slot, the previous run may have been fenced.
+		if ctx.Err() != nil || r.isFenced() || !p.acquire(ctx) {
 			break
 		}
 		wg.Add(1)

@@ -311,3 +311,91 @@ func TestBatchTransactionalHandler(t *testing.T) {
 		t.Fatalf("batch sizes %v, %d jobs retried after the failed batch; want batches of several and a retried batch", sizes, retried)
 	}
 }
+
+// A stale owner's batch in which one transactional job committed before the
+// lease was lost and the next one was fenced: OnJob reports the first as
+// completed (it was: its row is in the ledger) and only the second as
+// fenced; the stale owner runs no further job of the batch.
+func TestFencedBatchReportsCommittedJobsAsCompleted(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	ledgerSetup(t, pool)
+	var keys []string
+	for i := 0; len(keys) < 3; i++ {
+		if k := fmt.Sprint("acct-", i); partition.OfString(k, 8) == 0 {
+			keys = append(keys, k)
+		}
+	}
+	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: keys[0], Args: deposit{Seq: 1}},
+		queue.Job{Group: "emails", Key: keys[1], Args: deposit{Seq: 2}},
+		queue.Job{Group: "emails", Key: keys[2], Args: deposit{Seq: 3}})
+	pgtest.Must(t, err)
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var aRan sync.Map
+	wsA := queue.NewWorkers()
+	queue.HandleTx(wsA, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+		aRan.Store(w.Args.Seq, true)
+		if err := record(ctx, tx, w); err != nil {
+			return err
+		}
+		if w.Args.Seq == 2 {
+			close(stalled)
+			<-resume // ignores ctx: a zombie
+		}
+		return nil
+	})
+	var mu sync.Mutex
+	outcomes := map[int64]queue.Outcome{}
+	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: wsA, PollInterval: 20 * time.Millisecond, Logger: quiet,
+		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes[e.ID] = e.Outcome
+		}}})
+	pgtest.Must(t, err)
+	a, err := partition.New(pool, partition.Config{Group: "emails", Partitions: 8, ID: "a", Run: p.Run,
+		PollInterval: 100 * time.Millisecond,
+		Lease:        lease.Config{TTL: time.Second, Clock: fakeclock.New(time.Now()), Logger: quiet}})
+	pgtest.Must(t, err)
+	pgtest.Must(t, a.Start(ctx))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a.Stop(sctx)
+	})
+	<-stalled
+	wsB := queue.NewWorkers()
+	queue.HandleTx(wsB, record)
+	worker(t, pool, "b", wsB, nil)
+	waitFinished(t, pool, 20*time.Second)
+	close(resume)
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		n := len(outcomes)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("%d of 2 outcomes reported", n)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // a third run, if any, would be reported by now
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ran := aRan.Load(3); ran {
+		t.Errorf("the stale owner ran the batch's next job after its commit was fenced (outcome %q)", outcomes[res[2].ID])
+	}
+	if o := outcomes[res[0].ID]; o != queue.OutcomeCompleted {
+		t.Errorf("the job committed before the loss is reported %q; want completed", o)
+	}
+	if o := outcomes[res[1].ID]; o != queue.OutcomeFenced {
+		t.Errorf("the zombie's job is reported %q; want fenced", o)
+	}
+	var rows int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&rows))
+	if rows != 3 {
+		t.Errorf("ledger has %d rows; want one per job", rows)
+	}
+}

@@ -137,8 +137,19 @@ func (r kafkaReport) print(w io.Writer) {
 }
 
 // kafkaDemo is the state of one run of the Kafka story.
+// kafkaEnv is what the Kafka story's steps share.
+type kafkaEnv struct {
+	out   *display
+	log   *slog.Logger
+	pool  *pgxpool.Pool
+	table string // the quoted schema
+}
+
+func (e *kafkaEnv) say(format string, args ...any)  { e.out.say(format, args...) }
+func (e *kafkaEnv) line(format string, args ...any) { e.out.line(format, args...) }
+
 type kafkaDemo struct {
-	d       *demo
+	d       *kafkaEnv
 	group   string
 	ledger  string // quoted table
 	brokers []string
@@ -155,10 +166,11 @@ type kafkaDemo struct {
 // Violations list the invariants that failed. An error means the story
 // could not be told.
 func runKafkaDemo(ctx context.Context, cfg demoConfig) (kafkaReport, error) {
-	d := &demo{out: cfg.Out, log: cfg.Logger, start: time.Now(), table: pgx.Identifier{demoSchema}.Sanitize()}
-	if d.out == nil {
-		d.out = io.Discard
+	w := cfg.Out
+	if w == nil {
+		w = io.Discard
 	}
+	d := &kafkaEnv{out: newDisplay(w, false), log: cfg.Logger, table: pgx.Identifier{demoSchema}.Sanitize()}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}

@@ -23,17 +23,25 @@
 // version prints the module version of this build and the newest schema
 // version it knows.
 //
-// demo tells the story of fencing tokens in about ten seconds: three workers
-// compete for one lease, the holder pauses (its clock stops, as in a long GC
-// or VM pause) past its TTL, another worker takes over with a higher token,
-// and the paused worker, resuming as a zombie that still believes it holds
-// the lease, has its write refused by the fenced conditional update on the
-// target row. It needs nothing but the PostgreSQL server binaries: unless
-// --database-url or DATABASE_URL names a server, it starts a throwaway
-// cluster and removes it afterwards. On an existing server it works in the
-// schema leasehold_demo and drops its demo tables when done. With --json it
-// prints the final report as one JSON object on standard output (the story
-// goes to standard error). The exit code is non-zero when an invariant fails.
+// demo runs three workers in this process on one group of 12 partitions,
+// each with its own connection pool (through an in-process fault proxy) and
+// its own clock, and enqueues 3000 deposit jobs whose transactional handler
+// inserts a ledger row. It shows a progress bar and the partition ownership
+// table as it changes. Midway, worker-1 crashes: its connections are cut,
+// its clock and handlers freeze and it is never stopped; once its leases
+// expire, the others take its partitions over. Then worker-2 freezes
+// mid-job, deposits inserted but not committed, until worker-3 holds every
+// partition; when it resumes, its late commits carry the old fencing token
+// and are refused. The report is counted in the database: jobs, processed,
+// effects, duplicates, lost, fenced refusals, failover and takeover times,
+// and each partition's token history (from a lease audit trigger). It needs
+// nothing but the PostgreSQL server binaries: unless --database-url or
+// DATABASE_URL names a server, it starts a throwaway cluster and removes it
+// afterwards. On an existing server it works in the schema leasehold_demo,
+// which it drops at the start and at the end (the server must be reachable
+// over TCP). With --json it prints the report as one JSON object on standard
+// output (the story goes to standard error). The exit code is non-zero when
+// an invariant fails.
 //
 // status shows, per group, each partition's owner, fencing token, lease
 // expiry and pending jobs, and each member's partitions and last heartbeat.

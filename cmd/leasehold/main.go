@@ -14,10 +14,14 @@ import (
 )
 
 func main() {
-	// SIGHUP and SIGPIPE (say, `leasehold demo | head`) would otherwise kill
-	// the process without running its clean-up, leaving a throwaway cluster
-	// on disk.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	// SIGHUP would otherwise kill the process without running its clean-up,
+	// leaving a throwaway cluster on disk. SIGPIPE (say, `leasehold demo |
+	// head`) is ignored, so that writes to a closed pipe fail and the demo
+	// still cleans up. It is not notified: a process that is notified of
+	// SIGPIPE gets it for every broken socket too, and the demo breaks its
+	// workers' connections on purpose.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	err := newRootCmd().ExecuteContext(ctx)
 	cause := context.Cause(ctx)
 	stop()
