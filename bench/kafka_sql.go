@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/leasehold/leasehold/internal/fencesql"
 	"github.com/leasehold/leasehold/internal/kafkasql"
 	"github.com/leasehold/leasehold/internal/migrations"
 )
@@ -17,17 +18,6 @@ import (
 // (lock 1s, idle 5s, statement 5s), as the consumer sends it.
 const kafkaBegin = "BEGIN; SET LOCAL lock_timeout = 1000; SET LOCAL idle_in_transaction_session_timeout = 5000; " +
 	"SET LOCAL statement_timeout = 5000"
-
-// kafkaCheck is fence.Postgres's check statement, copied verbatim from
-// fence/postgres.go (sqlCheck): keep them in sync.
-const kafkaCheck = `
-SELECT l.token, l.expires_at > clock_timestamp()
-FROM (SELECT set_config('lock_timeout', $2, true),
-             set_config('idle_in_transaction_session_timeout', $3, true),
-             set_config('statement_timeout', $4, true)) AS settings,
-     {{schema}}.leases AS l
-WHERE l.name = $1
-FOR SHARE OF l`
 
 // kafkaSQL holds the statements rendered for the schema the suite uses.
 type kafkaSQL struct {
@@ -42,7 +32,7 @@ func renderKafkaSQL(schema string) (kafkaSQL, error) {
 		return kafkaSQL{}, err
 	}
 	return kafkaSQL{
-		check:       migrations.Render(kafkaCheck, q),
+		check:       migrations.Render(fencesql.Check, q),
 		advance:     migrations.Render(kafkasql.Advance, q),
 		createGroup: migrations.Render(`INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2)`, q),
 	}, nil

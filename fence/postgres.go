@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold/internal/fencesql"
 	"github.com/leasehold/leasehold/internal/migrations"
 )
 
@@ -53,19 +54,6 @@ type Postgres struct {
 	check string
 }
 
-// The check sets the transaction's timeouts and reads the lease row in one
-// statement (one round trip). The row lock is taken by the LockRows step on
-// top of the plan, after the settings subquery has run, so lock_timeout
-// already bounds the wait for it.
-const sqlCheck = `
-SELECT l.token, l.expires_at > clock_timestamp()
-FROM (SELECT set_config('lock_timeout', $2, true),
-             set_config('idle_in_transaction_session_timeout', $3, true),
-             set_config('statement_timeout', $4, true)) AS settings,
-     {{schema}}.leases AS l
-WHERE l.name = $1
-FOR SHARE OF l`
-
 // NewPostgres returns a Postgres fence. It does no I/O.
 func NewPostgres(cfg PostgresConfig) (*Postgres, error) {
 	q, err := migrations.Schema(cfg.Schema)
@@ -84,7 +72,7 @@ func NewPostgres(cfg PostgresConfig) (*Postgres, error) {
 	if cfg.StatementTimeout == 0 {
 		cfg.StatementTimeout = cfg.IdleTimeout
 	}
-	return &Postgres{cfg: cfg, check: migrations.Render(sqlCheck, q)}, nil
+	return &Postgres{cfg: cfg, check: migrations.Render(fencesql.Check, q)}, nil
 }
 
 // Check verifies, inside tx, that the lease named lease still carries token
