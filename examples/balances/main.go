@@ -86,7 +86,6 @@ func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logge
 	// and each partition to one worker at a time.
 	ws := queue.NewWorkers()
 	queue.HandleTx(ws, recompute)
-	var fleet []*worker.Worker
 	for i := range 2 {
 		w, err := worker.New(pool, worker.Config{Group: "balances", ID: "worker-" + strconv.Itoa(i),
 			Workers: ws, Partitions: 16, Logger: log})
@@ -97,7 +96,6 @@ func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logge
 			return err
 		}
 		defer w.Stop(context.WithoutCancel(ctx))
-		fleet = append(fleet, w)
 	}
 	client, err := queue.New(pool, queue.Config{})
 	if err != nil {
