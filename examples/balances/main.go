@@ -11,12 +11,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,17 +25,9 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	pool, closeDB, err := exampledb.Open(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer closeDB()
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := run(ctx, pool, os.Stdout, quiet, 1000); err != nil {
-		log.Fatal(err)
-	}
+	exampledb.Main(func(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logger) error {
+		return run(ctx, pool, out, log, 1000)
+	})
 }
 
 // Recompute is a job: recompute one account's balance.

@@ -7,11 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -20,19 +16,7 @@ import (
 	"github.com/leasehold/leasehold/worker"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	pool, closeDB, err := exampledb.Open(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer closeDB()
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := run(ctx, pool, os.Stdout, quiet); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { exampledb.Main(run) }
 
 // Greeting is a job: its Kind names its handler.
 type Greeting struct {

@@ -14,15 +14,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,17 +30,9 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	pool, closeDB, err := exampledb.Open(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer closeDB()
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := run(ctx, pool, os.Stdout, quiet, 30); err != nil {
-		log.Fatal(err)
-	}
+	exampledb.Main(func(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logger) error {
+		return run(ctx, pool, out, log, 30)
+	})
 }
 
 // Webhook is a job: deliver Event to URL.

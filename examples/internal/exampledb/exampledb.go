@@ -7,7 +7,11 @@ package exampledb
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -39,4 +43,25 @@ func Open(ctx context.Context) (*pgxpool.Pool, func(), error) {
 		return nil, nil, err
 	}
 	return pool, func() { pool.Close(); cleanup() }, nil
+}
+
+// Main runs an example's run function the way each example's main does: on
+// the examples' database, with a context cancelled by SIGINT or SIGTERM,
+// stdout for the example's output and warnings-only logs on stderr. It
+// exits with status 1 on an error.
+func Main(run func(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logger) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	pool, closeDB, err := Open(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	err = run(ctx, pool, os.Stdout, log)
+	closeDB()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 }
