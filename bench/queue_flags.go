@@ -25,18 +25,18 @@ type queueFlags struct {
 	docPath        string
 	systems        []string
 	args           []string // the command line, for the document
-	rounds        int
-	batch         int
-	conns         int
-	keys          int
-	enqueueBatch  int
-	duration      time.Duration
-	warmup        bool
-	planCacheMode string
-	jsonPath      string
-	markdown      bool
-	cpuProfile    string
-	cases         []string
+	rounds         int
+	batch          int
+	conns          int
+	keys           int
+	enqueueBatch   int
+	duration       time.Duration
+	warmup         bool
+	planCacheMode  string
+	jsonPath       string
+	markdown       bool
+	cpuProfile     string
+	cases          []string
 }
 
 // jobsOf returns the backlog size of case c.

@@ -50,7 +50,7 @@ func (s *lhSystem) settings() string {
 		s.q.f.partitions, s.q.f.batch, poll, s.q.f.conns)
 }
 
-func (s *lhSystem) reset(ctx context.Context) error  { return s.q.resetLH(ctx) }
+func (s *lhSystem) reset(ctx context.Context) error   { return s.q.resetLH(ctx) }
 func (s *lhSystem) analyze(ctx context.Context) error { return s.q.analyzeLH(ctx) }
 func (s *lhSystem) tally(ctx context.Context) (tally, error) {
 	return s.q.tallyLH(ctx)

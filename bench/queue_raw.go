@@ -41,7 +41,7 @@ func (s *rawQueueSystem) settings() string {
 		s.q.f.partitions, s.q.f.batch, rawPoll, s.q.f.conns)
 }
 
-func (s *rawQueueSystem) reset(ctx context.Context) error  { return s.q.resetLH(ctx) }
+func (s *rawQueueSystem) reset(ctx context.Context) error   { return s.q.resetLH(ctx) }
 func (s *rawQueueSystem) analyze(ctx context.Context) error { return s.q.analyzeLH(ctx) }
 func (s *rawQueueSystem) tally(ctx context.Context) (tally, error) {
 	return s.q.tallyLH(ctx)

@@ -45,10 +45,10 @@ const queueInsertEffect = `INSERT INTO ` + queueEffectsTable + ` (job_id, key, t
 
 // queueSQL holds the statements rendered for the schema the suite uses.
 type queueSQL struct {
-	fetch, complete                    string
+	fetch, complete                     string
 	insertOne, insertMany, insertNotify string
-	jobs                               string // the quoted jobs table
-	groups                             string // the quoted groups table
+	jobs                                string // the quoted jobs table
+	groups                              string // the quoted groups table
 }
 
 // renderQueueSQL renders the statements for schema ("" for the default),
