@@ -24,8 +24,8 @@ const (
 var queueCases = []string{caseNoopBurndown, caseSteady, caseTxOneRow, caseEnqueueSingle, caseEnqueueBatch, caseIdleLatency}
 
 // steadyInsertBatch is how many jobs the steady case's producer inserts per
-// call while the backlog is below --steady-backlog.
-const steadyInsertBatch = 1000
+// call while the backlog is below --steady-backlog: 5000, as River's own benchmark does.
+const steadyInsertBatch = 5000
 
 // one measures case c on sys once. warm makes it small (the untimed
 // warm-up before round 1).

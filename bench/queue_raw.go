@@ -29,8 +29,8 @@ type rawQueueSystem struct {
 const rawToken = 1
 
 // rawPoll is how long a raw-sql loop in the steady case waits after an
-// empty fetch before fetching again.
-const rawPoll = time.Millisecond
+// empty fetch before fetching again: River's FetchPollInterval in the suite.
+const rawPoll = 20 * time.Millisecond
 
 func (s *rawQueueSystem) name() string { return sysQueueRaw }
 
