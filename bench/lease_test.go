@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -48,15 +47,7 @@ func TestLeaseSuite(t *testing.T) {
 	// A failover after kill -9 waits for the lease's expiry: at least most
 	// of the TTL (1s) less the time since the last renewal (TTL/3), and a
 	// graceful stop does not.
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rep.Results {
+	for _, r := range readReport(t, path).Results {
 		if r.Case == caseFailoverKill && r.P50Ms < 500 {
 			t.Errorf("failover after kill -9 took %.1f ms, before the lease could have expired", r.P50Ms)
 		}

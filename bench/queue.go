@@ -227,7 +227,7 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 				return fail(err)
 			}
 			undo = append(undo, pool.Close)
-			sys = &rawQueueSystem{q: q, pool: pool}
+			sys = &rawQueueSystem{lhTables: lhTables{q}, q: q, pool: pool}
 		case sysQueueRiver:
 			if err := createDB(dbName + "_river"); err != nil {
 				return fail(err)
@@ -248,33 +248,48 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 	return q, version, where, cleanup, nil
 }
 
-// resetLH empties leasehold's jobs table and the effects table.
-func (q *queueBench) resetLH(ctx context.Context) error {
-	if _, err := q.ctl.Exec(ctx, "TRUNCATE "+q.sql.jobs+", "+queueEffectsTable); err != nil {
+// lhTables are leasehold's jobs table and the effects table in the
+// suite's database, which leasehold and raw-sql share (one at a time).
+type lhTables struct{ q *queueBench }
+
+// reset empties the jobs and effects tables.
+func (t lhTables) reset(ctx context.Context) error {
+	if _, err := t.q.ctl.Exec(ctx, "TRUNCATE "+t.q.sql.jobs+", "+queueEffectsTable); err != nil {
 		return fmt.Errorf("truncate: %w", err)
 	}
 	return nil
 }
 
-// analyzeLH analyzes leasehold's jobs table (so that both systems on it
-// plan the fetch on the same statistics) and checkpoints.
-func (q *queueBench) analyzeLH(ctx context.Context) error {
-	if _, err := q.ctl.Exec(ctx, "ANALYZE "+q.sql.jobs); err != nil {
+// analyze analyzes the jobs table (so that both systems on it plan the
+// fetch on the same statistics) and checkpoints.
+func (t lhTables) analyze(ctx context.Context) error {
+	return analyzeCheckpoint(ctx, t.q.ctl, t.q.sql.jobs)
+}
+
+// tally counts the jobs and the effect rows.
+func (t lhTables) tally(ctx context.Context) (tally, error) {
+	return tallyJobs(ctx, t.q.ctl, t.q.sql.jobs, "pending")
+}
+
+// analyzeCheckpoint analyzes table and checkpoints.
+func analyzeCheckpoint(ctx context.Context, db *pgxpool.Pool, table string) error {
+	if _, err := db.Exec(ctx, "ANALYZE "+table); err != nil {
 		return fmt.Errorf("analyze: %w", err)
 	}
-	q.ctl.Exec(ctx, "CHECKPOINT") // needs privileges a DATABASE_URL role may lack: best effort
+	db.Exec(ctx, "CHECKPOINT") // needs privileges a DATABASE_URL role may lack: best effort
 	return nil
 }
 
-// tallyLH counts leasehold's jobs and the effect rows.
-func (q *queueBench) tallyLH(ctx context.Context) (tally, error) {
+// tallyJobs counts the jobs in table (leasehold's or River's, whose
+// not-yet-run state is waiting) and the effect rows in db.
+func tallyJobs(ctx context.Context, db *pgxpool.Pool, table, waiting string) (tally, error) {
 	var t tally
-	err := q.ctl.QueryRow(ctx, `SELECT count(*),
+	err := db.QueryRow(ctx, `SELECT count(*),
 		count(*) FILTER (WHERE state = 'completed' AND attempt = 1),
-		count(*) FILTER (WHERE state = 'pending'),
-		count(*) FILTER (WHERE state NOT IN ('completed', 'pending') OR (state = 'completed' AND attempt <> 1)),
+		count(*) FILTER (WHERE state = $1),
+		count(*) FILTER (WHERE state NOT IN ('completed', $1) OR (state = 'completed' AND attempt <> 1)),
 		(SELECT count(*) FROM `+queueEffectsTable+`),
-		(SELECT count(*) FROM `+queueEffectsTable+` AS e JOIN `+q.sql.jobs+` AS j ON j.id = e.job_id AND j.state = 'completed')
-		FROM `+q.sql.jobs).Scan(&t.total, &t.completed, &t.waiting, &t.other, &t.effects, &t.effectsOK)
+		(SELECT count(*) FROM `+queueEffectsTable+` AS e JOIN `+table+` AS j ON j.id = e.job_id AND j.state = 'completed')
+		FROM `+table, waiting).Scan(&t.total, &t.completed, &t.waiting, &t.other, &t.effects, &t.effectsOK)
 	return t, err
 }

@@ -24,6 +24,7 @@ import (
 
 // lhSystem is leasehold.
 type lhSystem struct {
+	lhTables
 	q      *queueBench
 	pool   *pgxpool.Pool // the processors' pool: --conns connections, traced
 	client *queue.Client // on pool
@@ -35,7 +36,7 @@ func newLHSystem(q *queueBench, pool *pgxpool.Pool) (*lhSystem, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &lhSystem{q: q, pool: pool, client: client}, nil
+	return &lhSystem{lhTables: lhTables{q}, q: q, pool: pool, client: client}, nil
 }
 
 func (s *lhSystem) name() string { return sysQueueLeasehold }
@@ -48,12 +49,6 @@ func (s *lhSystem) settings() string {
 	return fmt.Sprintf("one partition.Member owning all %d partitions, each running a queue.Processor (BatchSize %d, "+
 		"PollInterval %s); queue.Client Enqueue / EnqueueMany; pool of %d conns (plus the Member's lease and membership pools)",
 		s.q.f.partitions, s.q.f.batch, poll, s.q.f.conns)
-}
-
-func (s *lhSystem) reset(ctx context.Context) error   { return s.q.resetLH(ctx) }
-func (s *lhSystem) analyze(ctx context.Context) error { return s.q.analyzeLH(ctx) }
-func (s *lhSystem) tally(ctx context.Context) (tally, error) {
-	return s.q.tallyLH(ctx)
 }
 
 // lhJob returns job i of case c as leasehold enqueues it: key k<i mod keys>.

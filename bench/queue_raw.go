@@ -20,6 +20,7 @@ import (
 // rawQueueSystem is the raw-SQL limit: leasehold's tables and statements, looped
 // directly through pgx, without leases, fence checks or handler dispatch.
 type rawQueueSystem struct {
+	lhTables
 	q    *queueBench
 	pool *pgxpool.Pool // --conns connections, traced
 }
@@ -39,12 +40,6 @@ func (s *rawQueueSystem) settings() string {
 		"no fence; %v sleep after an empty fetch in steady; idle-latency: a LISTEN connection and INSERT + pg_notify; "+
 		"plain INSERT (single) and INSERT ... SELECT FROM unnest (batch); pool of %d conns",
 		s.q.f.partitions, s.q.f.batch, rawPoll, s.q.f.conns)
-}
-
-func (s *rawQueueSystem) reset(ctx context.Context) error   { return s.q.resetLH(ctx) }
-func (s *rawQueueSystem) analyze(ctx context.Context) error { return s.q.analyzeLH(ctx) }
-func (s *rawQueueSystem) tally(ctx context.Context) (tally, error) {
-	return s.q.tallyLH(ctx)
 }
 
 // enqueue inserts the jobs with one INSERT ... SELECT FROM unnest: what

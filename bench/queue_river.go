@@ -82,23 +82,11 @@ func (s *riverSystem) reset(ctx context.Context) error {
 }
 
 func (s *riverSystem) analyze(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, "ANALYZE river_job"); err != nil {
-		return fmt.Errorf("analyze: %w", err)
-	}
-	s.pool.Exec(ctx, "CHECKPOINT") // needs privileges a DATABASE_URL role may lack: best effort
-	return nil
+	return analyzeCheckpoint(ctx, s.pool, "river_job")
 }
 
 func (s *riverSystem) tally(ctx context.Context) (tally, error) {
-	var t tally
-	err := s.pool.QueryRow(ctx, `SELECT count(*),
-		count(*) FILTER (WHERE state = 'completed' AND attempt = 1),
-		count(*) FILTER (WHERE state = 'available'),
-		count(*) FILTER (WHERE state NOT IN ('completed', 'available') OR (state = 'completed' AND attempt <> 1)),
-		(SELECT count(*) FROM `+queueEffectsTable+`),
-		(SELECT count(*) FROM `+queueEffectsTable+` AS e JOIN river_job AS j ON j.id = e.job_id AND j.state = 'completed')
-		FROM river_job`).Scan(&t.total, &t.completed, &t.waiting, &t.other, &t.effects, &t.effectsOK)
-	return t, err
+	return tallyJobs(ctx, s.pool, "river_job", "available")
 }
 
 func (s *riverSystem) enqueue(ctx context.Context, c string, first, n int) error {

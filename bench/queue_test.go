@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -75,14 +74,7 @@ func TestQueueSuite(t *testing.T) {
 // every job counted), and ratios per peer.
 func checkQueueReport(t *testing.T, path string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("report is not JSON: %v\n%s", err, b)
-	}
+	rep := readReport(t, path)
 	if rep.Suite != "queue" || rep.Rounds != 1 {
 		t.Errorf("suite %q rounds %d, want queue 1", rep.Suite, rep.Rounds)
 	}

@@ -11,14 +11,7 @@ import (
 // and a plausible result of leasehold alone for each of solo.
 func checkReport(t *testing.T, path, suite string, cases []string, solo ...string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("report is not JSON: %v\n%s", err, b)
-	}
+	rep := readReport(t, path)
 	if rep.Suite != suite || rep.Rounds != 1 {
 		t.Errorf("suite %q rounds %d, want %s 1", rep.Suite, rep.Rounds, suite)
 	}
@@ -48,4 +41,18 @@ func checkReport(t *testing.T, path, suite string, cases []string, solo ...strin
 	if len(rep.Results) != 2*len(cases)+len(solo) || len(rep.Ratios) != len(cases) {
 		t.Errorf("%d results and %d ratios, want %d and %d", len(rep.Results), len(rep.Ratios), 2*len(cases)+len(solo), len(cases))
 	}
+}
+
+// readReport reads a --json report.
+func readReport(t *testing.T, path string) Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, b)
+	}
+	return rep
 }
