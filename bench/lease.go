@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,6 +42,7 @@ const leaseTarget = 0.80
 // leaseBench is one run of the lease suite.
 type leaseBench struct {
 	f       leaseFlags
+	url     string        // the server, for the failover cases' holder processes
 	admin   *pgxpool.Pool // migrations and truncation, outside both systems' pools
 	q       rawQueries
 	systems []leaseSystem
@@ -131,6 +133,7 @@ func runLease(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	q := renderQueries(f.schema)
 	b := &leaseBench{
 		f:     f,
+		url:   url,
 		admin: admin,
 		q:     q,
 		systems: []leaseSystem{
@@ -169,6 +172,19 @@ func runLease(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}
 	}
 
+	for _, c := range []string{caseFailoverKill, caseFailoverStop} {
+		if f.failoverRounds == 0 {
+			break
+		}
+		smp, err := b.failover(ctx, c, f.failoverRounds)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "  %-14s %-10s %d failovers  p50 %.1f ms  p99 %.1f ms\n", c, sysLeasehold, smp.ops,
+			ms(smp.quantile(0.5)), ms(smp.quantile(0.99)))
+		all = append(all, &series{system: sysLeasehold, kase: c, samples: []sample{smp}})
+	}
+
 	rep := newReport("lease", f.rounds, all, sysLeasehold, sysRaw)
 	held := "unbounded"
 	if f.batch > 0 {
@@ -178,7 +194,24 @@ func runLease(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		"%d rounds x %v per case and system (%d alternating slices), %d workers, pools of %d conns, GOMAXPROCS %d,\n"+
 		"acquire/release %s; medians over rounds\n\n",
 		version, where, f.rounds, f.duration, f.slices, f.workers, client.Config().MaxConns, runtime.GOMAXPROCS(0), held)
-	printTable(stdout, rep, all, sysLeasehold, sysRaw, leaseTarget)
+	var table strings.Builder
+	printTable(&table, rep, all, sysLeasehold, sysRaw, leaseTarget)
+	if f.failoverRounds > 0 {
+		fmt.Fprintf(&table, "\nfailover-kill, failover-stop: leasehold only (no peer, no ratio), %d failovers each of a lease "+
+			"(TTL %v) held by a separate process,\nkilled with SIGKILL or stopped with SIGTERM (it releases the lease); "+
+			"p50/p99: from the signal until a waiting Acquire\n(MinBackoff 20ms, MaxBackoff 1s) in this process holds "+
+			"the lease; ops/s: the inverse of their mean\n", f.failoverRounds, f.failoverTTL)
+	}
+	io.WriteString(stdout, table.String())
+	if f.docPath != "" {
+		doc := fmt.Sprintf("%s\n\nCommand: `cd bench && go run . lease %s`\n\n```text\n%s```\n",
+			machineLine(version+" ("+where+")", fmt.Sprintf("%d rounds x %v per case and system, %d workers, pools of %d conns",
+				f.rounds, f.duration, f.workers, client.Config().MaxConns), began),
+			strings.Join(args, " "), table.String())
+		if err := writeDocSection(f.docPath, "lease", doc); err != nil {
+			return err
+		}
+	}
 	if f.jsonPath != "" {
 		if err := writeJSON(f.jsonPath, rep); err != nil {
 			return err

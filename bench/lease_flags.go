@@ -23,6 +23,9 @@ type leaseFlags struct {
 	cpuProfile       string
 	memProfile       string
 	cases            []string
+	failoverRounds   int
+	failoverTTL      time.Duration
+	docPath          string
 }
 
 func parseLeaseFlags(args []string, stderr io.Writer) (leaseFlags, error) {
@@ -43,6 +46,10 @@ func parseLeaseFlags(args []string, stderr io.Writer) (leaseFlags, error) {
 	fs.StringVar(&f.schema, "schema", "leasehold_bench", "schema to migrate and benchmark in; its lease table is emptied between measurements")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file")
+	fs.IntVar(&f.failoverRounds, "failover-rounds", 5, "failovers timed per kind (kill -9, graceful stop) of a lease "+
+		"held by a separate process; 0 skips them")
+	fs.DurationVar(&f.failoverTTL, "failover-ttl", 2*time.Second, "TTL of the failover cases' leases (holder and waiter)")
+	fs.StringVar(&f.docPath, "doc", "", "also write the table into this Markdown file, between the suite's generated-section markers")
 	cases := fs.String("cases", strings.Join(leaseCases, ","), "comma-separated cases to run")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: go run . lease [flags]\n\nflags:")
@@ -66,6 +73,8 @@ func parseLeaseFlags(args []string, stderr io.Writer) (leaseFlags, error) {
 		return f, errors.New("--slices must be at least 1")
 	case f.batch < 0:
 		return f, errors.New("--batch must not be negative")
+	case f.failoverRounds < 0 || f.failoverTTL < time.Second:
+		return f, errors.New("--failover-rounds must not be negative and --failover-ttl must be at least 1s")
 	}
 	for _, c := range strings.Split(*cases, ",") {
 		if !slices.Contains(leaseCases, c) {

@@ -14,6 +14,15 @@ import (
 	"github.com/leasehold/leasehold/internal/pgcluster"
 )
 
+// TestMain lets the test binary serve as the failover cases' lease holder
+// process, as the bench command does.
+func TestMain(m *testing.M) {
+	if isLeaseHolder() {
+		os.Exit(leaseHolderMain(os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
 // TestLeaseSuite runs the lease suite briefly on a real server and checks
 // the JSON report covers every case on both systems.
 func TestLeaseSuite(t *testing.T) {
@@ -26,14 +35,23 @@ func TestLeaseSuite(t *testing.T) {
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "lease.json")
 	var out bytes.Buffer
-	err := runLease(ctx, []string{"--duration", "300ms", "--rounds", "1", "--json", path}, &out, io.Discard)
+	err := runLease(ctx, []string{"--duration", "300ms", "--rounds", "1", "--json", path,
+		"--failover-rounds", "1", "--failover-ttl", "1s"}, &out, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "leasehold / raw-sql") {
 		t.Errorf("table lacks the ratios:\n%s", out.String())
 	}
-	checkReport(t, path, "lease", leaseCases)
+	checkReport(t, path, "lease", leaseCases, caseFailoverKill, caseFailoverStop)
+	// A failover after kill -9 waits for the lease's expiry: at least most
+	// of the TTL (1s) less the time since the last renewal (TTL/3), and a
+	// graceful stop does not.
+	for _, r := range readReport(t, path).Results {
+		if r.Case == caseFailoverKill && r.P50Ms < 500 {
+			t.Errorf("failover after kill -9 took %.1f ms, before the lease could have expired", r.P50Ms)
+		}
+	}
 }
 
 func TestUnknownSuite(t *testing.T) {

@@ -38,6 +38,9 @@ func register(s suite) {
 }
 
 func main() {
+	if isLeaseHolder() { // re-executed by the lease suite's failover cases
+		os.Exit(leaseHolderMain(os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

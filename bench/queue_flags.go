@@ -10,30 +10,38 @@ import (
 	"time"
 )
 
-// The queue suite's cases, in the order they run within a round.
-var queueCases = []string{"noop-burndown", "tx-one-row"}
-
 // queueFlags are the queue suite's command-line settings.
 type queueFlags struct {
-	jobs, txJobs  int
-	partitions    int
-	rounds        int
-	batch         int
-	conns         int
-	keys          int
-	enqueueBatch  int
-	duration      time.Duration
-	warmup        bool
-	planCacheMode string
-	jsonPath      string
-	markdown      bool
-	cpuProfile    string
-	cases         []string
+	jobs, txJobs   int
+	partitions     int
+	steadyBacklog  int
+	enqueueSize    int
+	enqueueWorkers int
+	latencyJobs    int
+	latencySpread  time.Duration
+	riverWorkers   int
+	lhPoll         time.Duration
+	svgPath        string
+	docPath        string
+	systems        []string
+	args           []string // the command line, for the document
+	rounds         int
+	batch          int
+	conns          int
+	keys           int
+	enqueueBatch   int
+	duration       time.Duration
+	warmup         bool
+	planCacheMode  string
+	jsonPath       string
+	markdown       bool
+	cpuProfile     string
+	cases          []string
 }
 
 // jobsOf returns the backlog size of case c.
 func (f queueFlags) jobsOf(c string) int {
-	if c == "tx-one-row" {
+	if c == caseTxOneRow {
 		return f.txJobs
 	}
 	return f.jobs
@@ -43,16 +51,27 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 	var f queueFlags
 	fs := flag.NewFlagSet("queue", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&f.jobs, "jobs", 50000, "backlog of the noop-burndown case, enqueued (untimed) before each measurement")
+	fs.IntVar(&f.jobs, "jobs", 200000, "backlog of the noop-burndown case, enqueued (untimed) before each measurement")
 	fs.IntVar(&f.txJobs, "tx-jobs", 0, "backlog of the tx-one-row case; 0 means --jobs/5")
 	fs.IntVar(&f.partitions, "partitions", 16, "partitions of the group: leasehold's member owns them all; raw-sql runs one goroutine per partition")
 	fs.IntVar(&f.rounds, "rounds", 3, "rounds; the report gives medians over them")
 	fs.IntVar(&f.batch, "batch", 100, "jobs per fetch on both systems (ProcessorConfig.BatchSize; 100 is its default)")
 	fs.IntVar(&f.conns, "conns", 0, "MaxConns of both systems' pools; 0 means --partitions")
 	fs.IntVar(&f.keys, "keys", 10000, "distinct job keys, job i getting key i mod keys (at most the backlog)")
-	fs.IntVar(&f.enqueueBatch, "enqueue-batch", 5000, "jobs per EnqueueMany call when building a backlog")
-	fs.DurationVar(&f.duration, "duration", 30*time.Second, "cap on each measurement: a backlog not finished by then is "+
-		"cut, its rate is the jobs finished over the time, and the round is marked *")
+	fs.IntVar(&f.enqueueBatch, "enqueue-batch", 5000, "jobs per batched insert when building a backlog")
+	fs.IntVar(&f.steadyBacklog, "steady-backlog", 20000, "steady: backlog enqueued before the measurement and kept topped up by a producer")
+	fs.IntVar(&f.enqueueSize, "enqueue-size", 100, "enqueue-batch: jobs per EnqueueMany / InsertMany / INSERT call")
+	fs.IntVar(&f.enqueueWorkers, "enqueue-workers", 4, "enqueue cases: concurrent goroutines inserting")
+	fs.IntVar(&f.latencyJobs, "latency-jobs", 200, "idle-latency: jobs enqueued one at a time (fewer if --duration passes first)")
+	fs.DurationVar(&f.latencySpread, "latency-spread", 500*time.Millisecond, "idle-latency: each job is enqueued 5ms plus "+
+		"a random time up to this after the previous one completed; keep it at least any system's poll interval")
+	fs.IntVar(&f.riverWorkers, "river-workers", riverMaxWorkers, "River's MaxWorkers on its queue (River's own benchmark uses 2000)")
+	fs.DurationVar(&f.lhPoll, "lh-poll", 0, "leasehold's ProcessorConfig.PollInterval; 0 keeps the library default (500ms)")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "cap on each measurement: a backlog not finished by then is "+
+		"cut (its rate is the jobs finished over the time, the round is marked *); steady and enqueue cases run this long")
+	systems := fs.String("systems", strings.Join(queueSystems, ","), "comma-separated systems to run")
+	fs.StringVar(&f.svgPath, "svg", "", "also write a bar chart of the results (SVG) to this file")
+	fs.StringVar(&f.docPath, "doc", "", "also write the tables into this Markdown file, between the suite's generated-section markers")
 	fs.BoolVar(&f.warmup, "warmup", true, "before round 1, burn down a small backlog of every case on every system, untimed")
 	fs.StringVar(&f.planCacheMode, "plan-cache-mode", "", "PostgreSQL plan_cache_mode on both systems' pools; \"\" keeps "+
 		"the server's (auto), which is what a Processor on an application's pool gets")
@@ -67,6 +86,7 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 	if err := fs.Parse(args); err != nil {
 		return f, flag.ErrHelp // fs has printed the error and the usage
 	}
+	f.args = args
 	if f.txJobs == 0 {
 		f.txJobs = max(f.jobs/5, 1)
 	}
@@ -88,8 +108,12 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 		return f, errors.New("--conns must be at least 1")
 	case f.keys < 1:
 		return f, errors.New("--keys must be at least 1")
-	case f.enqueueBatch < 1:
-		return f, errors.New("--enqueue-batch must be at least 1")
+	case f.enqueueBatch < 1 || f.enqueueSize < 1 || f.enqueueWorkers < 1 || f.steadyBacklog < 1 || f.latencyJobs < 1:
+		return f, errors.New("--enqueue-batch, --enqueue-size, --enqueue-workers, --steady-backlog and --latency-jobs must be at least 1")
+	case f.riverWorkers < 1 || f.riverWorkers > 10000:
+		return f, errors.New("--river-workers must be 1 to 10000")
+	case f.lhPoll < 0 || f.latencySpread < 0:
+		return f, errors.New("--lh-poll and --latency-spread must not be negative")
 	case f.duration <= 0:
 		return f, errors.New("--duration must be positive")
 	}
@@ -104,6 +128,18 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 			f.cases = append(f.cases, c)
 		}
 	}
+	for _, s := range strings.Split(*systems, ",") {
+		if !slices.Contains(queueSystems, s) {
+			return f, fmt.Errorf("unknown system %q in --systems (known: %s)", s, strings.Join(queueSystems, ", "))
+		}
+		if slices.Contains(f.systems, s) {
+			return f, fmt.Errorf("system %q twice in --systems", s)
+		}
+		f.systems = append(f.systems, s)
+	}
+	if !slices.Contains(f.systems, sysQueueLeasehold) || len(f.systems) < 2 {
+		return f, errors.New("--systems must include leasehold and at least one peer")
+	}
 	return f, nil
 }
 
@@ -113,7 +149,9 @@ func (f queueFlags) settings() string {
 	if pcm == "" {
 		pcm = "server default"
 	}
-	return fmt.Sprintf("%d jobs (noop-burndown), %d (tx-one-row), %d partitions, batch %d, pools of %d conns, "+
-		"%d keys, plan_cache_mode %s, %d rounds, cap %v per measurement",
-		f.jobs, f.txJobs, f.partitions, f.batch, f.conns, min(f.keys, f.jobs), pcm, f.rounds, f.duration)
+	return fmt.Sprintf("%d jobs (noop-burndown), %d (tx-one-row), steady backlog %d, %d partitions, batch %d, pools of %d conns, "+
+		"%d keys, plan_cache_mode %s, enqueue: %d goroutines, %d jobs per batch; idle-latency: up to %d jobs, spread %v; "+
+		"%d rounds, %v per measurement",
+		f.jobs, f.txJobs, f.steadyBacklog, f.partitions, f.batch, f.conns, min(f.keys, f.jobs), pcm,
+		f.enqueueWorkers, f.enqueueSize, f.latencyJobs, f.latencySpread, f.rounds, f.duration)
 }

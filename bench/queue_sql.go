@@ -12,8 +12,24 @@ const (
 	queueComplete = queuesql.Complete
 )
 
+// The raw-sql baseline's inserts: the columns queue.Client fills, without
+// its unique-key handling, id pre-allocation and per-input results. $1
+// group, $2 partition(s), $3 key(s), $4 kind, $5 args, $6 max attempts.
+const (
+	rawInsertOne = `INSERT INTO {{schema}}.jobs (group_name, partition, key, kind, args, max_attempts, run_at)
+VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())`
+	rawInsertMany = `INSERT INTO {{schema}}.jobs (group_name, partition, key, kind, args, max_attempts, run_at)
+SELECT $1, p, k, $4, a, $6, clock_timestamp()
+FROM unnest($2::int[], $3::text[], $5::jsonb[]) WITH ORDINALITY AS t(p, k, a, n) ORDER BY n`
+	// rawInsertNotify is rawInsertOne that also notifies rawChannel with
+	// the job's partition, in the same statement.
+	rawInsertNotify = `WITH ins AS (` + rawInsertOne + ` RETURNING partition)
+SELECT pg_notify('` + rawChannel + `', partition::text) FROM ins`
+)
+
 // queueEffectsTable is where the tx-one-row case's handlers write their one
-// row per job, in the bench database's public schema.
+// row per job, in the bench database's public schema (River's in its own
+// database).
 const queueEffectsTable = "queue_bench_effects"
 
 // queueCreateEffects creates queueEffectsTable. The primary key on job_id
@@ -23,15 +39,16 @@ const queueCreateEffects = `CREATE TABLE ` + queueEffectsTable + ` (
     key    text   NOT NULL,
     token  bigint NOT NULL)`
 
-// queueInsertEffect is the one row both systems' tx-one-row handlers
-// insert: $1 job id, $2 key, $3 token.
+// queueInsertEffect is the one row the tx-one-row handlers insert: $1 job
+// id, $2 key, $3 token (River: the job's attempt).
 const queueInsertEffect = `INSERT INTO ` + queueEffectsTable + ` (job_id, key, token) VALUES ($1, $2, $3)`
 
 // queueSQL holds the statements rendered for the schema the suite uses.
 type queueSQL struct {
-	fetch, complete string
-	jobs            string // the quoted jobs table
-	groups          string // the quoted groups table
+	fetch, complete                     string
+	insertOne, insertMany, insertNotify string
+	jobs                                string // the quoted jobs table
+	groups                              string // the quoted groups table
 }
 
 // renderQueueSQL renders the statements for schema ("" for the default),
@@ -42,9 +59,12 @@ func renderQueueSQL(schema string) (queueSQL, error) {
 		return queueSQL{}, err
 	}
 	return queueSQL{
-		fetch:    migrations.Render(queueFetch, q),
-		complete: migrations.Render(queueComplete, q),
-		jobs:     q + ".jobs",
-		groups:   q + ".groups",
+		fetch:        migrations.Render(queueFetch, q),
+		complete:     migrations.Render(queueComplete, q),
+		insertOne:    migrations.Render(rawInsertOne, q),
+		insertMany:   migrations.Render(rawInsertMany, q),
+		insertNotify: migrations.Render(rawInsertNotify, q),
+		jobs:         q + ".jobs",
+		groups:       q + ".groups",
 	}, nil
 }

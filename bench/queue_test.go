@@ -14,30 +14,96 @@ import (
 	"github.com/leasehold/leasehold/internal/pgcluster"
 )
 
-// TestQueueSuite runs the queue suite tiny on a real server (500 jobs, 2
-// partitions, one round) and checks the Markdown tables and the JSON report.
+// TestQueueSuite runs every case of the queue suite tiny on every system
+// on a real server (one round, short caps) and checks the Markdown tables,
+// the JSON report, the chart and the document section. Each measurement
+// checks in the database that the system processed every job it counted,
+// exactly once (and a burndown that was not cut: every job).
 func TestQueueSuite(t *testing.T) {
 	if os.Getenv(envURL) == "" {
 		if _, err := pgcluster.FindBinDir(); errors.Is(err, pgcluster.ErrNotInstalled) {
 			t.Skip(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	path := filepath.Join(t.TempDir(), "queue.json")
+	dir := t.TempDir()
+	path, svg, doc := filepath.Join(dir, "queue.json"), filepath.Join(dir, "q.svg"), filepath.Join(dir, "b.md")
+	if err := os.WriteFile(doc, []byte("# Benchmarks\n\nHand-written text.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
-	err := runQueue(ctx, []string{"--jobs", "500", "--partitions", "2", "--rounds", "1", "--keys", "50",
-		"--markdown", "--json", path}, &out, io.Discard)
+	err := runQueue(ctx, []string{"--jobs", "500", "--tx-jobs", "100", "--partitions", "2", "--rounds", "1", "--keys", "50",
+		"--duration", "1s", "--steady-backlog", "300", "--enqueue-size", "20", "--latency-jobs", "3",
+		"--latency-spread", "10ms", "--lh-poll", "50ms", "--warmup=false",
+		"--markdown", "--json", path, "--svg", svg, "--doc", doc}, &out, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Machine: nproc", "| noop-burndown | leasehold | 500 |", "| tx-one-row | raw-sql | 100 |",
-		"| case | ratio | target | verdict |"} {
+	for _, want := range []string{"Machine: nproc", "| noop-burndown | leasehold | 500 |", "| noop-burndown | river | 500 |",
+		"| tx-one-row | raw-sql | 100 |", "| tx-one-row | river | 100 |", "| idle-latency | river | 3 |",
+		"| case | vs river | target | vs raw-sql | target | verdict |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("Markdown output lacks %q:\n%s", want, out.String())
 		}
 	}
-	checkReport(t, path, "queue", queueCases)
+	checkQueueReport(t, path)
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<svg", "idle-latency", "river", "</svg>"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+	b, err = os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, end := docMarkers("queue")
+	for _, want := range []string{"Hand-written text.", begin, end, "| enqueue-batch | river |", "](q.svg)", "**river**: River v0.51.2"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("document lacks %q:\n%s", want, b)
+		}
+	}
+}
+
+// checkQueueReport checks the queue suite's --json report: one round, a
+// plausible result for every case on every system (burndowns complete:
+// every job counted), and ratios per peer.
+func checkQueueReport(t *testing.T, path string) {
+	t.Helper()
+	rep := readReport(t, path)
+	if rep.Suite != "queue" || rep.Rounds != 1 {
+		t.Errorf("suite %q rounds %d, want queue 1", rep.Suite, rep.Rounds)
+	}
+	got := map[[2]string]Result{}
+	for _, r := range rep.Results {
+		got[[2]string{r.System, r.Case}] = r
+	}
+	for _, c := range queueCases {
+		for _, sys := range queueSystems {
+			r, ok := got[[2]string{sys, c}]
+			switch {
+			case !ok:
+				t.Errorf("no result for %s on %s", c, sys)
+			case r.JobsPerSec <= 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms:
+				t.Errorf("%s on %s: implausible %+v", c, sys, r)
+			}
+		}
+		for _, peer := range []string{sysQueueRiver, sysQueueRaw} {
+			if rep.RatiosByPeer[peer][c] <= 0 {
+				t.Errorf("ratio for %s vs %s is %v", c, peer, rep.RatiosByPeer[peer][c])
+			}
+		}
+		if rep.Ratios[c] != rep.RatiosByPeer[sysQueueRiver][c] {
+			t.Errorf("ratios[%s] = %v, not River's %v", c, rep.Ratios[c], rep.RatiosByPeer[sysQueueRiver][c])
+		}
+	}
+	if len(rep.Results) != len(queueSystems)*len(queueCases) {
+		t.Errorf("%d results, want %d", len(rep.Results), len(queueSystems)*len(queueCases))
+	}
 }
 
 func TestQueueFlags(t *testing.T) {
@@ -45,12 +111,53 @@ func TestQueueFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.txJobs != 200 || f.conns != 4 || len(f.cases) != 2 || f.jobsOf("tx-one-row") != 200 || f.jobsOf("noop-burndown") != 1000 {
+	if f.txJobs != 200 || f.conns != 4 || len(f.cases) != len(queueCases) || f.jobsOf(caseTxOneRow) != 200 ||
+		f.jobsOf(caseNoopBurndown) != 1000 || strings.Join(f.systems, ",") != "leasehold,river,raw-sql" {
 		t.Errorf("defaults: %+v", f)
 	}
-	for _, bad := range [][]string{{"--cases", "nope"}, {"--jobs", "0"}, {"--rounds", "0"}, {"--duration", "0s"}, {"extra"}} {
+	f, err = parseQueueFlags([]string{"--systems", "leasehold,raw-sql", "--cases", "idle-latency,steady"}, io.Discard)
+	if err != nil || strings.Join(f.systems, ",") != "leasehold,raw-sql" || strings.Join(f.cases, ",") != "steady,idle-latency" {
+		t.Errorf("selection: %v %+v", err, f)
+	}
+	for _, bad := range [][]string{{"--cases", "nope"}, {"--jobs", "0"}, {"--rounds", "0"}, {"--duration", "0s"}, {"extra"},
+		{"--systems", "river,raw-sql"}, {"--systems", "leasehold"}, {"--systems", "leasehold,nope"},
+		{"--systems", "leasehold,river,river"}, {"--river-workers", "0"}, {"--lh-poll", "-1s"}} {
 		if _, err := parseQueueFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+func TestReplaceSection(t *testing.T) {
+	begin, end := docMarkers("queue")
+	doc, err := replaceSection("# T\n\nintro\n", "queue", "one")
+	if err != nil || doc != "# T\n\nintro\n\n"+begin+"\n\none\n\n"+end+"\n" {
+		t.Fatalf("append: %v %q", err, doc)
+	}
+	doc2, err := replaceSection(doc+"\nafter\n", "queue", "two\n")
+	if err != nil || doc2 != "# T\n\nintro\n\n"+begin+"\n\ntwo\n\n"+end+"\n\nafter\n" {
+		t.Fatalf("replace: %v %q", err, doc2)
+	}
+	if _, err := replaceSection(begin+"\nno end\n", "queue", "x"); err == nil {
+		t.Error("a section without its end marker was accepted")
+	}
+}
+
+func TestChartSVG(t *testing.T) {
+	rep := Report{Results: []Result{
+		{System: sysQueueLeasehold, Case: caseNoopBurndown, JobsPerSec: 100000},
+		{System: sysQueueRiver, Case: caseNoopBurndown, JobsPerSec: 25000},
+		{System: sysQueueLeasehold, Case: caseIdleLatency, JobsPerSec: 3, P50Ms: 4.5},
+		{System: sysQueueRiver, Case: caseIdleLatency, JobsPerSec: 3, P50Ms: 9},
+	}}
+	s := chartSVG("t <&>", "sub", rep)
+	for _, want := range []string{"t &lt;&amp;&gt;", ">100k<", ">25k<", ">4.5<", ">9.0<", "lower is better", `fill="#dd6b20"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("chart lacks %q:\n%s", want, s)
+		}
+	}
+	// The tallest bar of a panel fills it; the others are to scale.
+	if !strings.Contains(s, `height="150" fill="#2b6cb0"`) || !strings.Contains(s, `height="38" fill="#dd6b20"`) {
+		t.Errorf("bars not to scale:\n%s", s)
 	}
 }

@@ -23,6 +23,10 @@ type Report struct {
 	// Ratios maps each case to the measured system's rate divided by the
 	// baseline's (for the lease suite: leasehold / raw-sql).
 	Ratios map[string]float64 `json:"ratios"`
+	// RatiosByPeer, for suites with more than one peer (queue: River and
+	// the raw-SQL limit), maps each peer to its ratios as in Ratios, which
+	// then holds the first peer's.
+	RatiosByPeer map[string]map[string]float64 `json:"ratios_by_peer,omitempty"`
 }
 
 // Result is the median outcome of one case on one system.

@@ -7,17 +7,11 @@ import (
 )
 
 // checkReport checks the --json report at path: the suite, one round, a
-// plausible result for every case on both systems, and a ratio per case.
-func checkReport(t *testing.T, path, suite string, cases []string) {
+// plausible result for every case on both systems, and a ratio per case;
+// and a plausible result of leasehold alone for each of solo.
+func checkReport(t *testing.T, path, suite string, cases []string, solo ...string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("report is not JSON: %v\n%s", err, b)
-	}
+	rep := readReport(t, path)
 	if rep.Suite != suite || rep.Rounds != 1 {
 		t.Errorf("suite %q rounds %d, want %s 1", rep.Suite, rep.Rounds, suite)
 	}
@@ -39,7 +33,26 @@ func checkReport(t *testing.T, path, suite string, cases []string) {
 			t.Errorf("ratio for %s is %v", c, rep.Ratios[c])
 		}
 	}
-	if len(rep.Results) != 2*len(cases) || len(rep.Ratios) != len(cases) {
-		t.Errorf("%d results and %d ratios, want %d and %d", len(rep.Results), len(rep.Ratios), 2*len(cases), len(cases))
+	for _, c := range solo {
+		if r, ok := got[[2]string{sysLeasehold, c}]; !ok || r.JobsPerSec <= 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms {
+			t.Errorf("%s on %s: missing or implausible %+v", c, sysLeasehold, r)
+		}
 	}
+	if len(rep.Results) != 2*len(cases)+len(solo) || len(rep.Ratios) != len(cases) {
+		t.Errorf("%d results and %d ratios, want %d and %d", len(rep.Results), len(rep.Ratios), 2*len(cases)+len(solo), len(cases))
+	}
+}
+
+// readReport reads a --json report.
+func readReport(t *testing.T, path string) Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, b)
+	}
+	return rep
 }
