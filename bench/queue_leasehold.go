@@ -47,7 +47,7 @@ func (s *lhSystem) settings() string {
 		poll = s.q.f.lhPoll.String()
 	}
 	return fmt.Sprintf("one partition.Member owning all %d partitions, each running a queue.Processor (BatchSize %d, "+
-		"PollInterval %s); queue.Client Enqueue / EnqueueMany; pool of %d conns (plus the Member's lease and membership pools)",
+		"PollInterval %s) woken by Processor.Listen; queue.Client Enqueue / EnqueueMany (NOTIFY on enqueue); pool of %d conns (plus the Member's lease and membership pools)",
 		s.q.f.partitions, s.q.f.batch, poll, s.q.f.conns)
 }
 
@@ -70,15 +70,19 @@ func (s *lhSystem) enqueueOne(ctx context.Context, c string, i int) error {
 	return err
 }
 
-// lhRun is a running Member whose Runs wait at a gate.
+// lhRun is a running Member whose Runs wait at a gate, and its Processor's
+// Listen (which wakes idle partitions when jobs are enqueued).
 type lhRun struct {
-	m    *partition.Member
-	gate chan struct{}
+	m        *partition.Member
+	gate     chan struct{}
+	unlisten context.CancelFunc
+	listened chan struct{}
 }
 
 func (r *lhRun) open() error { close(r.gate); return nil }
 
 func (r *lhRun) stop(ctx context.Context) error {
+	defer func() { r.unlisten(); <-r.listened }()
 	if err := r.m.Stop(ctx); err != nil {
 		return fmt.Errorf("stop member: %w", err)
 	}
@@ -111,7 +115,12 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 	if err != nil {
 		return nil, err
 	}
-	r := &lhRun{gate: make(chan struct{})}
+	lctx, unlisten := context.WithCancel(context.WithoutCancel(ctx))
+	r := &lhRun{gate: make(chan struct{}), unlisten: unlisten, listened: make(chan struct{})}
+	go func() {
+		defer close(r.listened)
+		proc.Listen(lctx)
+	}()
 	var waiting atomic.Int32
 	s.seq++
 	r.m, err = partition.New(s.pool, partition.Config{
@@ -130,6 +139,7 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 		Lease: lease.Config{Logger: discard},
 	})
 	if err != nil {
+		unlisten()
 		return nil, err
 	}
 	var startErr error
@@ -138,6 +148,7 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 		startErr = r.m.Start(ctx)
 	})
 	if startErr != nil {
+		unlisten()
 		return nil, fmt.Errorf("start member: %w", startErr)
 	}
 	for t0 := time.Now(); len(r.m.Owned()) < s.q.f.partitions || int(waiting.Load()) < s.q.f.partitions; {
@@ -148,7 +159,7 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			r.m.Stop(sctx)
+			r.stop(sctx)
 			return nil, err
 		}
 	}

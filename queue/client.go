@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -114,7 +115,12 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 			uniques[i] = &jobs[i].UniqueKey
 		}
 	}
-	rows, err := db.Query(ctx, c.q.enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, c.channel)
+	var rows pgx.Rows
+	if slices.ContainsFunc(uniques, func(u *string) bool { return u != nil }) {
+		rows, err = db.Query(ctx, c.q.enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, c.channel)
+	} else {
+		rows, err = db.Query(ctx, c.q.enqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, c.channel)
+	}
 	if err != nil {
 		return nil, enqueueErr(err)
 	}

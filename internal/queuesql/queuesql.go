@@ -12,7 +12,7 @@ const Groups = `SELECT name, partitions FROM {{schema}}.groups WHERE name = ANY(
 // with its id, or NULL for a skipped duplicate.
 const Enqueue = `
 WITH t AS MATERIALIZED (
-    SELECT nextval(pg_get_serial_sequence('{{schema}}.jobs', 'id')) AS id, g, p, k, kind, a, m, r, u, n
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, r, u, n
     FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[])
          WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, n)
     ORDER BY n),
@@ -27,6 +27,25 @@ woken AS (
         SELECT pg_notify($9, d.partition || ':' || d.group_name)
         FROM (SELECT DISTINCT group_name, partition FROM ins WHERE run_at <= clock_timestamp()) AS d) AS x)
 SELECT t.n, ins.id FROM t LEFT JOIN ins USING (id) CROSS JOIN woken ORDER BY t.n`
+
+// EnqueuePlain is Enqueue for jobs none of which has a unique key: every
+// row is inserted, so the ids map back to the inputs without a join, and no
+// conflict check runs. $8 is the notification channel.
+const EnqueuePlain = `
+WITH t AS MATERIALIZED (
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, n
+    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[])
+         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, n)
+    ORDER BY n),
+ins AS (
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, g, p, k, kind, a, m, r FROM t ORDER BY n),
+woken AS (
+    SELECT count(*) AS partitions FROM (
+        SELECT pg_notify($8, d.p || ':' || d.g)
+        FROM (SELECT DISTINCT g, p FROM t WHERE r <= clock_timestamp()) AS d) AS x)
+SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 
 // Fetch reads the due jobs of one partition, without locks: only the
 // partition's owner reads them. A job waits while an earlier pending job of
