@@ -25,6 +25,13 @@ type Config struct {
 	Schema string
 	// MaxAttempts is the attempt limit of jobs that set none. Defaults to 25.
 	MaxAttempts int
+	// NotifyWindow coalesces the notifications that wake idle partition
+	// owners: Enqueue and EnqueueMany notify a partition at most once per
+	// window, and an enqueue whose notification is coalesced is notified
+	// at the end of the window, after it has committed. (EnqueueTx in your
+	// own transaction always notifies at its commit.) Defaults to 5ms;
+	// negative means every enqueue notifies in its own statement.
+	NotifyWindow time.Duration
 }
 
 // Client enqueues jobs. It is safe for concurrent use.
@@ -34,6 +41,7 @@ type Client struct {
 	q    queries
 	// channel is the NOTIFY channel of enqueued jobs.
 	channel string
+	notify  *notifier
 
 	mu     sync.Mutex
 	counts map[string]int // partition count per group; fixed once a group exists
@@ -50,11 +58,16 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 25
 	}
+	if cfg.NotifyWindow == 0 {
+		cfg.NotifyWindow = 5 * time.Millisecond
+	}
 	q, err := render(cfg.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	return &Client{pool: pool, cfg: cfg, q: q, channel: NotifyChannel(cfg.Schema), counts: make(map[string]int)}, nil
+	channel := NotifyChannel(cfg.Schema)
+	return &Client{pool: pool, cfg: cfg, q: q, channel: channel, notify: newNotifier(pool, channel, cfg.NotifyWindow),
+		counts: make(map[string]int)}, nil
 }
 
 // Querier runs a query: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
@@ -115,11 +128,21 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 			uniques[i] = &jobs[i].UniqueKey
 		}
 	}
+	// Our own autocommitted enqueue may leave its notification to the
+	// notifier; one in the caller's transaction notifies at its commit.
+	var due []wakeKey
+	channel := &c.channel
+	if own := db == Querier(c.pool); own {
+		due = dueKeys(groups, parts, runAts)
+		if !c.notify.inStatement(due) {
+			channel = nil
+		}
+	}
 	var rows pgx.Rows
 	if slices.ContainsFunc(uniques, func(u *string) bool { return u != nil }) {
-		rows, err = db.Query(ctx, c.q.enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, c.channel)
+		rows, err = db.Query(ctx, c.q.enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel)
 	} else {
-		rows, err = db.Query(ctx, c.q.enqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, c.channel)
+		rows, err = db.Query(ctx, c.q.enqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel)
 	}
 	if err != nil {
 		return nil, enqueueErr(err)
@@ -144,7 +167,27 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 	if err := rows.Err(); err != nil {
 		return nil, enqueueErr(err)
 	}
+	if channel == nil {
+		c.notify.committed(due)
+	}
 	return out, nil
+}
+
+// dueKeys returns the distinct partitions of the jobs due now (no RunAt, or
+// one already passed by this process's clock; a job that the database finds
+// due later is not worth a notification anyway).
+func dueKeys(groups []string, parts []int32, runAts []*time.Time) []wakeKey {
+	var keys []wakeKey
+	seen := make(map[wakeKey]bool)
+	now := time.Now()
+	for i := range groups {
+		k := wakeKey{groups[i], int(parts[i])}
+		if (runAts[i] == nil || !runAts[i].After(now)) && !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 func (c *Client) check(i int, j Job) error {

@@ -243,3 +243,85 @@ func TestJobTimeoutIsAFailedAttempt(t *testing.T) {
 		t.Fatalf("events %+v; want retried (timeout), then completed", events)
 	}
 }
+
+// Rapid enqueues to one partition are coalesced: the first notifies in its
+// statement, the rest once at the end of the window, after they committed.
+func TestEnqueueNotificationsAreCoalescedAndSentAfterCommit(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, _ := setup(t)
+	c, err := queue.New(pool, queue.Config{NotifyWindow: 300 * time.Millisecond})
+	pgtest.Must(t, err)
+	conn, err := pool.Acquire(ctx)
+	pgtest.Must(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `LISTEN `+queue.NotifyChannel(""))
+	pgtest.Must(t, err)
+	for i := range 10 {
+		_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{fmt.Sprint(i)}})
+		pgtest.Must(t, err)
+	}
+	var notes int
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		notes++
+	}
+	if notes < 2 || notes >= 10 {
+		t.Fatalf("%d notifications for 10 enqueues to one partition; want the first, then coalesced ones", notes)
+	}
+	// The control: a negative window notifies every enqueue.
+	every, err := queue.New(pool, queue.Config{NotifyWindow: -1})
+	pgtest.Must(t, err)
+	for i := range 3 {
+		_, err := every.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{fmt.Sprint(i)}})
+		pgtest.Must(t, err)
+	}
+	for i := range 3 {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("notification %d of 3 with NotifyWindow -1: %v", i+1, err)
+		}
+	}
+}
+
+// With a poll interval of an hour, a job whose notification was coalesced
+// (enqueued within the window of the previous one, while its owner is idle)
+// still wakes its owner: the notification follows at the window's end.
+func TestCoalescedNotificationsLoseNoWakeUp(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, _ := setup(t)
+	c, err := queue.New(pool, queue.Config{NotifyWindow: 2 * time.Second})
+	pgtest.Must(t, err)
+	ran := make(chan string, 2)
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		ran <- w.Args.Name
+		return nil
+	})
+	m := member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour}, true)
+	waitOwned(t, m, 8)
+	time.Sleep(300 * time.Millisecond) // every partition has fetched once and sleeps
+	for _, name := range []string{"first", "coalesced"} {
+		if name == "coalesced" {
+			time.Sleep(300 * time.Millisecond) // the owner recorded "first" and sleeps again
+		}
+		_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{name}})
+		pgtest.Must(t, err)
+		select {
+		case got := <-ran:
+			if got != name {
+				t.Fatalf("ran %q, want %q", got, name)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("job %q did not run: its wake-up was lost", name)
+		}
+	}
+}

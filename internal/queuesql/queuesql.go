@@ -8,7 +8,8 @@ const Groups = `SELECT name, partitions FROM {{schema}}.groups WHERE name = ANY(
 // whose unique key is already pending in its group (or earlier in the same
 // batch) is skipped. Each partition that received a job due now is notified
 // on channel $9 (delivered at commit; one notification per partition per
-// transaction), so its owner fetches at once instead of at its next poll. The result has one row per input, by ordinality n,
+// transaction), so its owner fetches at once instead of at its next poll;
+// with $9 NULL, none is (the client notifies later). The result has one row per input, by ordinality n,
 // with its id, or NULL for a skipped duplicate.
 const Enqueue = `
 WITH t AS MATERIALIZED (
@@ -25,12 +26,12 @@ ins AS (
 woken AS (
     SELECT count(*) AS partitions FROM (
         SELECT pg_notify($9, d.partition || ':' || d.group_name)
-        FROM (SELECT DISTINCT group_name, partition FROM ins WHERE run_at <= clock_timestamp()) AS d) AS x)
+        FROM (SELECT DISTINCT group_name, partition FROM ins WHERE $9::text IS NOT NULL AND run_at <= clock_timestamp()) AS d) AS x)
 SELECT t.n, ins.id FROM t LEFT JOIN ins USING (id) CROSS JOIN woken ORDER BY t.n`
 
 // EnqueuePlain is Enqueue for jobs none of which has a unique key: every
 // row is inserted, so the ids map back to the inputs without a join, and no
-// conflict check runs. $8 is the notification channel.
+// conflict check runs. $8 is the notification channel (NULL: none).
 const EnqueuePlain = `
 WITH t AS MATERIALIZED (
     SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, n
@@ -44,7 +45,7 @@ ins AS (
 woken AS (
     SELECT count(*) AS partitions FROM (
         SELECT pg_notify($8, d.p || ':' || d.g)
-        FROM (SELECT DISTINCT g, p FROM t WHERE r <= clock_timestamp()) AS d) AS x)
+        FROM (SELECT DISTINCT g, p FROM t WHERE $8::text IS NOT NULL AND r <= clock_timestamp()) AS d) AS x)
 SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 
 // Fetch reads the due jobs of one partition, without locks: only the
