@@ -106,14 +106,15 @@ func (p *Processor) batch(ctx, hctx context.Context, o partition.Ownership, log 
 
 // report calls the OnJob hook for every run of the batch. A non-empty
 // override replaces the outcome of the plain runs (whose outcomes are
-// recorded together at the end) and, for OutcomeFenced, of every run.
+// recorded together at the end). Transactional runs keep theirs: a run that
+// committed before another was refused by the fence is completed.
 func (r *run) report(override Outcome, err error) {
 	f := r.p.cfg.Hooks.OnJob
 	if f == nil {
 		return
 	}
 	for _, ev := range r.events {
-		if override == OutcomeFenced || (override != "" && ev.plain) {
+		if override != "" && ev.plain {
 			ev.Outcome, ev.Err = override, err
 		}
 		f(ev.JobEvent)
@@ -163,8 +164,8 @@ func (r *run) runJobs(ctx, hctx context.Context, jobs []fetched) {
 		case here <- struct{}{}:
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil || !p.acquire(ctx) {
-			break
+		if ctx.Err() != nil || r.isFenced() || !p.acquire(ctx) {
+			break // again: a run that ended meanwhile may have been fenced
 		}
 		wg.Add(1)
 		go func() {
