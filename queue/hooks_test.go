@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -76,49 +78,72 @@ func TestHookReportsSnoozesAndRetries(t *testing.T) {
 
 // A handler's context is cancelled when its grant's lease ends (here:
 // released), with the lease's cause, even while Run's context is not; the
-// run is interrupted and spends no attempt.
+// run, plain or transactional, is reported interrupted and spends no
+// attempt.
 func TestLeaseEndCancelsHandlers(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
-	pool, c := setup(t)
-	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "lease")[0], Args: step{"x"}})
-	pgtest.Must(t, err)
-	lc, err := lease.New(pool, lease.Config{Owner: "a", Logger: quiet})
-	pgtest.Must(t, err)
-	t.Cleanup(func() { lc.Close(context.Background()) })
-	l, err := lc.TryAcquire(ctx, "partition/emails/0")
-	pgtest.Must(t, err)
-	started, cause := make(chan struct{}), make(chan error, 1)
-	ws := queue.NewWorkers()
-	queue.Handle(ws, func(hctx context.Context, w *queue.Work[step]) error {
-		close(started)
-		select {
-		case <-hctx.Done():
-			cause <- context.Cause(hctx)
-			return hctx.Err()
-		case <-ctx.Done():
-			cause <- errors.New("not cancelled")
-			return ctx.Err()
-		}
-	})
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet, PollInterval: time.Hour})
-	pgtest.Must(t, err)
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.Run(rctx, partition.Ownership{Group: "emails", Partition: 0, Token: l.Token(), Lease: l})
-	}()
-	<-started
-	pgtest.Must(t, l.Release(ctx))
-	if err := <-cause; !errors.Is(err, lease.ErrReleased) {
-		t.Errorf("handler's context ended with %v; want lease.ErrReleased", err)
-	}
-	stop()
-	<-done
-	info, err := c.JobInfo(ctx, res.ID)
-	pgtest.Must(t, err)
-	if info.State != "pending" || info.Attempt != 0 {
-		t.Errorf("job %s after %d attempts; want pending, no attempt spent", info.State, info.Attempt)
+	for _, tx := range []bool{false, true} {
+		t.Run(fmt.Sprint("tx=", tx), func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			pool, c := setup(t)
+			res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "lease")[0], Args: step{"x"}})
+			pgtest.Must(t, err)
+			lc, err := lease.New(pool, lease.Config{Owner: "a", Logger: quiet})
+			pgtest.Must(t, err)
+			t.Cleanup(func() { lc.Close(context.Background()) })
+			l, err := lc.TryAcquire(ctx, "partition/emails/0")
+			pgtest.Must(t, err)
+			started, cause := make(chan struct{}), make(chan error, 1)
+			wait := func(hctx context.Context) error {
+				close(started)
+				select {
+				case <-hctx.Done():
+					cause <- context.Cause(hctx)
+					return hctx.Err()
+				case <-ctx.Done():
+					cause <- errors.New("not cancelled")
+					return ctx.Err()
+				}
+			}
+			ws := queue.NewWorkers()
+			if tx {
+				queue.HandleTx(ws, func(hctx context.Context, _ pgx.Tx, w *queue.Work[step]) error { return wait(hctx) })
+			} else {
+				queue.Handle(ws, func(hctx context.Context, w *queue.Work[step]) error { return wait(hctx) })
+			}
+			var mu sync.Mutex
+			var events []queue.JobEvent
+			p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet, PollInterval: time.Hour,
+				Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
+					mu.Lock()
+					events = append(events, e)
+					mu.Unlock()
+				}}})
+			pgtest.Must(t, err)
+			rctx, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				p.Run(rctx, partition.Ownership{Group: "emails", Partition: 0, Token: l.Token(), Lease: l})
+			}()
+			<-started
+			pgtest.Must(t, l.Release(ctx))
+			if err := <-cause; !errors.Is(err, lease.ErrReleased) {
+				t.Errorf("handler's context ended with %v; want lease.ErrReleased", err)
+			}
+			stop()
+			<-done
+			info, err := c.JobInfo(ctx, res.ID)
+			pgtest.Must(t, err)
+			if info.State != "pending" || info.Attempt != 0 {
+				t.Errorf("job %s after %d attempts; want pending, no attempt spent", info.State, info.Attempt)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(events) != 1 || events[0].Outcome != queue.OutcomeInterrupted {
+				t.Errorf("events %+v; want one, interrupted", events)
+			}
+		})
 	}
 }
