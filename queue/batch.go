@@ -134,7 +134,7 @@ func (r *run) runJobs(ctx, hctx context.Context, jobs []fetched) {
 	here := make(chan struct{}, p.cfg.PartitionConcurrency)
 	var wg sync.WaitGroup
 	for _, f := range jobs {
-		if ctx.Err() != nil || r.isFenced() {
+		if ctx.Err() != nil || hctx.Err() != nil || r.isFenced() {
 			break // handing off, stopping or lost: take no new job
 		}
 		w := r.work(f)
