@@ -105,10 +105,9 @@ func (p *Processor) batch(ctx, hctx context.Context, o partition.Ownership, log 
 }
 
 // report calls the OnJob hook for every run of the batch. A non-empty
-// override replaces the outcome of the plain runs, whose outcomes are
-// recorded together at the end. Transactional runs keep theirs: each
-// committed (or not) on its own, so a run that committed before a later
-// one was fenced is completed, not fenced.
+// override replaces the outcome of the plain runs (whose outcomes are
+// recorded together at the end). Transactional runs keep theirs: a run that
+// committed before another was refused by the fence is completed.
 func (r *run) report(override Outcome, err error) {
 	f := r.p.cfg.Hooks.OnJob
 	if f == nil {
@@ -135,7 +134,7 @@ func (r *run) runJobs(ctx, hctx context.Context, jobs []fetched) {
 	here := make(chan struct{}, p.cfg.PartitionConcurrency)
 	var wg sync.WaitGroup
 	for _, f := range jobs {
-		if ctx.Err() != nil || r.isFenced() {
+		if ctx.Err() != nil || hctx.Err() != nil || r.isFenced() {
 			break // handing off, stopping or lost: take no new job
 		}
 		w := r.work(f)
@@ -165,9 +164,8 @@ func (r *run) runJobs(ctx, hctx context.Context, jobs []fetched) {
 		case here <- struct{}{}:
 		case <-ctx.Done():
 		}
-		// Waiting for a slot, the previous run may have been fenced.
 		if ctx.Err() != nil || r.isFenced() || !p.acquire(ctx) {
-			break
+			break // again: a run that ended meanwhile may have been fenced
 		}
 		wg.Add(1)
 		go func() {

@@ -157,6 +157,10 @@ func (p *Processor) Run(ctx context.Context, o partition.Ownership) {
 	defer timer.Stop()
 	var retained time.Time
 	for ctx.Err() == nil {
+		if hctx.Err() != nil {
+			<-ctx.Done() // the lease ended: no job can run under this grant
+			return
+		}
 		n, err := p.batch(ctx, hctx, o, log)
 		switch {
 		case errors.Is(err, fence.ErrFenced):

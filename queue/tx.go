@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasehold/leasehold/partition"
 )
@@ -65,7 +66,7 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := p.fence.Check(ctx, tx, o.Lease.Name(), o.Token); err != nil {
-		return err
+		return broken(err)
 	}
 	done := make([]outcome, len(fs))
 	for i, f := range fs {
@@ -73,15 +74,29 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	}
 	n, err := p.complete(ctx, tx, o.Token, done)
 	if err != nil {
-		return err
+		return broken(err)
 	}
 	if n < len(fs) {
 		return errFinished // rolled back: effects must not apply twice
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("queue: commit %d job(s) from %d: %w", len(fs), fs[0].id, err)
+		return broken(fmt.Errorf("queue: commit %d job(s) from %d: %w", len(fs), fs[0].id, err))
 	}
 	return nil
+}
+
+// broken makes err, from a statement after a handler that returned nil, the
+// handler's error when the handler broke its transaction: it ignored an
+// error that aborted it, ended it itself, or left it idle past the fence's
+// idle-in-transaction timeout. The attempt is then spent; otherwise the job
+// would run again at once, forever, without spending one.
+func broken(err error) error {
+	var pe *pgconn.PgError
+	if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, pgx.ErrTxCommitRollback) ||
+		errors.As(err, &pe) && (pe.Code == "25P02" || pe.Code == "25P03") {
+		return handlerError{fmt.Errorf("queue: the handler returned nil but broke its transaction: %w", err)}
+	}
+	return err
 }
 
 // call runs a handler, turning a panic into an error with the stack.

@@ -125,6 +125,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"too many partitions":  {Group: "g", Workers: ws, Partitions: 1 << 20},
 		"negative concurrency": {Group: "g", Workers: ws, Concurrency: -1},
 		"grace too long":       {Group: "g", Workers: ws, StopGrace: time.Minute, HandoffTimeout: time.Second},
+		"grace = handoff":      {Group: "g", Workers: ws, StopGrace: time.Second, HandoffTimeout: time.Second},
 		"bad schema":           {Group: "g", Workers: ws, Schema: "no such; schema"},
 		"ttl too short":        {Group: "g", Workers: ws, HandoffTimeout: time.Second, Lease: leaseTTL(time.Millisecond)},
 	} {

@@ -1,0 +1,59 @@
+package queue_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// A transactional handler that returns nil but broke its transaction (it
+// ignored an error that aborted it, left it idle past the fence's idle
+// timeout, or committed it itself) fails its attempt: the job is retried,
+// then discarded, instead of running again at once, forever, without
+// spending an attempt.
+func TestHandlerThatBreaksItsTransactionSpendsAnAttempt(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		h    func(ctx context.Context, tx pgx.Tx) error
+		idle time.Duration // the fence's idle-in-transaction timeout
+	}{
+		"ignored error": {h: func(ctx context.Context, tx pgx.Tx) error {
+			tx.Exec(ctx, `SELECT 1/0`)
+			return nil
+		}},
+		"idle timeout": {idle: 200 * time.Millisecond, h: func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+				return err
+			}
+			time.Sleep(2 * time.Second) // 10 × the idle timeout
+			return nil
+		}},
+		"committed itself": {h: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			pool, c := setup(t)
+			ws := queue.NewWorkers()
+			queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error { return tc.h(ctx, tx) })
+			res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: deposit{}, MaxAttempts: 2})
+			pgtest.Must(t, err)
+			member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+				MinRetry: time.Millisecond, MaxRetry: time.Millisecond,
+				Fence: fence.PostgresConfig{IdleTimeout: tc.idle}}, false)
+			waitFinished(t, pool, 20*time.Second)
+			info, err := c.JobInfo(ctx, res.ID)
+			pgtest.Must(t, err)
+			if info.State != "discarded" || info.Attempt != 2 || !strings.Contains(string(info.Errors), "broke its transaction") {
+				t.Fatalf("job %s after %d attempts, errors %s; want discarded after 2", info.State, info.Attempt, info.Errors)
+			}
+		})
+	}
+}
