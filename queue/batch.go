@@ -83,6 +83,9 @@ func (p *Processor) batch(ctx, hctx context.Context, o partition.Ownership, log 
 	}
 	if len(r.outs) == 0 {
 		r.report("", nil)
+		if err := r.stalled(); err != nil {
+			return len(jobs), err // wait before fetching the same jobs again
+		}
 		return len(jobs), nil
 	}
 	// Record the outcomes even when ctx was just cancelled: the lease is
@@ -102,6 +105,21 @@ func (p *Processor) batch(ctx, hctx context.Context, o partition.Ownership, log 
 		r.report("", nil)
 	}
 	return len(jobs), err
+}
+
+// stalled returns an error when no run of the batch got anywhere: every
+// one failed on the processor's side (say a lock timeout at the fence
+// check), so fetching again at once would spin on the same jobs.
+func (r *run) stalled() error {
+	for _, ev := range r.events {
+		if ev.Outcome != OutcomeUnrecorded {
+			return nil
+		}
+	}
+	if len(r.events) == 0 {
+		return nil
+	}
+	return fmt.Errorf("queue: no outcome of %d run(s) could be recorded: %w", len(r.events), r.events[0].Err)
 }
 
 // report calls the OnJob hook for every run of the batch. A non-empty

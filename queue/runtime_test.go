@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -323,5 +325,47 @@ func TestCoalescedNotificationsLoseNoWakeUp(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("job %q did not run: its wake-up was lost", name)
 		}
+	}
+}
+
+// A batch none of whose outcomes can be recorded (the fence check times out
+// on a locked lease row) is fetched again only after PollInterval, not in a
+// hot loop; once the lock is gone the job completes, once.
+func TestUnrecordableBatchWaitsBeforeRefetching(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	var runs atomic.Int32
+	ws := queue.NewWorkers()
+	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[step]) error {
+		runs.Add(1)
+		return nil
+	})
+	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, PollInterval: 500 * time.Millisecond,
+		Fence: fence.PostgresConfig{LockTimeout: 20 * time.Millisecond}, Logger: quiet})
+	pgtest.Must(t, err)
+	m, err := partition.New(pool, partition.Config{Group: "emails", Partitions: 8, Run: p.Run,
+		Lease: lease.Config{TTL: 6 * time.Second, Logger: quiet}})
+	pgtest.Must(t, err)
+	pgtest.Must(t, m.Start(ctx))
+	t.Cleanup(func() { m.Stop(context.Background()) })
+	waitOwned(t, m, 8)
+
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	_, err = tx.Exec(ctx, `SELECT FROM leasehold.leases WHERE name = $1 FOR UPDATE`, partition.LeaseName("emails", partition.OfString("k", 8)))
+	pgtest.Must(t, err)
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"x"}})
+	pgtest.Must(t, err)
+	time.Sleep(1500 * time.Millisecond)
+	pgtest.Must(t, tx.Rollback(ctx))
+	if n := runs.Load(); n < 1 || n > 6 {
+		t.Fatalf("%d runs while the fence check could not lock the lease row for 1.5s; want a few, one per PollInterval", n)
+	}
+	waitFinished(t, pool, 10*time.Second)
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if info.State != "completed" || info.Attempt != 1 {
+		t.Fatalf("job %s, attempt %d; want completed on its first recorded attempt", info.State, info.Attempt)
 	}
 }
