@@ -29,6 +29,8 @@ const EnvBrokers = "KAFKA_BROKERS"
 // so move poison records aside yourself, for example into a dead-letter
 // table in the same tx, and return nil). Use ctx for the handler's
 // statements: it is cancelled when the partition is handed off or lost.
+// Do not commit or roll back tx (its Commit and Rollback return
+// ErrTxManaged): the consumer does, with the offset advance.
 type Handler func(ctx context.Context, tx pgx.Tx, b *Batch) error
 
 // Batch is the records a Handler applies in one transaction: consecutive
@@ -151,7 +153,10 @@ type Config struct {
 	// ClientOptions are extra franz-go options for every Kafka client
 	// (TLS, SASL, client id, ...). Options that decide what and how is
 	// consumed (ConsumePartitions, ConsumeResetOffset, FetchMaxWait,
-	// FetchIsolationLevel) are set by the consumer after them.
+	// FetchIsolationLevel) are set by the consumer after them; options
+	// that make a client consume by itself (ConsumerGroup, ShareGroup,
+	// ConsumeTopics, ConsumeRegex, ConsumePartitions) are refused by Start
+	// with ErrInvalidConfig.
 	ClientOptions []kgo.Opt
 	// Logger receives the consumer's logs, with group, topic, partition
 	// and token. Defaults to slog.Default().

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -81,7 +82,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Consumer, error) {
 		stalled: map[topicPartition]*OffsetError{},
 		owned:   map[topicPartition]fence.Token{},
 	}
-	c.opts = append(append([]kgo.Opt{}, cfg.ClientOptions...), kgo.SeedBrokers(cfg.Brokers...))
+	// Clipped: every owned partition appends its consume options to
+	// c.opts concurrently, and spare capacity would let them write into
+	// one shared array (one partition's client consuming another's).
+	c.opts = slices.Clip(append(slices.Clone(cfg.ClientOptions), kgo.SeedBrokers(cfg.Brokers...)))
 	m, err := partition.New(pool, partition.Config{
 		Group:          cfg.Group,
 		Partitions:     len(cfg.Topics) * cfg.PartitionsPerTopic,
@@ -120,6 +124,9 @@ func (c *Consumer) Start(ctx context.Context) error {
 		return fail(fmt.Errorf("%w: Kafka client: %v", ErrInvalidConfig, err))
 	}
 	c.admin = admin
+	if err := consumingOption(admin); err != nil {
+		return fail(err)
+	}
 	if err := c.refresh(ctx, true); err != nil {
 		return fail(err)
 	}
@@ -218,4 +225,31 @@ func (c *Consumer) Slot(topic string, p int32) int {
 		}
 	}
 	return -1
+}
+
+// consumingOption refuses ClientOptions that make a client consume by
+// itself (a consumer or share group, topics, a regex, partitions): each
+// owned partition's client consumes exactly that partition, which such an
+// option would either make fail (franz-go refuses the mix) or widen, and the
+// metadata client would consume as well.
+func consumingOption(cl *kgo.Client) error {
+	bad := func(name string) error {
+		return fmt.Errorf("%w: ClientOptions: kgo.%s: the consumer decides what its clients consume", ErrInvalidConfig, name)
+	}
+	if g, _ := cl.OptValue(kgo.ConsumerGroup).(string); g != "" {
+		return bad("ConsumerGroup")
+	}
+	if g, _ := cl.OptValue(kgo.ShareGroup).(string); g != "" {
+		return bad("ShareGroup")
+	}
+	if r, _ := cl.OptValue(kgo.ConsumeRegex).(bool); r {
+		return bad("ConsumeRegex")
+	}
+	if ts, _ := cl.OptValue(kgo.ConsumeTopics).([]string); len(ts) > 0 {
+		return bad("ConsumeTopics")
+	}
+	if ps, _ := cl.OptValue(kgo.ConsumePartitions).(map[string]map[int32]kgo.Offset); len(ps) > 0 {
+		return bad("ConsumePartitions")
+	}
+	return nil
 }

@@ -38,13 +38,25 @@ func TestPartitionsAddedArePickedUp(t *testing.T) {
 	pool := newLedger(t)
 	cfg := kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 6,
 		MetadataInterval: 100 * time.Millisecond}
+	var cs []*kafka.Consumer
 	for _, id := range []string{"a", "b"} {
 		c := cfg
 		c.ID = id
-		start(t, pool, c)
+		cs = append(cs, start(t, pool, c))
 	}
 	produced := produce(t, brokers, "t", 0, 200)
 	waitOffsets(t, pool, "g", "t", logEnds(produced), 20*time.Second)
+	// Every slot is leased, but only the two existing partitions are
+	// consumed: the idle slots open no client.
+	eventually(t, 20*time.Second, "all 6 slots leased", func() bool {
+		var n int
+		pgtest.Must(t, pool.QueryRow(ctxT(t, time.Minute),
+			`SELECT count(*) FROM leasehold.leases WHERE name LIKE 'partition/g/%' AND expires_at > clock_timestamp()`).Scan(&n))
+		return n == 6
+	})
+	if n := len(cs[0].Stats().Owned) + len(cs[1].Stats().Owned); n != 2 {
+		t.Fatalf("%d Kafka partitions consumed before the growth, want 2 (idle slots must wait)", n)
+	}
 	addPartitions(t, brokers, "t", 5)
 	for p := int32(2); p < 5; p++ {
 		produced = append(produced, produceTo(t, brokers, "t", p, 20)...)

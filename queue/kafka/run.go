@@ -225,7 +225,7 @@ func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) e
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	defer tx.Rollback(cctx) // after a commit: a no-op
-	if err := call(ctx, c.cfg.Handler, tx, b); err != nil {
+	if err := call(ctx, c.cfg.Handler, handlerTx{tx}, b); err != nil {
 		c.failed.Add(1)
 		return fmt.Errorf("kafka: handler, %s/%d offsets %d..%d: %w", b.Topic, b.Partition,
 			b.Records[0].Offset, b.Records[len(b.Records)-1].Offset, err)

@@ -1,0 +1,48 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/queue/kafka"
+)
+
+// A handler cannot commit (or roll back) the batch's transaction itself:
+// that would commit its effects without the offset, and every retry would
+// apply them again. Commit and Rollback return ErrTxManaged; the consumer
+// commits effects and offset together.
+func TestHandlerCannotCommitTheTransaction(t *testing.T) {
+	t.Parallel()
+	brokers := cluster(t, 1, "t")
+	produced := produceTo(t, brokers, "t", 0, 20)
+	pool := newLedger(t)
+	inner := ledgerHandler("w")
+	errs := make(chan error, 100)
+	c := start(t, pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
+		ID: "w", MaxBatch: 5, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+		Handler: func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
+			if err := inner(ctx, tx, b); err != nil {
+				return err
+			}
+			errs <- tx.Commit(ctx) // a mistake: reported, ignored by this handler
+			errs <- tx.Rollback(ctx)
+			return nil
+		}})
+	waitOffsets(t, pool, "g", "t", map[int32]int64{0: 20}, 30*time.Second)
+	if bad := checkLedger("t", produced, ledger(t, pool)); len(bad) > 0 {
+		t.Fatal(bad)
+	}
+	if err := <-errs; !errors.Is(err, kafka.ErrTxManaged) {
+		t.Fatalf("tx.Commit in a handler = %v, want ErrTxManaged", err)
+	}
+	if err := <-errs; !errors.Is(err, kafka.ErrTxManaged) {
+		t.Fatalf("tx.Rollback in a handler = %v, want ErrTxManaged", err)
+	}
+	if s := c.Stats(); s.Failed != 0 {
+		t.Fatalf("stats %+v: no batch should fail", s)
+	}
+}
