@@ -43,3 +43,9 @@ func (e *JobError) Unwrap() []error {
 // ErrJobTimeout is the cause of a handler's context cancelled because the
 // run took longer than ProcessorConfig.JobTimeout.
 var ErrJobTimeout = errors.New("queue: job timed out")
+
+// ErrTxManaged is returned by Commit and Rollback of the transaction handed
+// to a transactional handler: the processor commits it, together with the
+// job's completion and the fence check, or rolls it back. Return an error
+// to roll back.
+var ErrTxManaged = errors.New("queue: the handler's transaction is committed or rolled back by the processor")

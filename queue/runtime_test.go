@@ -369,3 +369,33 @@ func TestUnrecordableBatchWaitsBeforeRefetching(t *testing.T) {
 		t.Fatalf("job %s, attempt %d; want completed on its first recorded attempt", info.State, info.Attempt)
 	}
 }
+
+// A transactional handler cannot commit its transaction by itself (which
+// would apply its effects without the fence and the job's completion): the
+// processor commits it, once.
+func TestHandlerCannotCommitItsTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	ledgerSetup(t, pool)
+	var refused atomic.Int32
+	ws := queue.NewWorkers()
+	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+		if err := record(ctx, tx, w); err != nil {
+			return err
+		}
+		if errors.Is(tx.Commit(ctx), queue.ErrTxManaged) && errors.Is(tx.Rollback(ctx), queue.ErrTxManaged) {
+			refused.Add(1)
+		}
+		return nil
+	})
+	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: deposit{1}})
+	pgtest.Must(t, err)
+	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond}, true)
+	waitFinished(t, pool, 10*time.Second)
+	var rows int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&rows))
+	if rows != 1 || refused.Load() != 1 {
+		t.Fatalf("%d ledger rows, %d refused commits; want the effect once, the handler's commit refused", rows, refused.Load())
+	}
+}
