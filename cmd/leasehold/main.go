@@ -47,7 +47,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().BoolVarP(&opts.verbose, "verbose", "v", false, "show the log records of leasehold's components")
-	root.AddCommand(newMigrateCmd(opts), newVersionCmd(), newDemoCmd(opts))
+	root.AddCommand(newMigrateCmd(opts), newVersionCmd(), newDemoCmd(opts), newChaosCmd(opts))
 	return root
 }
 
