@@ -87,7 +87,7 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 	f.IntVar(&cfg.Jobs, "jobs", 0, "jobs fed evenly over the fault phase (default 30 per second of --duration)")
 	f.DurationVar(&cfg.TTL, "ttl", 2*time.Second, "lease TTL; fault durations scale with it")
 	f.DurationVar(&cfg.Drain, "drain", 60*time.Second, "how long to wait, after the fault phase, for every job to finish")
-	f.Float64Var(&cfg.StallProbability, "stall", 0.02, "probability that a handler stalls past the TTL, ignoring its context, then commits")
+	f.Float64Var(&cfg.StallProbability, "stall", 0.05, "probability that a handler stalls past the TTL, ignoring its context, then commits")
 	f.StringVar(&faults, "faults", "all", "comma-separated fault kinds: "+kindNames())
 	f.StringVar(&workload, "workload", "queue", "workload: queue (jobs appending to a ledger)")
 	f.StringVar(&jsonPath, "json", "", "write the report as JSON to this file (- for standard output)")

@@ -45,7 +45,7 @@ type Config struct {
 	// Faults are the fault kinds to inject. Defaults to every kind.
 	Faults []Kind
 	// StallProbability is the chance that a handler run stalls past the
-	// TTL, ignoring its context, then commits. Defaults to 0.02; negative
+	// TTL, ignoring its context, then commits. Defaults to 0.05; negative
 	// means never.
 	StallProbability float64
 	// Unfenced is the control: the workers apply effects outside the
@@ -122,7 +122,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case c.StallProbability == 0:
-		c.StallProbability = 0.02
+		c.StallProbability = 0.05
 	case c.StallProbability < 0:
 		c.StallProbability = 0
 	}

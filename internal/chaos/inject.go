@@ -179,7 +179,7 @@ func (in *injector) measure(ctx context.Context, i int, at time.Time, base int64
 		if !in.sleep(ctx, 50*time.Millisecond) {
 			return
 		}
-		if ok, _ := allHeld(ctx, in.pool, in.env, in.fleet.live()); !ok {
+		if ok, _ := allHeld(ctx, in.pool, in.env, in.fleet.live(), at, in.cfg.TTL); !ok {
 			continue
 		}
 		n, err := in.wl.Applied(ctx, in.pool, in.env)

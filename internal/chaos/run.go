@@ -96,7 +96,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	wl, _ := WorkloadNamed(cfg.Workload)
 	began := time.Now()
+	var outMu sync.Mutex
 	say := func(format string, a ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
 		fmt.Fprintf(cfg.Out, "%7.1fs  %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, a...))
 	}
 
@@ -280,7 +283,7 @@ func reset(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 func converge(ctx context.Context, pool *pgxpool.Pool, env Env, fl *fleet, within time.Duration) (time.Duration, error) {
 	start := time.Now()
 	for {
-		if ok, _ := allHeld(ctx, pool, env, fl.live()); ok {
+		if ok, _ := allHeld(ctx, pool, env, fl.live(), time.Time{}, 0); ok {
 			return time.Since(start), nil
 		}
 		if time.Since(start) > within {
@@ -295,8 +298,12 @@ func converge(ctx context.Context, pool *pgxpool.Pool, env Env, fl *fleet, withi
 }
 
 // allHeld reports whether every partition is held (by the database's
-// clock) by one of the live members.
-func allHeld(ctx context.Context, pool *pgxpool.Pool, env Env, live map[string]bool) (bool, error) {
+// clock) by one of the live members, under a lease granted or renewed
+// after since. (A lease its holder gave up locally, say after its clock
+// jumped, still looks held until it expires; one renewed since the fault
+// is held by a worker that is working.) The database and this process
+// share the machine's clock.
+func allHeld(ctx context.Context, pool *pgxpool.Pool, env Env, live map[string]bool, since time.Time, ttl time.Duration) (bool, error) {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	st, err := partition.Inspect(qctx, pool, env.Schema, env.Group)
@@ -304,7 +311,7 @@ func allHeld(ctx context.Context, pool *pgxpool.Pool, env Env, live map[string]b
 		return false, err
 	}
 	for _, p := range st.Partitions {
-		if !p.Held || !live[p.Owner] {
+		if !p.Held || !live[p.Owner] || p.Expires.Before(since.Add(ttl)) {
 			return false, nil
 		}
 	}
