@@ -83,10 +83,10 @@ func WorkloadNamed(name string) (Workload, error) {
 
 // staller decides which handler runs stall, from a seeded source.
 type staller struct {
-	mu   sync.Mutex
-	r    *rand.Rand
-	p    float64
-	ttl  time.Duration
+	mu  sync.Mutex
+	r   *rand.Rand
+	p   float64
+	ttl time.Duration
 }
 
 func newStaller(seed int64, id string, p float64, ttl time.Duration) *staller {
