@@ -57,7 +57,15 @@ func (in *injector) run(ctx context.Context, plan []Fault) {
 			in.update(idx, func(r *FaultRecord) { r.Target = target })
 		}
 		in.say("fault %d/%d: %s", i+1, len(plan), describe(f, target))
-		measuring.Go(func() { in.measure(ctx, idx, at, base) })
+		from := at
+		if f.Kind == SkewBackward {
+			from = at.Add(f.HoldAfter) // the skew alone costs nothing; the hold does
+		}
+		measuring.Go(func() {
+			if in.sleepUntil(ctx, from) {
+				in.measure(ctx, idx, from, base)
+			}
+		})
 		if err := in.inject(ctx, f, s); err != nil {
 			in.update(idx, func(r *FaultRecord) { r.Err = err.Error() })
 			in.say("fault %d/%d: %s: %v", i+1, len(plan), f.Kind, err)
@@ -171,7 +179,8 @@ func (in *injector) inject(ctx context.Context, f Fault, s *slot) error {
 	return nil
 }
 
-// measure records the recovery time of fault i, injected at at when the
+// measure records the recovery time of fault i, injected at at (for a
+// SkewBackward fault: when its hold began) when the
 // ledger had base rows: until every partition is held by a live worker and
 // the ledger has grown (or nothing is outstanding).
 func (in *injector) measure(ctx context.Context, i int, at time.Time, base int64) {
