@@ -61,9 +61,13 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			printChaos(cmd.OutOrStdout(), rep)
+			if jsonPath == "-" {
+				printChaos(cmd.ErrOrStderr(), rep) // standard output carries the JSON
+			} else {
+				printChaos(cmd.OutOrStdout(), rep)
+			}
 			if jsonPath != "" {
-				if err := writeChaosJSON(jsonPath, rep); err != nil {
+				if err := writeChaosJSON(cmd.OutOrStdout(), jsonPath, rep); err != nil {
 					return err
 				}
 			}
@@ -106,14 +110,14 @@ func kindNames() string {
 	return strings.Join(s, ",")
 }
 
-func writeChaosJSON(path string, rep *chaos.Report) error {
+func writeChaosJSON(w io.Writer, path string, rep *chaos.Report) error {
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
 	b = append(b, '\n')
 	if path == "-" {
-		_, err = os.Stdout.Write(b)
+		_, err = w.Write(b)
 		return err
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
