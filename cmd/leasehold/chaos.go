@@ -57,7 +57,9 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 				}
 				return exec.Command(exe, a...)
 			}
-			rep, err := chaos.Run(cmd.Context(), cfg)
+			ctx, stop := stopSignals(cmd.Context())
+			defer stop()
+			rep, err := chaos.Run(ctx, cfg)
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,7 +28,9 @@ func newChaosWorkerCmd(opts *rootOptions) *cobra.Command {
 				level = slog.LevelDebug
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			return chaos.RunWorker(cmd.Context(), cfg)
+			ctx, stop := stopSignals(cmd.Context())
+			defer stop()
+			return chaos.RunWorker(ctx, cfg)
 		},
 	}
 	f := cmd.Flags()
@@ -42,4 +48,12 @@ func newChaosWorkerCmd(opts *rootOptions) *cobra.Command {
 	f.StringVar(&cfg.SkewFile, "skew-file", "", "file holding the clock offset in milliseconds")
 	f.BoolVar(&cfg.Unfenced, "unfenced", false, "apply effects outside the fence (control)")
 	return cmd
+}
+
+// stopSignals returns a context cancelled by SIGINT or SIGTERM only. A
+// chaos run breaks database connections on purpose, and a write to a broken
+// connection raises SIGPIPE, which a context of the process's broader
+// signals (SIGPIPE included) would take for an interruption.
+func stopSignals(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.WithoutCancel(parent), os.Interrupt, syscall.SIGTERM)
 }
