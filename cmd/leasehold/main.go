@@ -16,12 +16,8 @@ import (
 func main() {
 	// SIGHUP and SIGPIPE (say, `leasehold demo | head`) would otherwise kill
 	// the process without running its clean-up, leaving a throwaway cluster
-	// on disk. SIGPIPE is ignored rather than caught: a caught SIGPIPE is
-	// raised by a write to any broken socket too (a database connection
-	// reset by a server restart), which must not interrupt a command; ignored,
-	// such writes, and writes to a closed standard output, fail with EPIPE.
-	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// on disk.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	err := newRootCmd().ExecuteContext(ctx)
 	cause := context.Cause(ctx)
 	stop()
