@@ -46,8 +46,9 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(newChaosCmd(opts))
 	root.PersistentFlags().BoolVarP(&opts.verbose, "verbose", "v", false, "show the log records of leasehold's components")
-	root.AddCommand(newMigrateCmd(opts), newVersionCmd(), newDemoCmd(opts), newChaosCmd(opts))
+	root.AddCommand(newMigrateCmd(opts), newVersionCmd(), newDemoCmd(opts))
 	return root
 }
 
