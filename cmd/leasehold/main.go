@@ -50,6 +50,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(newChaosCmd(opts))
 	root.PersistentFlags().BoolVarP(&opts.verbose, "verbose", "v", false, "show the log records of leasehold's components")
 	root.AddCommand(newMigrateCmd(opts), newVersionCmd(), newDemoCmd(opts),
 		newStatusCmd(), newEnqueueCmd(), newJobsCmd())

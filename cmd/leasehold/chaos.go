@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasehold/leasehold/internal/chaos"
+)
+
+func newChaosCmd(opts *rootOptions) *cobra.Command {
+	var (
+		url, faults, jsonPath, dir, workload string
+		cfg                                  chaos.Config
+	)
+	cmd := &cobra.Command{
+		Use:   "chaos",
+		Short: "Run a fleet of worker processes under injected faults and check that no job is lost or applied twice",
+		Long: "chaos starts worker OS processes on loopback, each connected to PostgreSQL through its own\n" +
+			"fault proxy, feeds them jobs whose transactional handler appends one row per job to a ledger,\n" +
+			"and injects faults from a seeded schedule: SIGSTOP past the lease TTL, kill -9 and restart, a\n" +
+			"held connection, latency, clock skew forwards and backwards, a PostgreSQL restart. Handlers\n" +
+			"sometimes stall past the TTL ignoring their context, then commit. The checker then reports\n" +
+			"jobs lost, jobs applied more than once, stale commits refused and accepted, overlapping\n" +
+			"ownership windows and recovery times.\n\n" +
+			"Without --database-url or $DATABASE_URL it runs on a throwaway cluster (which it restarts\n" +
+			"once per pg_restart fault); on an existing server it uses, and first drops, the schema\n" +
+			"leasehold_chaos, and skips the pg_restart fault.\n\n" +
+			"Exit status 0 only for a pass. A run in which no stale commit was refused is inconclusive\n" +
+			"(exit status 1, verdict \"inconclusive\"): the faults never put the fence to the test.\n" +
+			"See docs/reliability.md.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			kinds, err := chaos.ParseKinds(faults)
+			if err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("chaos: find this program to start workers: %w", err)
+			}
+			cfg.DatabaseURL, cfg.Faults, cfg.Dir, cfg.Workload = databaseURL(url), kinds, dir, workload
+			cfg.Out, cfg.Logger = cmd.ErrOrStderr(), opts.logger(cmd.ErrOrStderr())
+			verbose := opts.verbose
+			cfg.Command = func(args ...string) *exec.Cmd {
+				a := append([]string{"chaos", "worker"}, args...)
+				if verbose {
+					a = append(a, "--verbose")
+				}
+				return exec.Command(exe, a...)
+			}
+			ctx, stop := stopSignals(cmd.Context())
+			defer stop()
+			rep, err := chaos.Run(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if jsonPath == "-" {
+				printChaos(cmd.ErrOrStderr(), rep) // standard output carries the JSON
+			} else {
+				printChaos(cmd.OutOrStdout(), rep)
+			}
+			if jsonPath != "" {
+				if err := writeChaosJSON(cmd.OutOrStdout(), jsonPath, rep); err != nil {
+					return err
+				}
+			}
+			switch rep.Verdict {
+			case chaos.VerdictFail:
+				return fmt.Errorf("chaos: invariants violated (%d lost, %d duplicates, %d stale accepted, %d overlaps, %d token, %d order)",
+					rep.Lost, rep.Duplicates, rep.StaleAccepted, rep.Overlaps, rep.TokenViolations, rep.OrderViolations)
+			case chaos.VerdictInconclusive:
+				return errors.New("chaos: inconclusive: no stale commit was refused, so the faults never tested the fence; " +
+					"run longer or with other seeds")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&url, "database-url", "", "run against this PostgreSQL server (schema leasehold_chaos) instead of a throwaway cluster (default $DATABASE_URL)")
+	f.DurationVar(&cfg.Duration, "duration", 90*time.Second, "length of the fault phase (jobs fed and faults injected)")
+	f.Int64Var(&cfg.Seed, "seed", 1, "seed of the fault schedule and the handler stalls")
+	f.IntVar(&cfg.Workers, "workers", 3, "worker processes")
+	f.IntVar(&cfg.Partitions, "partitions", 16, "partitions of the group")
+	f.IntVar(&cfg.Jobs, "jobs", 0, "jobs fed evenly over the fault phase (default 30 per second of --duration)")
+	f.DurationVar(&cfg.TTL, "ttl", 2*time.Second, "lease TTL; fault durations scale with it")
+	f.DurationVar(&cfg.Drain, "drain", 60*time.Second, "how long to wait, after the fault phase, for every job to finish")
+	f.Float64Var(&cfg.StallProbability, "stall", 0.05, "probability that a handler stalls past the TTL, ignoring its context, then commits")
+	f.StringVar(&faults, "faults", "all", "comma-separated fault kinds: "+kindNames())
+	f.StringVar(&workload, "workload", "queue", "workload: queue (jobs appending to a ledger)")
+	f.StringVar(&jsonPath, "json", "", "write the report as JSON to this file (- for standard output)")
+	f.StringVar(&dir, "dir", "", "keep the workers' histories and logs in this directory (default: a temporary one, kept only if the run does not pass)")
+	f.BoolVar(&cfg.Unfenced, "unfenced", false, "control run: apply effects outside the fence, as an at-least-once queue does; must show duplicates")
+	_ = f.MarkHidden("unfenced")
+	cmd.AddCommand(newChaosWorkerCmd(opts))
+	return cmd
+}
+
+func kindNames() string {
+	s := make([]string, len(chaos.Kinds))
+	for i, k := range chaos.Kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ",")
+}
+
+func writeChaosJSON(w io.Writer, path string, rep *chaos.Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = w.Write(b)
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("chaos: write report: %w", err)
+	}
+	return nil
+}
+
+// printChaos prints the report for a person.
+func printChaos(w io.Writer, r *chaos.Report) {
+	mode := "fenced"
+	if r.Unfenced {
+		mode = "UNFENCED control"
+	}
+	fmt.Fprintf(w, "leasehold chaos: %s (%s, seed %d, %d workers, %d partitions, TTL %dms, %.0fs of faults)\n\n",
+		strings.ToUpper(r.Verdict), mode, r.Seed, r.Workers, r.Partitions, r.TTLMS, r.DurationS)
+	rows := [][2]string{
+		{"jobs", fmt.Sprint(r.Jobs)},
+		{"applied", fmt.Sprint(r.Applied)},
+		{"lost", fmt.Sprintf("%d (unfinished %d)", r.Lost, r.Unfinished)},
+		{"applied more than once", fmt.Sprintf("%d (%d extra rows)", r.Duplicates, r.Extra)},
+		{"stale commits refused", fmt.Sprint(r.StaleRefused)},
+		{"stale commits accepted", fmt.Sprint(r.StaleAccepted)},
+		{"overlapping ownership", fmt.Sprint(r.Overlaps)},
+		{"token / key-order violations", fmt.Sprintf("%d / %d", r.TokenViolations, r.OrderViolations)},
+		{"grants / commit attempts", fmt.Sprintf("%d / %d", r.Grants, r.Commits)},
+		{"recovery p50 / p99 / max", fmt.Sprintf("%d / %d / %d ms (%d unrecovered)", r.RecoveryP50MS, r.RecoveryP99MS, r.RecoveryMaxMS, r.Unrecovered)},
+		{"throughput", fmt.Sprintf("%.0f jobs/s during faults", r.ThroughputPerS)},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(w, "  %-30s %s\n", row[0], row[1])
+	}
+	fmt.Fprintf(w, "\n  %-14s %8s %8s %8s %8s %8s\n", "fault", "injected", "skipped", "p50 ms", "p99 ms", "max ms")
+	kinds := make([]string, 0, len(r.Faults))
+	for k := range r.Faults {
+		kinds = append(kinds, string(k))
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		s := r.Faults[chaos.Kind(k)]
+		fmt.Fprintf(w, "  %-14s %8d %8d %8d %8d %8d\n", k, s.Injected, s.Skipped, s.RecoveryP50MS, s.RecoveryP99MS, s.RecoveryMaxMS)
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "  violation: %s\n", v)
+	}
+	if r.Dir != "" {
+		fmt.Fprintf(w, "\n  histories and worker logs kept in %s\n", r.Dir)
+	}
+}

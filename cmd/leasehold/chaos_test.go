@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/internal/chaos"
+)
+
+func TestChaosRejectsBadFlags(t *testing.T) {
+	out, err := run(t, "chaos", "--faults", "pause,meteor")
+	if !errors.Is(err, chaos.ErrInvalidConfig) || !strings.Contains(err.Error(), "meteor") {
+		t.Fatalf("unknown fault: %v (output %q)", err, out)
+	}
+	out, err = run(t, "chaos", "worker")
+	if !errors.Is(err, chaos.ErrInvalidConfig) {
+		t.Fatalf("worker without flags: %v (output %q)", err, out)
+	}
+}
+
+func TestChaosHidesTheControlAndTheWorker(t *testing.T) {
+	out, err := run(t, "chaos", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "unfenced") || strings.Contains(out, "worker") && strings.Contains(out, "Available Commands") {
+		t.Fatalf("help shows the control or the worker command:\n%s", out)
+	}
+	for _, flag := range []string{"--duration", "--seed", "--json", "--faults", "--database-url"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("help lacks %s", flag)
+		}
+	}
+}
+
+// The report printed and written as JSON carries the fields the issue
+// names.
+func TestChaosReportFields(t *testing.T) {
+	rep := &chaos.Report{Result: chaos.Result{Verdict: chaos.VerdictPass, Jobs: 3, StaleRefused: 1},
+		Faults: map[chaos.Kind]*chaos.FaultStats{chaos.Pause: {Injected: 1, RecoveryP99MS: 1500}}}
+	var human, js bytes.Buffer
+	printChaos(&human, rep)
+	if !strings.Contains(human.String(), "PASS") || !strings.Contains(human.String(), "pause") {
+		t.Fatalf("report:\n%s", human.String())
+	}
+	if err := writeChaosJSON(&js, "-", rep); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(js.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"jobs", "lost", "duplicates", "stale_refused", "stale_accepted", "overlaps", "recovery_p99_ms", "faults", "verdict"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON report lacks %q", k)
+		}
+	}
+	if f, ok := m["faults"].(map[string]any)["pause"].(map[string]any); !ok || f["injected"] != 1.0 {
+		t.Errorf("faults: %v", m["faults"])
+	}
+}

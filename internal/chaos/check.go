@@ -1,0 +1,231 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/leasehold/leasehold/internal/history"
+)
+
+// Job is an enqueued job as the jobs table has it after the run.
+type Job struct {
+	ID        int64
+	Key       string
+	Partition int
+	State     string // pending, completed, discarded, cancelled
+}
+
+// Entry is one ledger row: one application of a job's effect. N is the
+// row's insertion order (a sequence drawn inside the applying transaction).
+type Entry struct {
+	N         int64
+	Job       int64
+	Key       string
+	Partition int
+	Token     int64
+	Worker    string
+}
+
+// Input is what a run recorded, for Check.
+type Input struct {
+	// Confirmed are the ids whose enqueue was acknowledged to the feeder.
+	Confirmed []int64
+	// Jobs are the group's jobs as read from the jobs table at the end.
+	Jobs []Job
+	// Ledger is the ledger, in any order.
+	Ledger []Entry
+	// Events are the workers' histories (commit events are used).
+	Events []Event
+	// Audit is the database's lease history (internal/history).
+	Audit []history.Version
+}
+
+// Verdicts of a run.
+const (
+	// VerdictPass: no invariant failed and at least one stale commit was
+	// refused, so the faults did exercise the fence.
+	VerdictPass = "pass"
+	// VerdictFail: an invariant failed.
+	VerdictFail = "fail"
+	// VerdictInconclusive: no invariant failed, but no stale commit was
+	// refused either: the faults never put the fence to the test.
+	VerdictInconclusive = "inconclusive"
+)
+
+// Result is the checker's part of a run's report.
+type Result struct {
+	Verdict string `json:"verdict"`
+	// Jobs is how many jobs the run created.
+	Jobs int `json:"jobs"`
+	// Applied is how many distinct jobs have a ledger row.
+	Applied int `json:"applied"`
+	// Lost counts jobs without a ledger row at the end: acknowledged but
+	// missing from the jobs table, finished without their effect, or never
+	// finished (Unfinished of them).
+	Lost       int `json:"lost"`
+	Unfinished int `json:"unfinished"`
+	// Foreign counts ledger rows of jobs the run does not know: its
+	// bookkeeping broke.
+	Foreign int `json:"foreign"`
+	// Duplicates counts jobs applied more than once; Extra the surplus rows.
+	Duplicates int `json:"duplicates"`
+	Extra      int `json:"extra_applications"`
+	// StaleRefused counts commit attempts the fence refused (OutcomeFenced).
+	StaleRefused int `json:"stale_refused"`
+	// StaleAccepted counts ledger rows written under a token older than
+	// one that had already written to the same partition, or older than
+	// another application of the same job: a stale owner's effect that
+	// landed.
+	StaleAccepted int `json:"stale_accepted"`
+	// Overlaps counts overlapping ownership windows in the lease audit;
+	// TokenViolations grants whose token did not strictly increase.
+	Overlaps        int `json:"overlaps"`
+	TokenViolations int `json:"token_violations"`
+	// OrderViolations counts ledger rows of a key applied before an
+	// earlier-enqueued job of the same key.
+	OrderViolations int `json:"order_violations"`
+	// Commits counts commit attempts in the workers' histories; Grants the
+	// grants in the lease audit.
+	Commits int `json:"commits"`
+	Grants  int `json:"grants"`
+	// Violations describes the first violations found.
+	Violations []string `json:"violations,omitempty"`
+}
+
+// maxViolations bounds Result.Violations.
+const maxViolations = 20
+
+// Check checks a run's record: every acknowledged job applied exactly
+// once, no stale effect accepted, each key's jobs applied in enqueue order,
+// strictly increasing tokens and no overlapping ownership windows in the
+// lease audit. It counts the stale commits refused; a run that refused
+// none is inconclusive.
+func Check(in Input) Result {
+	var r Result
+	flag := func(format string, a ...any) {
+		if len(r.Violations) < maxViolations {
+			r.Violations = append(r.Violations, fmt.Sprintf(format, a...))
+		}
+	}
+	ledger := append([]Entry(nil), in.Ledger...)
+	sort.Slice(ledger, func(i, j int) bool { return ledger[i].N < ledger[j].N })
+
+	rows := map[int64][]Entry{}
+	for _, e := range ledger {
+		rows[e.Job] = append(rows[e.Job], e)
+	}
+	known := map[int64]bool{}
+	r.Jobs = len(in.Jobs)
+	for _, j := range in.Jobs {
+		known[j.ID] = true
+	}
+	for _, id := range in.Confirmed {
+		if !known[id] {
+			r.Lost++
+			flag("job %d: enqueue acknowledged, but the job is missing from the jobs table", id)
+		}
+	}
+	for _, j := range in.Jobs {
+		n := len(rows[j.ID])
+		switch {
+		case n == 0 && j.State == "pending":
+			r.Lost++
+			r.Unfinished++
+			flag("job %d (key %s): never applied, still pending at the end", j.ID, j.Key)
+		case n == 0:
+			r.Lost++
+			flag("job %d (key %s): %s without its effect", j.ID, j.Key, j.State)
+		case n > 1:
+			r.Duplicates++
+			r.Extra += n - 1
+			tokens := make([]string, n)
+			for i, e := range rows[j.ID] {
+				tokens[i] = fmt.Sprintf("%d by %s", e.Token, e.Worker)
+			}
+			flag("job %d (key %s): applied %d times (tokens %s)", j.ID, j.Key, n, strings.Join(tokens, ", "))
+		}
+	}
+	for id := range rows {
+		if !known[id] {
+			r.Foreign++
+			flag("ledger: job %d is not a job of the run", id)
+		}
+	}
+	r.Applied = len(rows)
+
+	// Stale effects: per partition, in insertion order, a token below the
+	// highest one already written; per job, an application under a token
+	// below another application's.
+	stale := map[int64]bool{}
+	high := map[int]int64{}
+	for _, e := range ledger {
+		if h, ok := high[e.Partition]; ok && e.Token < h {
+			stale[e.N] = true
+			flag("ledger row %d: job %d under token %d after partition %d saw token %d (stale write accepted)",
+				e.N, e.Job, e.Token, e.Partition, h)
+		}
+		high[e.Partition] = max(high[e.Partition], e.Token)
+	}
+	for _, es := range rows {
+		var top int64
+		for _, e := range es {
+			top = max(top, e.Token)
+		}
+		for _, e := range es {
+			if e.Token < top && !stale[e.N] {
+				stale[e.N] = true
+				flag("ledger row %d: job %d under token %d, also applied under token %d (stale write accepted)",
+					e.N, e.Job, e.Token, top)
+			}
+		}
+	}
+	r.StaleAccepted = len(stale)
+
+	// Order: per key, job ids (enqueue order) increase in insertion order,
+	// counting each job's first application only.
+	last := map[string]int64{}
+	seen := map[int64]bool{}
+	for _, e := range ledger {
+		if seen[e.Job] {
+			continue
+		}
+		seen[e.Job] = true
+		if l, ok := last[e.Key]; ok && e.Job < l {
+			r.OrderViolations++
+			flag("ledger row %d: key %s job %d applied after job %d", e.N, e.Key, e.Job, l)
+		}
+		last[e.Key] = max(last[e.Key], e.Job)
+	}
+
+	for _, ev := range in.Events {
+		if ev.Type != EventCommit {
+			continue
+		}
+		r.Commits++
+		if ev.Outcome == "fenced" {
+			r.StaleRefused++
+		}
+	}
+
+	h := history.Check(in.Audit)
+	r.Grants = h.Grants
+	for _, v := range h.Violations {
+		if strings.Contains(v, "overlap") {
+			r.Overlaps++
+		} else {
+			r.TokenViolations++
+		}
+		flag("lease audit: %s", v)
+	}
+
+	switch {
+	case r.Lost+r.Foreign+r.Duplicates+r.StaleAccepted+r.Overlaps+r.TokenViolations+r.OrderViolations > 0:
+		r.Verdict = VerdictFail
+	case r.StaleRefused == 0:
+		r.Verdict = VerdictInconclusive
+	default:
+		r.Verdict = VerdictPass
+	}
+	return r
+}

@@ -1,0 +1,22 @@
+// Package chaos is leasehold's fault-injection suite, in the style of
+// Jepsen: it runs a fleet of worker OS processes against a real
+// PostgreSQL, each connected through its own in-process TCP fault proxy,
+// feeds them jobs whose transactional handlers append one row per job to a
+// ledger, injects faults from a seeded schedule (SIGSTOP past the lease
+// TTL, kill -9 and restart, a held connection, latency, clock skew both
+// ways, a PostgreSQL restart), and then checks the ledger, the jobs, the
+// workers' own histories and the database's lease audit for lost jobs,
+// duplicate effects, stale commits accepted and overlapping ownership.
+//
+// Run is the orchestrator (`leasehold chaos`); RunWorker is the body of
+// one worker process (the hidden `leasehold chaos worker`). Check is the
+// checker: a pure function over what a run recorded, unit-tested with
+// negative controls. Plan is the seeded fault schedule.
+//
+// Config.Unfenced is a control, not a mode: the workers then apply the
+// ledger effect outside the fenced transaction, exactly as an
+// at-least-once queue does, and the run must show duplicates. It proves that
+// the faults and the checker can catch a violation.
+//
+// See docs/reliability.md.
+package chaos

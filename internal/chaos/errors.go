@@ -1,0 +1,6 @@
+package chaos
+
+import "errors"
+
+// ErrInvalidConfig is wrapped by every configuration error.
+var ErrInvalidConfig = errors.New("chaos: invalid config")

@@ -1,0 +1,211 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/netproxy"
+)
+
+// slot is one worker position: its fault proxy survives the worker
+// processes started in it (one incarnation after each kill).
+type slot struct {
+	index    int
+	proxy    *netproxy.Proxy
+	url      string // the database URL through the proxy
+	skewFile string
+
+	incarnation int
+	id          string
+	proc        *os.Process
+	exited      chan struct{}
+	exitErr     error
+	// down is why the worker does not count as live: a fault kind, or "".
+	down Kind
+}
+
+// fleet is the worker processes and their proxies.
+type fleet struct {
+	cfg   Config
+	env   Env
+	dir   string
+	mu    sync.Mutex
+	slots []*slot
+	// unexpected counts worker processes that exited without being killed
+	// or stopped.
+	unexpected int
+	stopping   bool
+}
+
+// start starts the worker process of s, as a new incarnation.
+func (f *fleet) start(s *slot) error {
+	f.mu.Lock()
+	s.incarnation++
+	id := fmt.Sprintf("w%d.%d", s.index, s.incarnation)
+	f.mu.Unlock()
+	args := []string{
+		"--id", id, "--database-url", s.url, "--workload", f.cfg.Workload,
+		"--schema", f.env.Schema, "--group", f.env.Group, "--partitions", strconv.Itoa(f.env.Partitions),
+		"--keys", strconv.Itoa(f.env.Keys), "--ttl", f.cfg.TTL.String(), "--seed", strconv.FormatInt(f.cfg.Seed, 10),
+		"--stall", strconv.FormatFloat(f.cfg.StallProbability, 'g', -1, 64),
+		"--history", filepath.Join(f.dir, id+".jsonl"), "--skew-file", s.skewFile,
+	}
+	if f.cfg.Unfenced {
+		args = append(args, "--unfenced")
+	}
+	cmd := f.cfg.Command(args...)
+	logf, err := os.Create(filepath.Join(f.dir, id+".log"))
+	if err != nil {
+		return fmt.Errorf("chaos: worker log: %w", err)
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL // never outlive the orchestrator
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("chaos: start worker %s: %w", id, err)
+	}
+	exited := make(chan struct{})
+	f.mu.Lock()
+	s.id, s.proc, s.exited, s.exitErr = id, cmd.Process, exited, nil
+	f.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		f.mu.Lock()
+		s.exitErr = err
+		if s.down != Kill && !f.stopping {
+			f.unexpected++
+		}
+		f.mu.Unlock()
+		close(exited)
+	}()
+	return nil
+}
+
+// live returns the member ids of the workers that count as live: running,
+// not paused and not cut off.
+func (f *fleet) live() map[string]bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]bool{}
+	for _, s := range f.slots {
+		if s.down != "" || s.exited == nil {
+			continue
+		}
+		select {
+		case <-s.exited:
+		default:
+			out[s.id] = true
+		}
+	}
+	return out
+}
+
+func (f *fleet) setDown(s *slot, k Kind) {
+	f.mu.Lock()
+	s.down = k
+	f.mu.Unlock()
+}
+
+func (f *fleet) signal(s *slot, sig syscall.Signal) error {
+	f.mu.Lock()
+	p := s.proc
+	f.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("chaos: worker %d has no process", s.index)
+	}
+	return p.Signal(sig)
+}
+
+// restartExited starts again the workers that exited on their own (an
+// error at start, a crash), and returns their ids.
+func (f *fleet) restartExited() []string {
+	var dead []*slot
+	f.mu.Lock()
+	for _, s := range f.slots {
+		if s.exited == nil || s.down == Kill || f.stopping {
+			continue
+		}
+		select {
+		case <-s.exited:
+			dead = append(dead, s)
+		default:
+		}
+	}
+	f.mu.Unlock()
+	var ids []string
+	for _, s := range dead {
+		ids = append(ids, fmt.Sprintf("%s (%v)", s.id, s.exitErr))
+		if err := f.start(s); err != nil {
+			ids = append(ids, err.Error())
+		}
+	}
+	return ids
+}
+
+// healAll undoes every fault on every worker.
+func (f *fleet) healAll() {
+	for _, s := range f.slots {
+		s.proxy.Heal()
+		s.proxy.SetLatency(0)
+		_ = writeSkew(s.skewFile, 0)
+		_ = f.signal(s, syscall.SIGCONT)
+		f.setDown(s, "")
+	}
+}
+
+// stop stops every worker: SIGTERM, then SIGKILL after grace.
+func (f *fleet) stop(grace time.Duration) {
+	f.mu.Lock()
+	f.stopping = true
+	slots := append([]*slot(nil), f.slots...)
+	f.mu.Unlock()
+	for _, s := range slots {
+		_ = f.signal(s, syscall.SIGCONT)
+		_ = f.signal(s, syscall.SIGTERM)
+	}
+	deadline := time.After(grace)
+	for _, s := range slots {
+		if s.exited == nil {
+			continue
+		}
+		select {
+		case <-s.exited:
+		case <-deadline:
+			_ = f.signal(s, syscall.SIGKILL)
+			<-s.exited
+		}
+	}
+	for _, s := range slots {
+		s.proxy.Close()
+	}
+}
+
+// logTail returns the end of a worker's log.
+func (f *fleet) logTail(id string) string {
+	b, _ := os.ReadFile(filepath.Join(f.dir, id+".log"))
+	s := strings.TrimSpace(string(b))
+	if len(s) > 1500 {
+		s = s[len(s)-1500:]
+	}
+	return s
+}
+
+// waitExit waits for s's process to exit, bounded by ctx.
+func waitExit(ctx context.Context, s *slot) error {
+	select {
+	case <-s.exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,241 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/worker"
+)
+
+// queueWorkload is the queue workload: jobs whose handler appends one row
+// per job to the ledger, in the job's fenced transaction.
+type queueWorkload struct{}
+
+// item is the queue workload's job: the seq-th job of its key.
+type item struct {
+	Seq int `json:"seq"`
+}
+
+// Kind names the job kind.
+func (item) Kind() string { return "chaos.apply" }
+
+const (
+	sqlLedger = `
+CREATE TABLE {{schema}}.chaos_ledger (
+    n         bigserial   PRIMARY KEY,
+    job_id    bigint      NOT NULL,
+    key       text        NOT NULL,
+    partition integer     NOT NULL,
+    token     bigint      NOT NULL,
+    worker    text        NOT NULL,
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+)`
+	sqlGroup       = `INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2)`
+	sqlApply       = `INSERT INTO {{schema}}.chaos_ledger (job_id, key, partition, token, worker) VALUES ($1, $2, $3, $4, $5)`
+	sqlOutstanding = `SELECT count(*) FROM {{schema}}.jobs WHERE group_name = $1 AND state = 'pending'`
+	sqlApplied     = `SELECT coalesce(max(n), 0) FROM {{schema}}.chaos_ledger`
+	sqlJobs        = `SELECT id, key, partition, state FROM {{schema}}.jobs WHERE group_name = $1`
+	sqlEntries     = `SELECT n, job_id, key, partition, token, worker FROM {{schema}}.chaos_ledger`
+)
+
+// maxAttempts keeps jobs from being discarded by failures the faults cause
+// (a restarted database, a cut connection): a discarded job would be lost.
+const maxAttempts = 10000
+
+// queries renders the workload's statements for schema.
+type queries struct {
+	ledger, group, apply, outstanding, applied, jobs, entries string
+}
+
+func render(schema string) (queries, error) {
+	q, err := migrations.Schema(schema)
+	if err != nil {
+		return queries{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	r := func(sql string) string { return migrations.Render(sql, q) }
+	return queries{ledger: r(sqlLedger), group: r(sqlGroup), apply: r(sqlApply), outstanding: r(sqlOutstanding),
+		applied: r(sqlApplied), jobs: r(sqlJobs), entries: r(sqlEntries)}, nil
+}
+
+func (queueWorkload) Name() string { return "queue" }
+
+func (queueWorkload) Setup(ctx context.Context, db *pgxpool.Pool, env Env) error {
+	q, err := render(env.Schema)
+	if err != nil {
+		return err
+	}
+	if _, err := db.Exec(ctx, q.ledger); err != nil {
+		return fmt.Errorf("chaos: ledger: %w", err)
+	}
+	if _, err := db.Exec(ctx, q.group, env.Group, env.Partitions); err != nil {
+		return fmt.Errorf("chaos: group: %w", err)
+	}
+	return nil
+}
+
+// feedTick is how often the feeder enqueues a batch.
+const feedTick = 100 * time.Millisecond
+
+func (queueWorkload) Feed(ctx context.Context, db *pgxpool.Pool, env Env, n int, d time.Duration) ([]int64, error) {
+	c, err := queue.New(db, queue.Config{Schema: env.Schema, MaxAttempts: maxAttempts})
+	if err != nil {
+		return nil, err
+	}
+	ticks := max(1, int(d/feedTick))
+	seq := make([]int, env.Keys)
+	var ids []int64
+	start := time.Now()
+	for t, sent := 0, 0; sent < n; t++ {
+		want := min(n, (t+1)*n/ticks+1)
+		var batch []queue.Job
+		for ; sent < want; sent++ {
+			k := sent % env.Keys
+			batch = append(batch, queue.Job{Group: env.Group, Key: fmt.Sprint("k", k), Args: item{Seq: seq[k]}})
+			seq[k]++
+		}
+		for len(batch) > 0 {
+			ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			res, err := c.EnqueueMany(ectx, batch...)
+			cancel()
+			if err == nil {
+				for _, r := range res {
+					ids = append(ids, r.ID)
+				}
+				break
+			}
+			// The outcome is unknown (the database restarts, say): enqueue
+			// again. A batch enqueued twice is two sets of jobs, each of
+			// which must still be applied once; the checker reads the jobs
+			// table.
+			select {
+			case <-ctx.Done():
+				return ids, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ids, ctx.Err()
+		case <-time.After(time.Until(start.Add(time.Duration(t+1) * feedTick))):
+		}
+	}
+	return ids, nil
+}
+
+func (queueWorkload) Outstanding(ctx context.Context, db *pgxpool.Pool, env Env) (int, error) {
+	q, err := render(env.Schema)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = db.QueryRow(ctx, q.outstanding, env.Group).Scan(&n)
+	return n, err
+}
+
+func (queueWorkload) Applied(ctx context.Context, db *pgxpool.Pool, env Env) (int64, error) {
+	q, err := render(env.Schema)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = db.QueryRow(ctx, q.applied).Scan(&n)
+	return n, err
+}
+
+func (queueWorkload) Collect(ctx context.Context, db *pgxpool.Pool, env Env) ([]Job, []Entry, error) {
+	q, err := render(env.Schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := db.Query(ctx, q.jobs, env.Group)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: read jobs: %w", err)
+	}
+	jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Job])
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: read jobs: %w", err)
+	}
+	rows, err = db.Query(ctx, q.entries)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: read ledger: %w", err)
+	}
+	ledger, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Entry])
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: read ledger: %w", err)
+	}
+	return jobs, ledger, nil
+}
+
+func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) error {
+	q, err := render(w.Schema)
+	if err != nil {
+		return err
+	}
+	apply := q.apply
+	// tokens joins a run's token (known to the handler) to its outcome
+	// (known to OnJob).
+	var tokens sync.Map // job id -> fence.Token
+	ws := queue.NewWorkers()
+	stall := func() {
+		if ok, d := w.Stall(); ok {
+			time.Sleep(d) // ignoring the context: a stuck call, a GC pause
+		}
+	}
+	if w.Unfenced {
+		// The control: the effect commits on its own, before the job's
+		// fenced completion, as in an at-least-once queue.
+		queue.Handle(ws, func(ctx context.Context, j *queue.Work[item]) error {
+			stall()
+			tokens.Store(j.ID, j.Token)
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_, err := db.Exec(actx, apply, j.ID, j.Key, j.Partition, int64(j.Token), w.ID)
+			return err
+		})
+	} else {
+		queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, j *queue.Work[item]) error {
+			stall()
+			tokens.Store(j.ID, j.Token)
+			_, err := tx.Exec(context.WithoutCancel(ctx), apply, j.ID, j.Key, j.Partition, int64(j.Token), w.ID)
+			return err
+		})
+	}
+	ttl := w.Lease.TTL
+	if ttl == 0 {
+		ttl = lease.DefaultTTL
+	}
+	cfg := worker.Config{
+		Group: w.Group, Partitions: w.Partitions, ID: w.ID, Schema: w.Schema, Workers: ws,
+		Lease: w.Lease, MembershipPollInterval: 200 * time.Millisecond, Logger: w.Logger,
+	}
+	cfg.Queue.PollInterval = 100 * time.Millisecond
+	cfg.Queue.MinRetry, cfg.Queue.MaxRetry = 100*time.Millisecond, 2*time.Second
+	// A stalled or paused handler's transaction stays open past the TTL:
+	// keep it open so that its commit reaches the fence check.
+	cfg.Queue.Fence = fence.PostgresConfig{IdleTimeout: 4 * ttl}
+	cfg.Queue.Hooks.OnJob = func(e queue.JobEvent) {
+		var token int64
+		if t, ok := tokens.LoadAndDelete(e.ID); ok {
+			token = int64(t.(fence.Token))
+		}
+		ev := Event{Type: EventCommit, Partition: e.Partition, Job: e.ID, Token: token, Outcome: string(e.Outcome)}
+		if e.Err != nil {
+			ev.Err = e.Err.Error()
+		}
+		w.Recorder.Record(ev)
+	}
+	wk, err := worker.New(db, cfg)
+	if err != nil {
+		return err
+	}
+	return wk.Run(ctx)
+}

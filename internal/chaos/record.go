@@ -1,0 +1,126 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Event is one line of a worker process's history.
+type Event struct {
+	// At is the worker's wall-clock time (not skewed).
+	At     time.Time `json:"at"`
+	Worker string    `json:"worker"`
+	// Type is grant, loss, release, commit or skew.
+	Type string `json:"type"`
+	// Lease is the lease name of grant, loss and release.
+	Lease     string `json:"lease,omitempty"`
+	Partition int    `json:"partition"`
+	Token     int64  `json:"token,omitempty"`
+	// Job and Outcome describe a commit attempt: the queue.Outcome of a
+	// run whose handler returned (completed, fenced, ...).
+	Job     int64  `json:"job,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	// Skew is the worker's clock offset after a skew event.
+	Skew time.Duration `json:"skew,omitempty"`
+	Err  string        `json:"err,omitempty"`
+}
+
+// The event types.
+const (
+	EventGrant   = "grant"
+	EventLoss    = "loss"
+	EventRelease = "release"
+	EventCommit  = "commit"
+	EventSkew    = "skew"
+)
+
+// Recorder appends events to a JSON-lines file, one write per event, so a
+// process killed with SIGKILL loses at most the event it was writing (the
+// reader skips a torn last line).
+type Recorder struct {
+	mu     sync.Mutex
+	f      *os.File
+	worker string
+	err    error
+}
+
+// NewRecorder opens (creating or appending to) the history file path.
+func NewRecorder(path, worker string) (*Recorder, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: history: %w", err)
+	}
+	return &Recorder{f: f, worker: worker}, nil
+}
+
+// Record appends e, stamped with the time and the worker. The first write
+// error is kept and returned by Close.
+func (r *Recorder) Record(e Event) {
+	e.At, e.Worker = time.Now(), r.worker
+	b, err := json.Marshal(e)
+	if err != nil {
+		return // an Event always marshals
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return
+	}
+	if _, err := r.f.Write(append(b, '\n')); err != nil {
+		r.err = fmt.Errorf("chaos: history: %w", err)
+	}
+}
+
+// Close closes the file and returns the first error.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return errors.Join(r.err, r.f.Close())
+}
+
+// ReadEvents reads every *.jsonl history in dir, in time order. Lines that do
+// not parse (a line torn by kill -9) are skipped and counted.
+func ReadEvents(dir string) (events []Event, torn int, err error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, 0, fmt.Errorf("chaos: history: %w", err)
+		}
+		es, t, err := readEvents(f)
+		f.Close()
+		if err != nil {
+			return nil, 0, fmt.Errorf("chaos: history %s: %w", p, err)
+		}
+		events, torn = append(events, es...), torn+t
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].At.Before(events[j].At) })
+	return events, torn, nil
+}
+
+func readEvents(r io.Reader) ([]Event, int, error) {
+	var out []Event
+	torn := 0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			torn++
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, torn, sc.Err()
+}

@@ -1,0 +1,108 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/lease"
+)
+
+// Workload is the work a run gives its fleet: items fed in by the
+// orchestrator, applied by the workers, each application leaving one ledger
+// row. The queue workload (jobs whose transactional handler appends to the
+// ledger) is built in; a workload consuming a Kafka topic into a ledger
+// plugs in here, with the same checker.
+type Workload interface {
+	// Name names the workload (the --workload flag).
+	Name() string
+	// Setup creates the workload's tables, before any worker starts.
+	Setup(ctx context.Context, db *pgxpool.Pool, env Env) error
+	// Feed produces n items spread evenly over d, retrying through faults
+	// until ctx ends, and returns the ids whose production was acknowledged.
+	Feed(ctx context.Context, db *pgxpool.Pool, env Env, n int, d time.Duration) ([]int64, error)
+	// Outstanding returns how many items are not finished yet.
+	Outstanding(ctx context.Context, db *pgxpool.Pool, env Env) (int, error)
+	// Applied returns the number of ledger rows.
+	Applied(ctx context.Context, db *pgxpool.Pool, env Env) (int64, error)
+	// Collect reads the items and the ledger after the run.
+	Collect(ctx context.Context, db *pgxpool.Pool, env Env) ([]Job, []Entry, error)
+	// Work runs a worker process's side until ctx ends, then stops
+	// gracefully.
+	Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) error
+}
+
+// Env is what the orchestrator and the workers agree on.
+type Env struct {
+	// Schema holds leasehold's tables and the workload's.
+	Schema string
+	// Group is the partition group.
+	Group string
+	// Partitions is the group's partition count.
+	Partitions int
+	// Keys is how many distinct keys the items are spread over.
+	Keys int
+}
+
+// WorkerEnv is a worker process's side of a run.
+type WorkerEnv struct {
+	Env
+	// ID is the worker's member id (one per process incarnation).
+	ID string
+	// Lease configures the partition leases: TTL, the skewable Clock and
+	// the Hooks recording grants, losses and releases.
+	Lease lease.Config
+	// Recorder receives the worker's history.
+	Recorder *Recorder
+	// Stall reports whether the current handler run should stall, and for
+	// how long: past the lease TTL, ignoring its context.
+	Stall func() (bool, time.Duration)
+	// Unfenced applies effects outside the fenced transaction (the
+	// control).
+	Unfenced bool
+	// Logger receives the worker's logs.
+	Logger *slog.Logger
+}
+
+// workloads are the known workloads, by name.
+var workloads = map[string]Workload{"queue": queueWorkload{}}
+
+// WorkloadNamed returns the workload called name.
+func WorkloadNamed(name string) (Workload, error) {
+	w, ok := workloads[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown workload %q (known: queue)", ErrInvalidConfig, name)
+	}
+	return w, nil
+}
+
+// staller decides which handler runs stall, from a seeded source.
+type staller struct {
+	mu  sync.Mutex
+	r   *rand.Rand
+	p   float64
+	ttl time.Duration
+}
+
+func newStaller(seed int64, id string, p float64, ttl time.Duration) *staller {
+	var h uint64 = 14695981039346656037
+	for _, c := range []byte(id) {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return &staller{r: rand.New(rand.NewPCG(uint64(seed), h)), p: p, ttl: ttl}
+}
+
+// next reports whether to stall, and for 1.5 to 2.5 TTLs.
+func (s *staller) next() (bool, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p <= 0 || s.r.Float64() >= s.p {
+		return false, 0
+	}
+	return true, time.Duration((1.5 + s.r.Float64()) * float64(s.ttl))
+}
