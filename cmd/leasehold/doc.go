@@ -5,6 +5,7 @@
 //	leasehold migrate [--database-url URL] [--schema NAME]
 //	leasehold version
 //	leasehold demo [--json] [--database-url URL]
+//	leasehold chaos [--duration D] [--seed N] [--workers N] [--jobs M] [--json FILE] [--database-url URL]
 //	leasehold status [--group G]... [--all] [--json]
 //	leasehold enqueue --group G --kind K [--key K] [--args JSON] [--run-at T | --delay D]
 //	                  [--max-attempts N] [--unique-key U] [--json]
@@ -57,6 +58,12 @@
 // another owner commits the same records from the stored offset, and the
 // paused worker's commit is refused by the fence; the ledger is checked
 // for every record exactly once, in order.
+//
+// chaos runs worker OS processes under a seeded schedule of faults
+// (SIGSTOP past the lease TTL, kill -9 and restart, held and slowed
+// connections, clock skew, a PostgreSQL restart) and checks the ledger,
+// the jobs and the lease history: nothing lost, nothing applied twice, every
+// stale commit refused. See docs/reliability.md.
 //
 // The global flag --verbose shows the log records of the lease clients and
 // of migrations, which are silenced by default.
