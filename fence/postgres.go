@@ -102,6 +102,9 @@ func (p *Postgres) Check(ctx context.Context, tx pgx.Tx, lease string, token Tok
 	return nil
 }
 
+// Config returns the fence's configuration, with defaults filled in.
+func (p *Postgres) Config() PostgresConfig { return p.cfg }
+
 // TxBeginner starts transactions with options: a *pgxpool.Pool or *pgx.Conn.
 type TxBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)

@@ -92,10 +92,7 @@ func (p *Processor) batch(ctx, hctx context.Context, o partition.Ownership, log 
 	// held until Run returns, and the fence refuses a stale owner.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	err = p.fence.Tx(cctx, p.pool, o.Lease.Name(), o.Token, func(tx pgx.Tx) error {
-		_, err := p.complete(cctx, tx, o.Token, r.outs)
-		return err
-	})
+	err = p.completeFenced(cctx, o, r.outs)
 	switch {
 	case errors.Is(err, fence.ErrFenced):
 		r.report(OutcomeFenced, err)

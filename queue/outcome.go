@@ -3,13 +3,16 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/partition"
 )
 
 // outcome is what becomes of one run of a job.
@@ -92,4 +95,33 @@ func (o outcome) result() Outcome {
 		return OutcomeRetried
 	}
 	return Outcome(o.state) // completed, discarded, cancelled
+}
+
+// completeFenced records outcomes in one fenced statement (see
+// queuesql.CompleteFenced): a stale owner's outcomes are refused with a
+// *fence.FencedError.
+func (p *Processor) completeFenced(ctx context.Context, o partition.Ownership, outs []outcome) error {
+	n := len(outs)
+	ids, states, spent := make([]int64, n), make([]string, n), make([]int32, n)
+	delays, errs := make([]*int64, n), make([]*string, n)
+	for i, o := range outs {
+		ids[i], states[i], spent[i], delays[i], errs[i] = o.id, o.state, o.spent, o.delay, o.err
+	}
+	name := o.Lease.Name()
+	var current int64
+	var live bool
+	var changed int
+	err := p.pool.QueryRow(ctx, p.q.completeFenced, ids, states, spent, delays, errs, int64(o.Token), name,
+		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10)).Scan(&current, &live, &changed)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return &fence.FencedError{Resource: name, Held: o.Token, Reason: "no such lease"}
+	case err != nil:
+		return fmt.Errorf("queue: record %d outcome(s): %w", n, err)
+	case fence.Token(current) != o.Token:
+		return &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease was granted anew"}
+	case !live:
+		return &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease expired"}
+	}
+	return nil
 }

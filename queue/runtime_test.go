@@ -399,3 +399,45 @@ func TestHandlerCannotCommitItsTransaction(t *testing.T) {
 		t.Fatalf("%d ledger rows, %d refused commits; want the effect once, the handler's commit refused", rows, refused.Load())
 	}
 }
+
+// The plain runs' outcomes are recorded by one statement that locks the
+// lease row FOR SHARE: a takeover that commits while that statement waits
+// for the row is seen, and the stale completion is refused; the job stays
+// pending for the new grant.
+func TestCompletionWaitingOnATakeoverIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	release := make(chan struct{})
+	started := make(chan fence.Token, 10)
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		started <- w.Token
+		<-release
+		return nil
+	})
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"x"}})
+	pgtest.Must(t, err)
+	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+		Fence: fence.PostgresConfig{LockTimeout: 5 * time.Second}}, true)
+	stale := <-started
+
+	// A takeover in progress: the lease row is granted anew, not yet
+	// committed, when the stale owner's completion arrives.
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `UPDATE leasehold.leases SET token = nextval('leasehold.lease_token_seq') WHERE name = $1`,
+		partition.LeaseName("emails", partition.OfString("k", 8)))
+	pgtest.Must(t, err)
+	close(release)
+	time.Sleep(500 * time.Millisecond) // the completion waits for the row lock
+	pgtest.Must(t, tx.Commit(ctx))
+
+	waitFinished(t, pool, 30*time.Second) // the member notices the loss and runs the job again
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if info.State != "completed" || info.FinishedToken == nil || *info.FinishedToken == stale {
+		t.Fatalf("job %s with token %v; the stale grant's token %d must not complete it", info.State, info.FinishedToken, stale)
+	}
+}

@@ -8,7 +8,7 @@ import (
 // queries holds every statement of the package, rendered for one schema.
 // The statements, with the reasoning behind each, are in internal/queuesql.
 type queries struct {
-	groups, enqueue, enqueuePlain, fetch, complete, retain, inspect, retry, stats, cancel, list string
+	groups, enqueue, enqueuePlain, fetch, complete, completeFenced, retain, inspect, retry, stats, cancel, list string
 }
 
 func render(schema string) (queries, error) {
@@ -18,16 +18,17 @@ func render(schema string) (queries, error) {
 	}
 	r := func(s string) string { return migrations.Render(s, q) }
 	return queries{
-		groups:       r(queuesql.Groups),
-		enqueue:      r(queuesql.Enqueue),
-		enqueuePlain: r(queuesql.EnqueuePlain),
-		fetch:        r(queuesql.Fetch),
-		complete:     r(queuesql.Complete),
-		retain:       r(queuesql.Retain),
-		inspect:      r(queuesql.Inspect),
-		retry:        r(queuesql.Retry),
-		stats:        r(queuesql.Stats),
-		cancel:       r(queuesql.Cancel),
-		list:         r(queuesql.List),
+		groups:         r(queuesql.Groups),
+		enqueue:        r(queuesql.Enqueue),
+		enqueuePlain:   r(queuesql.EnqueuePlain),
+		fetch:          r(queuesql.Fetch),
+		complete:       r(queuesql.Complete),
+		completeFenced: r(queuesql.CompleteFenced),
+		retain:         r(queuesql.Retain),
+		inspect:        r(queuesql.Inspect),
+		retry:          r(queuesql.Retry),
+		stats:          r(queuesql.Stats),
+		cancel:         r(queuesql.Cancel),
+		list:           r(queuesql.List),
 	}, nil
 }
