@@ -59,6 +59,8 @@ func workerMain(args []string) int {
 			fmt.Sscan(v, &cfg.Env.Partitions)
 		case "--keys":
 			fmt.Sscan(v, &cfg.Env.Keys)
+		case "--brokers":
+			cfg.Env.Brokers = strings.Split(v, ",")
 		case "--ttl":
 			cfg.TTL, _ = time.ParseDuration(v)
 		case "--seed":
