@@ -31,6 +31,10 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 			"sometimes stall past the TTL ignoring their context, then commit. The checker then reports\n" +
 			"jobs lost, jobs applied more than once, stale commits refused and accepted, overlapping\n" +
 			"ownership windows and recovery times.\n\n" +
+			"--workload kafka runs the same faults against the Kafka source instead: the orchestrator runs\n" +
+			"an in-process Kafka (kfake) with a topic of --partitions partitions and produces --jobs records\n" +
+			"to it; the workers consume it with queue/kafka, appending one ledger row per record in each\n" +
+			"batch's transaction, and the checker also requires every stored offset at its log end.\n\n" +
 			"Without --database-url or $DATABASE_URL it runs on a throwaway cluster (which it restarts\n" +
 			"once per pg_restart fault); on an existing server it uses, and first drops, the schema\n" +
 			"leasehold_chaos, and skips the pg_restart fault.\n\n" +
@@ -75,8 +79,8 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 			}
 			switch rep.Verdict {
 			case chaos.VerdictFail:
-				return fmt.Errorf("chaos: invariants violated (%d lost, %d duplicates, %d stale accepted, %d overlaps, %d token, %d order)",
-					rep.Lost, rep.Duplicates, rep.StaleAccepted, rep.Overlaps, rep.TokenViolations, rep.OrderViolations)
+				return fmt.Errorf("chaos: invariants violated (%d lost, %d duplicates, %d stale accepted, %d overlaps, %d token, %d order, %d offsets)",
+					rep.Lost, rep.Duplicates, rep.StaleAccepted, rep.Overlaps, rep.TokenViolations, rep.OrderViolations, rep.OffsetMismatches)
 			case chaos.VerdictInconclusive:
 				return errors.New("chaos: inconclusive: no stale commit was refused, so the faults never tested the fence; " +
 					"run longer or with other seeds")
@@ -95,7 +99,7 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 	f.DurationVar(&cfg.Drain, "drain", 60*time.Second, "how long to wait, after the fault phase, for every job to finish")
 	f.Float64Var(&cfg.StallProbability, "stall", 0.05, "probability that a handler stalls past the TTL, ignoring its context, then commits")
 	f.StringVar(&faults, "faults", "all", "comma-separated fault kinds: "+kindNames())
-	f.StringVar(&workload, "workload", "queue", "workload: queue (jobs appending to a ledger)")
+	f.StringVar(&workload, "workload", "queue", "workload: queue (jobs appending to a ledger) or kafka (an in-process Kafka topic consumed into a ledger)")
 	f.StringVar(&jsonPath, "json", "", "write the report as JSON to this file (- for standard output)")
 	f.StringVar(&dir, "dir", "", "keep the workers' histories and logs in this directory (default: a temporary one, kept only if the run does not pass)")
 	f.BoolVar(&cfg.Unfenced, "unfenced", false, "control run: apply effects outside the fence, as an at-least-once queue does; must show duplicates")
@@ -134,20 +138,27 @@ func printChaos(w io.Writer, r *chaos.Report) {
 	if r.Unfenced {
 		mode = "UNFENCED control"
 	}
-	fmt.Fprintf(w, "leasehold chaos: %s (%s, seed %d, %d workers, %d partitions, TTL %dms, %.0fs of faults)\n\n",
-		strings.ToUpper(r.Verdict), mode, r.Seed, r.Workers, r.Partitions, r.TTLMS, r.DurationS)
+	fmt.Fprintf(w, "leasehold chaos: %s (%s workload, %s, seed %d, %d workers, %d partitions, TTL %dms, %.0fs of faults)\n\n",
+		strings.ToUpper(r.Verdict), r.Workload, mode, r.Seed, r.Workers, r.Partitions, r.TTLMS, r.DurationS)
+	unit := "jobs"
+	if r.Workload == "kafka" {
+		unit = "records"
+	}
 	rows := [][2]string{
-		{"jobs", fmt.Sprint(r.Jobs)},
+		{unit, fmt.Sprint(r.Jobs)},
 		{"applied", fmt.Sprint(r.Applied)},
 		{"lost", fmt.Sprintf("%d (unfinished %d)", r.Lost, r.Unfinished)},
 		{"applied more than once", fmt.Sprintf("%d (%d extra rows)", r.Duplicates, r.Extra)},
 		{"stale commits refused", fmt.Sprint(r.StaleRefused)},
 		{"stale commits accepted", fmt.Sprint(r.StaleAccepted)},
 		{"overlapping ownership", fmt.Sprint(r.Overlaps)},
-		{"token / key-order violations", fmt.Sprintf("%d / %d", r.TokenViolations, r.OrderViolations)},
+		{"token / order violations", fmt.Sprintf("%d / %d", r.TokenViolations, r.OrderViolations)},
 		{"grants / commit attempts", fmt.Sprintf("%d / %d", r.Grants, r.Commits)},
 		{"recovery p50 / p99 / max", fmt.Sprintf("%d / %d / %d ms (%d unrecovered)", r.RecoveryP50MS, r.RecoveryP99MS, r.RecoveryMaxMS, r.Unrecovered)},
-		{"throughput", fmt.Sprintf("%.0f jobs/s during faults", r.ThroughputPerS)},
+		{"throughput", fmt.Sprintf("%.0f %s/s during faults", r.ThroughputPerS, unit)},
+	}
+	if r.Workload == "kafka" {
+		rows = append(rows, [2]string{"stored offsets not at log end", fmt.Sprint(r.OffsetMismatches)})
 	}
 	for _, row := range rows {
 		fmt.Fprintf(w, "  %-30s %s\n", row[0], row[1])

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,6 +15,10 @@ func TestChaosRejectsBadFlags(t *testing.T) {
 	out, err := run(t, "chaos", "--faults", "pause,meteor")
 	if !errors.Is(err, chaos.ErrInvalidConfig) || !strings.Contains(err.Error(), "meteor") {
 		t.Fatalf("unknown fault: %v (output %q)", err, out)
+	}
+	out, err = run(t, "chaos", "--workload", "rabbitmq")
+	if !errors.Is(err, chaos.ErrInvalidConfig) || !strings.Contains(err.Error(), "kafka") {
+		t.Fatalf("unknown workload: %v (output %q)", err, out)
 	}
 	out, err = run(t, "chaos", "worker")
 	if !errors.Is(err, chaos.ErrInvalidConfig) {
@@ -29,7 +34,7 @@ func TestChaosHidesTheControlAndTheWorker(t *testing.T) {
 	if strings.Contains(out, "unfenced") || strings.Contains(out, "worker") && strings.Contains(out, "Available Commands") {
 		t.Fatalf("help shows the control or the worker command:\n%s", out)
 	}
-	for _, flag := range []string{"--duration", "--seed", "--json", "--faults", "--database-url"} {
+	for _, flag := range []string{"--duration", "--seed", "--json", "--faults", "--database-url", "--workload", "kafka"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("help lacks %s", flag)
 		}
@@ -60,5 +65,17 @@ func TestChaosReportFields(t *testing.T) {
 	}
 	if f, ok := m["faults"].(map[string]any)["pause"].(map[string]any); !ok || f["injected"] != 1.0 {
 		t.Errorf("faults: %v", m["faults"])
+	}
+}
+
+// A Kafka run's report counts records and shows the stored offsets' check.
+func TestChaosReportKafka(t *testing.T) {
+	rep := &chaos.Report{Workload: "kafka", Result: chaos.Result{Verdict: chaos.VerdictFail, Jobs: 7, OffsetMismatches: 2}}
+	var human bytes.Buffer
+	printChaos(&human, rep)
+	out := human.String()
+	if !strings.Contains(out, "kafka workload") || !strings.Contains(out, "records   ") ||
+		!regexp.MustCompile(`stored offsets not at log end\s+2`).MatchString(out) {
+		t.Fatalf("report:\n%s", out)
 	}
 }

@@ -41,6 +41,7 @@ func newChaosWorkerCmd(opts *rootOptions) *cobra.Command {
 	f.StringVar(&cfg.Env.Group, "group", "chaos", "partition group")
 	f.IntVar(&cfg.Env.Partitions, "partitions", 16, "partitions")
 	f.IntVar(&cfg.Env.Keys, "keys", 64, "keys")
+	f.StringSliceVar(&cfg.Env.Brokers, "brokers", nil, "Kafka seed brokers of the kafka workload (comma-separated)")
 	f.DurationVar(&cfg.TTL, "ttl", 2*time.Second, "lease TTL")
 	f.Int64Var(&cfg.Seed, "seed", 0, "seed of the handler stalls")
 	f.Float64Var(&cfg.StallProbability, "stall", 0, "probability that a handler stalls past the TTL")

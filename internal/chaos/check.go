@@ -27,6 +27,19 @@ type Entry struct {
 	Worker    string
 }
 
+// StoredOffset is a Kafka partition's stored offset at the end of a run,
+// beside its log end.
+type StoredOffset struct {
+	// Key names the partition ("topic/partition"), as the Job keys do.
+	Key string
+	// Stored is the stored offset (the next record to apply); HasStored
+	// is false when none is stored.
+	Stored    int64
+	HasStored bool
+	// End is the partition's log end offset.
+	End int64
+}
+
 // Input is what a run recorded, for Check.
 type Input struct {
 	// Confirmed are the ids whose enqueue was acknowledged to the feeder.
@@ -39,6 +52,9 @@ type Input struct {
 	Events []Event
 	// Audit is the database's lease history (internal/history).
 	Audit []history.Version
+	// Offsets are the stored offsets of the Kafka workload, one per
+	// partition of the topic; nil for the queue workload.
+	Offsets []StoredOffset
 }
 
 // Verdicts of a run.
@@ -85,6 +101,10 @@ type Result struct {
 	// OrderViolations counts ledger rows of a key applied before an
 	// earlier-enqueued job of the same key.
 	OrderViolations int `json:"order_violations"`
+	// OffsetMismatches counts Kafka partitions whose stored offset is not
+	// their log end after the drain (or that have records and no stored
+	// offset).
+	OffsetMismatches int `json:"offset_mismatches"`
 	// Commits counts commit attempts in the workers' histories; Grants the
 	// grants in the lease audit.
 	Commits int `json:"commits"`
@@ -99,7 +119,7 @@ const maxViolations = 20
 // Check checks a run's record: every acknowledged job applied exactly
 // once, no stale effect accepted, each key's jobs applied in enqueue order,
 // strictly increasing tokens and no overlapping ownership windows in the
-// lease audit. It counts the stale commits refused; a run that refused
+// lease audit, and (Kafka) every stored offset at its log end. It counts the stale commits refused; a run that refused
 // none is inconclusive.
 func Check(in Input) Result {
 	var r Result
@@ -123,7 +143,7 @@ func Check(in Input) Result {
 	for _, id := range in.Confirmed {
 		if !known[id] {
 			r.Lost++
-			flag("job %d: enqueue acknowledged, but the job is missing from the jobs table", id)
+			flag("job %d: production acknowledged, but missing from the jobs table or the topic's log", id)
 		}
 	}
 	for _, j := range in.Jobs {
@@ -208,6 +228,17 @@ func Check(in Input) Result {
 		}
 	}
 
+	for _, o := range in.Offsets {
+		switch {
+		case !o.HasStored && o.End > 0:
+			r.OffsetMismatches++
+			flag("offsets: %s has no stored offset, its log ends at %d", o.Key, o.End)
+		case o.HasStored && o.Stored != o.End:
+			r.OffsetMismatches++
+			flag("offsets: %s stored offset %d, its log ends at %d", o.Key, o.Stored, o.End)
+		}
+	}
+
 	h := history.Check(in.Audit)
 	r.Grants = h.Grants
 	for _, v := range h.Violations {
@@ -220,7 +251,7 @@ func Check(in Input) Result {
 	}
 
 	switch {
-	case r.Lost+r.Foreign+r.Duplicates+r.StaleAccepted+r.Overlaps+r.TokenViolations+r.OrderViolations > 0:
+	case r.Lost+r.Foreign+r.Duplicates+r.StaleAccepted+r.Overlaps+r.TokenViolations+r.OrderViolations+r.OffsetMismatches > 0:
 		r.Verdict = VerdictFail
 	case r.StaleRefused == 0:
 		r.Verdict = VerdictInconclusive

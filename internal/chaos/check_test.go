@@ -82,7 +82,7 @@ func TestCheckFlagsEachViolation(t *testing.T) {
 		}, func(r Result) int { return r.Unfinished }, "still pending"},
 		{"acknowledged job vanished", func(in *Input) {
 			in.Confirmed = append(in.Confirmed, 9)
-		}, func(r Result) int { return r.Lost }, "missing from the jobs table"},
+		}, func(r Result) int { return r.Lost }, "missing from the jobs table or the topic's log"},
 		{"foreign ledger row", func(in *Input) {
 			in.Ledger = append(in.Ledger, Entry{N: 4, Job: 77, Key: "z", Partition: 1, Token: 5})
 		}, func(r Result) int { return r.Foreign }, "not a job of the run"},

@@ -8,6 +8,13 @@
 // workers' own histories and the database's lease audit for lost jobs,
 // duplicate effects, stale commits accepted and overlapping ownership.
 //
+// Two workloads are built in (Workload): "queue", the jobs above, and
+// "kafka", in which the orchestrator runs an in-process Kafka (kfake) and
+// produces records to a topic that the workers consume with queue/kafka,
+// appending one ledger row per record in each batch's fenced transaction;
+// its check adds per-partition offset order and stored offsets at the log
+// end.
+//
 // Run is the orchestrator (`leasehold chaos`); RunWorker is the body of
 // one worker process (the hidden `leasehold chaos worker`). Check is the
 // checker: a pure function over what a run recorded, unit-tested with

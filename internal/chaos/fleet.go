@@ -57,6 +57,9 @@ func (f *fleet) start(s *slot) error {
 		"--stall", strconv.FormatFloat(f.cfg.StallProbability, 'g', -1, 64),
 		"--history", filepath.Join(f.dir, id+".jsonl"), "--skew-file", s.skewFile,
 	}
+	if len(f.env.Brokers) > 0 {
+		args = append(args, "--brokers", strings.Join(f.env.Brokers, ","))
+	}
 	if f.cfg.Unfenced {
 		args = append(args, "--unfenced")
 	}

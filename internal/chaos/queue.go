@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/migrations"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
@@ -28,47 +27,9 @@ type item struct {
 // Kind names the job kind.
 func (item) Kind() string { return "chaos.apply" }
 
-const (
-	sqlLedger = `
-CREATE TABLE {{schema}}.chaos_ledger (
-    n         bigserial   PRIMARY KEY,
-    job_id    bigint      NOT NULL,
-    key       text        NOT NULL,
-    partition integer     NOT NULL,
-    token     bigint      NOT NULL,
-    worker    text        NOT NULL,
-    at        timestamptz NOT NULL DEFAULT clock_timestamp()
-)`
-	sqlGroup       = `INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2)`
-	sqlApply       = `INSERT INTO {{schema}}.chaos_ledger (job_id, key, partition, token, worker) VALUES ($1, $2, $3, $4, $5)`
-	sqlOutstanding = `SELECT count(*) FROM {{schema}}.jobs WHERE group_name = $1 AND state = 'pending'`
-	sqlApplied     = `SELECT coalesce(max(n), 0) FROM {{schema}}.chaos_ledger`
-	sqlJobs        = `SELECT id, key, partition, state FROM {{schema}}.jobs WHERE group_name = $1`
-	sqlEntries     = `SELECT n, job_id, key, partition, token, worker FROM {{schema}}.chaos_ledger`
-)
-
-// maxAttempts keeps jobs from being discarded by failures the faults cause
-// (a restarted database, a cut connection): a discarded job would be lost.
-const maxAttempts = 10000
-
-// queries renders the workload's statements for schema.
-type queries struct {
-	ledger, group, apply, outstanding, applied, jobs, entries string
-}
-
-func render(schema string) (queries, error) {
-	q, err := migrations.Schema(schema)
-	if err != nil {
-		return queries{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-	}
-	r := func(sql string) string { return migrations.Render(sql, q) }
-	return queries{ledger: r(sqlLedger), group: r(sqlGroup), apply: r(sqlApply), outstanding: r(sqlOutstanding),
-		applied: r(sqlApplied), jobs: r(sqlJobs), entries: r(sqlEntries)}, nil
-}
-
 func (queueWorkload) Name() string { return "queue" }
 
-func (queueWorkload) Setup(ctx context.Context, db *pgxpool.Pool, env Env) error {
+func (queueWorkload) Setup(ctx context.Context, db *pgxpool.Pool, env *Env) error {
 	q, err := render(env.Schema)
 	if err != nil {
 		return err
@@ -151,29 +112,31 @@ func (queueWorkload) Applied(ctx context.Context, db *pgxpool.Pool, env Env) (in
 	return n, err
 }
 
-func (queueWorkload) Collect(ctx context.Context, db *pgxpool.Pool, env Env) ([]Job, []Entry, error) {
+func (queueWorkload) Collect(ctx context.Context, db *pgxpool.Pool, env Env) (Input, error) {
 	q, err := render(env.Schema)
 	if err != nil {
-		return nil, nil, err
+		return Input{}, err
 	}
 	rows, err := db.Query(ctx, q.jobs, env.Group)
 	if err != nil {
-		return nil, nil, fmt.Errorf("chaos: read jobs: %w", err)
+		return Input{}, fmt.Errorf("chaos: read jobs: %w", err)
 	}
 	jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Job])
 	if err != nil {
-		return nil, nil, fmt.Errorf("chaos: read jobs: %w", err)
+		return Input{}, fmt.Errorf("chaos: read jobs: %w", err)
 	}
 	rows, err = db.Query(ctx, q.entries)
 	if err != nil {
-		return nil, nil, fmt.Errorf("chaos: read ledger: %w", err)
+		return Input{}, fmt.Errorf("chaos: read ledger: %w", err)
 	}
 	ledger, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Entry])
 	if err != nil {
-		return nil, nil, fmt.Errorf("chaos: read ledger: %w", err)
+		return Input{}, fmt.Errorf("chaos: read ledger: %w", err)
 	}
-	return jobs, ledger, nil
+	return Input{Jobs: jobs, Ledger: ledger}, nil
 }
+
+func (queueWorkload) Close() error { return nil }
 
 func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) error {
 	q, err := render(w.Schema)

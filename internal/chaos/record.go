@@ -25,7 +25,9 @@ type Event struct {
 	Partition int    `json:"partition"`
 	Token     int64  `json:"token,omitempty"`
 	// Job and Outcome describe a commit attempt: the queue.Outcome of a
-	// run whose handler returned (completed, fenced, ...).
+	// run whose handler returned (completed, fenced, ...), or, for the
+	// Kafka workload, a batch commit counted by the consumer's Stats
+	// (completed, fenced or failed; no job, partition or token).
 	Job     int64  `json:"job,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
 	// Skew is the worker's clock offset after a skew event.

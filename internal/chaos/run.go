@@ -94,7 +94,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	wl, _ := WorkloadNamed(cfg.Workload)
+	wl, err := WorkloadNamed(cfg.Workload)
+	if err != nil {
+		return nil, err
+	}
+	defer wl.Close()
 	began := time.Now()
 	var outMu sync.Mutex
 	say := func(format string, a ...any) {
@@ -147,7 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := history.Install(ctx, pool, cfg.Schema); err != nil {
 		return nil, fmt.Errorf("chaos: lease audit: %w", err)
 	}
-	if err := wl.Setup(ctx, pool, env); err != nil {
+	if err := wl.Setup(ctx, pool, &env); err != nil {
 		return nil, err
 	}
 
@@ -250,10 +254,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	fl.stop(3*cfg.TTL + 5*time.Second)
 	rep.WorkerExits = fl.unexpected
 
-	in := Input{Confirmed: confirmed}
-	if in.Jobs, in.Ledger, err = wl.Collect(ctx, pool, env); err != nil {
+	in, err := wl.Collect(ctx, pool, env)
+	if err != nil {
 		return nil, err
 	}
+	in.Confirmed = confirmed
 	if in.Events, rep.TornLines, err = ReadEvents(dir); err != nil {
 		return nil, err
 	}

@@ -59,6 +59,8 @@ func workerMain(args []string) int {
 			fmt.Sscan(v, &cfg.Env.Partitions)
 		case "--keys":
 			fmt.Sscan(v, &cfg.Env.Keys)
+		case "--brokers":
+			cfg.Env.Brokers = strings.Split(v, ",")
 		case "--ttl":
 			cfg.TTL, _ = time.ParseDuration(v)
 		case "--seed":
@@ -85,7 +87,7 @@ func workerMain(args []string) int {
 
 // tinyRun runs a short chaos run on its own throwaway cluster (the
 // pg_restart fault needs a server it may restart).
-func tinyRun(t *testing.T, unfenced bool) *Report {
+func tinyRun(t *testing.T, workload string, unfenced bool) *Report {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("a chaos run of worker processes")
@@ -94,7 +96,7 @@ func tinyRun(t *testing.T, unfenced bool) *Report {
 	defer cancel()
 	var out strings.Builder
 	rep, err := Run(ctx, Config{
-		Workers: 3, Partitions: 8, Keys: 32, Jobs: 300, Duration: 16 * time.Second, TTL: time.Second,
+		Workload: workload, Workers: 3, Partitions: 8, Keys: 32, Jobs: 300, Duration: 16 * time.Second, TTL: time.Second,
 		Seed: 7, Faults: []Kind{Pause, Hold, Kill}, StallProbability: 0.25, Unfenced: unfenced,
 		Command: testCommand, Out: &out, Dir: os.Getenv("CHAOS_TEST_DIR"),
 	})
@@ -114,8 +116,23 @@ func tinyRun(t *testing.T, unfenced bool) *Report {
 // applied exactly once and no stale commit lands.
 func TestFencedRunKeepsTheInvariants(t *testing.T) {
 	t.Parallel()
-	rep := tinyRun(t, false)
-	if rep.Verdict == VerdictFail || rep.Lost+rep.Duplicates+rep.StaleAccepted+rep.Overlaps > 0 {
+	fencedRun(t, "queue")
+}
+
+// The same for the Kafka workload: every record applied exactly once, in
+// offset order, and every stored offset at its log end.
+func TestKafkaFencedRunKeepsTheInvariants(t *testing.T) {
+	t.Parallel()
+	rep := fencedRun(t, "kafka")
+	if rep.OffsetMismatches != 0 {
+		t.Fatalf("%d stored offsets not at the log end", rep.OffsetMismatches)
+	}
+}
+
+func fencedRun(t *testing.T, workload string) *Report {
+	t.Helper()
+	rep := tinyRun(t, workload, false)
+	if rep.Verdict == VerdictFail || rep.Lost+rep.Duplicates+rep.StaleAccepted+rep.Overlaps+rep.OrderViolations > 0 {
 		t.Fatalf("invariants violated: %q", rep.Violations)
 	}
 	if rep.Applied != rep.Jobs {
@@ -124,13 +141,27 @@ func TestFencedRunKeepsTheInvariants(t *testing.T) {
 	if rep.Verdict == VerdictInconclusive {
 		t.Log("inconclusive: no stale commit was refused in this short run")
 	}
+	return rep
 }
 
 // The negative control: the same faults with the effect applied outside the
 // fence (as an at-least-once queue does) must be caught applying jobs twice.
 func TestUnfencedControlShowsDuplicates(t *testing.T) {
 	t.Parallel()
-	rep := tinyRun(t, true)
+	unfencedRun(t, "queue")
+}
+
+// The Kafka control: the ledger rows commit on their own before the batch's
+// fenced offset advance, as a consumer that writes to a database and then
+// commits offsets does.
+func TestKafkaUnfencedControlShowsDuplicates(t *testing.T) {
+	t.Parallel()
+	unfencedRun(t, "kafka")
+}
+
+func unfencedRun(t *testing.T, workload string) {
+	t.Helper()
+	rep := tinyRun(t, workload, true)
 	if rep.Duplicates == 0 || rep.Verdict != VerdictFail {
 		t.Fatalf("the unfenced control found no duplicates (verdict %s): the faults or the checker cannot catch a violation",
 			rep.Verdict)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,14 +16,18 @@ import (
 
 // Workload is the work a run gives its fleet: items fed in by the
 // orchestrator, applied by the workers, each application leaving one ledger
-// row. The queue workload (jobs whose transactional handler appends to the
-// ledger) is built in; a workload consuming a Kafka topic into a ledger
-// plugs in here, with the same checker.
+// row. Two are built in: "queue" (jobs whose transactional handler appends
+// to the ledger) and "kafka" (a topic of an in-process Kafka, kfake,
+// consumed with queue/kafka into a ledger). Both are checked by Check.
+// WorkloadNamed returns a new instance per call: the orchestrator's side
+// may keep state (the Kafka cluster) from Setup to Close.
 type Workload interface {
 	// Name names the workload (the --workload flag).
 	Name() string
-	// Setup creates the workload's tables, before any worker starts.
-	Setup(ctx context.Context, db *pgxpool.Pool, env Env) error
+	// Setup creates the workload's tables and whatever else it needs (the
+	// Kafka workload starts its cluster and fills in env.Brokers), before
+	// any worker starts.
+	Setup(ctx context.Context, db *pgxpool.Pool, env *Env) error
 	// Feed produces n items spread evenly over d, retrying through faults
 	// until ctx ends, and returns the ids whose production was acknowledged.
 	Feed(ctx context.Context, db *pgxpool.Pool, env Env, n int, d time.Duration) ([]int64, error)
@@ -30,11 +35,14 @@ type Workload interface {
 	Outstanding(ctx context.Context, db *pgxpool.Pool, env Env) (int, error)
 	// Applied returns the number of ledger rows.
 	Applied(ctx context.Context, db *pgxpool.Pool, env Env) (int64, error)
-	// Collect reads the items and the ledger after the run.
-	Collect(ctx context.Context, db *pgxpool.Pool, env Env) ([]Job, []Entry, error)
+	// Collect reads the items, the ledger and (Kafka) the stored offsets
+	// after the run: the Input fields Jobs, Ledger and Offsets.
+	Collect(ctx context.Context, db *pgxpool.Pool, env Env) (Input, error)
 	// Work runs a worker process's side until ctx ends, then stops
 	// gracefully.
 	Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) error
+	// Close releases what Setup started.
+	Close() error
 }
 
 // Env is what the orchestrator and the workers agree on.
@@ -45,8 +53,12 @@ type Env struct {
 	Group string
 	// Partitions is the group's partition count.
 	Partitions int
-	// Keys is how many distinct keys the items are spread over.
+	// Keys is how many distinct keys the items are spread over (the queue
+	// workload's job keys; a Kafka record's key is its partition).
 	Keys int
+	// Brokers are the Kafka workload's seed brokers (host:port), set by its
+	// Setup; empty for the queue workload.
+	Brokers []string
 }
 
 // WorkerEnv is a worker process's side of a run.
@@ -69,16 +81,18 @@ type WorkerEnv struct {
 	Logger *slog.Logger
 }
 
-// workloads are the known workloads, by name.
-var workloads = map[string]Workload{"queue": queueWorkload{}}
+// Workloads lists the known workloads' names.
+var Workloads = []string{"queue", "kafka"}
 
-// WorkloadNamed returns the workload called name.
+// WorkloadNamed returns a new instance of the workload called name.
 func WorkloadNamed(name string) (Workload, error) {
-	w, ok := workloads[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: unknown workload %q (known: queue)", ErrInvalidConfig, name)
+	switch name {
+	case "queue":
+		return queueWorkload{}, nil
+	case "kafka":
+		return &kafkaWorkload{}, nil
 	}
-	return w, nil
+	return nil, fmt.Errorf("%w: unknown workload %q (known: %s)", ErrInvalidConfig, name, strings.Join(Workloads, ", "))
 }
 
 // staller decides which handler runs stall, from a seeded source.

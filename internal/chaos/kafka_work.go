@@ -1,0 +1,119 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/queue/kafka"
+)
+
+// statsPoll is how often a Kafka worker turns its consumer's counters into
+// history events.
+const statsPoll = 50 * time.Millisecond
+
+// Work runs a kafka.Consumer of the topic whose handler appends one ledger
+// row per record in the batch's transaction (or, unfenced, on its own
+// autocommit statement before the batch commits).
+func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv) error {
+	q, err := render(we.Schema)
+	if err != nil {
+		return err
+	}
+	ttl := we.Lease.TTL
+	if ttl == 0 {
+		ttl = lease.DefaultTTL
+	}
+	apply := q.kafkaApply
+	handler := func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
+		if ok, d := we.Stall(); ok {
+			time.Sleep(d) // ignoring the context: a stuck call, a GC pause
+		}
+		offs := make([]int64, len(b.Records))
+		for i, r := range b.Records {
+			offs[i] = r.Offset
+		}
+		if we.Unfenced {
+			// The control: the effect commits on its own, before the
+			// batch's fenced offset advance, as a Kafka consumer writing to
+			// a database and committing offsets afterwards does.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_, err := db.Exec(actx, apply, b.Topic, b.Partition, int64(b.Token), we.ID, offs)
+			return err
+		}
+		_, err := tx.Exec(context.WithoutCancel(ctx), apply, b.Topic, b.Partition, int64(b.Token), we.ID, offs)
+		return err
+	}
+	cfg := kafka.Config{
+		Group: we.Group, Topics: []string{kafkaTopic}, Brokers: we.Brokers, PartitionsPerTopic: we.Partitions,
+		Handler: handler, Schema: we.Schema, ID: we.ID, Lease: we.Lease,
+		PollInterval: 200 * time.Millisecond, MaxBatch: 100,
+		RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second,
+		// A stalled or paused handler's transaction stays open past the
+		// TTL: keep it open so that its commit reaches the fence check.
+		Fence:  fence.PostgresConfig{IdleTimeout: 4 * ttl},
+		Logger: we.Logger,
+	}
+	var c *kafka.Consumer
+	for {
+		if c, err = kafka.New(db, cfg); err != nil {
+			return err
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = c.Start(sctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, kafka.ErrInvalidConfig) {
+			return err
+		}
+		// The database restarts, or is cut off: try again.
+		we.Logger.Warn("chaos: the Kafka consumer did not start; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	var last kafka.Stats
+	record := func() {
+		s := c.Stats()
+		for _, o := range []struct {
+			outcome string
+			n       int64
+		}{{"completed", s.Batches - last.Batches}, {"fenced", s.Fenced - last.Fenced}, {"failed", s.Failed - last.Failed}} {
+			for range o.n {
+				we.Recorder.Record(Event{Type: EventCommit, Outcome: o.outcome})
+			}
+		}
+		last = s
+	}
+	t := time.NewTicker(statsPoll)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			record()
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*ttl+2*time.Second)
+	defer cancel()
+	err = c.Stop(sctx)
+	record()
+	if err != nil {
+		return fmt.Errorf("chaos: stop the Kafka consumer: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package chaos
+
+import (
+	"fmt"
+
+	"github.com/leasehold/leasehold/internal/migrations"
+)
+
+// The workloads' statements. {{schema}} is the run's schema.
+const (
+	// The queue workload's ledger: one row per application of a job.
+	sqlLedger = `
+CREATE TABLE {{schema}}.chaos_ledger (
+    n         bigserial   PRIMARY KEY,
+    job_id    bigint      NOT NULL,
+    key       text        NOT NULL,
+    partition integer     NOT NULL,
+    token     bigint      NOT NULL,
+    worker    text        NOT NULL,
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+)`
+	sqlGroup       = `INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2)`
+	sqlApply       = `INSERT INTO {{schema}}.chaos_ledger (job_id, key, partition, token, worker) VALUES ($1, $2, $3, $4, $5)`
+	sqlOutstanding = `SELECT count(*) FROM {{schema}}.jobs WHERE group_name = $1 AND state = 'pending'`
+	sqlApplied     = `SELECT coalesce(max(n), 0) FROM {{schema}}.chaos_ledger`
+	sqlJobs        = `SELECT id, key, partition, state FROM {{schema}}.jobs WHERE group_name = $1`
+	sqlEntries     = `SELECT n, job_id, key, partition, token, worker FROM {{schema}}.chaos_ledger`
+
+	// The Kafka workload's ledger: one row per application of a record.
+	// n is drawn inside the applying statement, in offset order.
+	sqlKafkaLedger = `
+CREATE TABLE {{schema}}.chaos_kafka_ledger (
+    n         bigserial   PRIMARY KEY,
+    topic     text        NOT NULL,
+    partition integer     NOT NULL,
+    "offset"  bigint      NOT NULL,
+    token     bigint      NOT NULL,
+    worker    text        NOT NULL,
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+)`
+	// sqlKafkaApply appends a batch's rows ($5: its offsets, ascending),
+	// numbered in offset order.
+	sqlKafkaApply = `
+INSERT INTO {{schema}}.chaos_kafka_ledger (topic, partition, "offset", token, worker)
+SELECT $1, $2, o, $3, $4 FROM unnest($5::bigint[]) WITH ORDINALITY AS u(o, i) ORDER BY i`
+	sqlKafkaApplied = `SELECT coalesce(max(n), 0) FROM {{schema}}.chaos_kafka_ledger`
+	sqlKafkaEntries = `SELECT n, topic, partition, "offset", token, worker FROM {{schema}}.chaos_kafka_ledger`
+)
+
+// maxAttempts keeps jobs from being discarded by failures the faults cause
+// (a restarted database, a cut connection): a discarded job would be lost.
+const maxAttempts = 10000
+
+// queries are the workloads' statements rendered for one schema.
+type queries struct {
+	ledger, group, apply, outstanding, applied, jobs, entries string
+	kafkaLedger, kafkaApply, kafkaApplied, kafkaEntries       string
+}
+
+func render(schema string) (queries, error) {
+	q, err := migrations.Schema(schema)
+	if err != nil {
+		return queries{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	r := func(sql string) string { return migrations.Render(sql, q) }
+	return queries{ledger: r(sqlLedger), group: r(sqlGroup), apply: r(sqlApply), outstanding: r(sqlOutstanding),
+		applied: r(sqlApplied), jobs: r(sqlJobs), entries: r(sqlEntries),
+		kafkaLedger: r(sqlKafkaLedger), kafkaApply: r(sqlKafkaApply), kafkaApplied: r(sqlKafkaApplied),
+		kafkaEntries: r(sqlKafkaEntries)}, nil
+}
