@@ -208,7 +208,7 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 		return fail(fmt.Errorf("create effects table: %w", err))
 	}
 	q = &queueBench{f: f, sql: sql, ctl: ctl, stderr: stderr}
-	t := &jobTracer{fetch: sql.fetch, complete: sql.complete}
+	t := &jobTracer{fetch: sql.fetch, complete: sql.complete, completeFenced: sql.completeFenced}
 	for _, name := range f.systems {
 		var sys queueSystem
 		switch name {

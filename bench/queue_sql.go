@@ -8,8 +8,9 @@ import (
 // The raw-sql baseline runs the queue's own fetch and complete statements:
 // both take them from internal/queuesql.
 const (
-	queueFetch    = queuesql.Fetch
-	queueComplete = queuesql.Complete
+	queueFetch          = queuesql.Fetch
+	queueComplete       = queuesql.Complete
+	queueCompleteFenced = queuesql.CompleteFenced
 )
 
 // The raw-sql baseline's inserts: the columns queue.Client fills, without
@@ -45,7 +46,7 @@ const queueInsertEffect = `INSERT INTO ` + queueEffectsTable + ` (job_id, key, t
 
 // queueSQL holds the statements rendered for the schema the suite uses.
 type queueSQL struct {
-	fetch, complete                     string
+	fetch, complete, completeFenced     string
 	insertOne, insertMany, insertNotify string
 	jobs                                string // the quoted jobs table
 	groups                              string // the quoted groups table
@@ -59,12 +60,13 @@ func renderQueueSQL(schema string) (queueSQL, error) {
 		return queueSQL{}, err
 	}
 	return queueSQL{
-		fetch:        migrations.Render(queueFetch, q),
-		complete:     migrations.Render(queueComplete, q),
-		insertOne:    migrations.Render(rawInsertOne, q),
-		insertMany:   migrations.Render(rawInsertMany, q),
-		insertNotify: migrations.Render(rawInsertNotify, q),
-		jobs:         q + ".jobs",
-		groups:       q + ".groups",
+		fetch:          migrations.Render(queueFetch, q),
+		complete:       migrations.Render(queueComplete, q),
+		completeFenced: migrations.Render(queueCompleteFenced, q),
+		insertOne:      migrations.Render(rawInsertOne, q),
+		insertMany:     migrations.Render(rawInsertMany, q),
+		insertNotify:   migrations.Render(rawInsertNotify, q),
+		jobs:           q + ".jobs",
+		groups:         q + ".groups",
 	}, nil
 }
