@@ -147,9 +147,11 @@ func (t jobTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.T
 			}
 		}
 	case stmtCompleteFenced:
-		if data.Err == nil && autocommit {
+		if data.Err == nil {
 			s.changed += s.fencedN
-			s.credit()
+			if autocommit {
+				s.credit()
+			}
 		}
 	case stmtCommit:
 		if data.Err != nil || data.CommandTag.String() != "COMMIT" {

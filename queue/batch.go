@@ -92,7 +92,7 @@ func (p *Processor) batch(ctx, hctx context.Context, o partition.Ownership, log 
 	// held until Run returns, and the fence refuses a stale owner.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	err = p.completeFenced(cctx, o, r.outs)
+	_, err = p.completeFenced(cctx, p.pool, o, r.outs)
 	switch {
 	case errors.Is(err, fence.ErrFenced):
 		r.report(OutcomeFenced, err)

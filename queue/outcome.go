@@ -73,19 +73,6 @@ func (p *Processor) later(id int64, d time.Duration, msg string) outcome {
 	return o
 }
 
-// complete records outcomes in one statement and returns how many jobs it
-// changed (finished jobs are left alone).
-func (p *Processor) complete(ctx context.Context, tx pgx.Tx, token fence.Token, outs []outcome) (int, error) {
-	n := len(outs)
-	ids, states, spent := make([]int64, n), make([]string, n), make([]int32, n)
-	delays, errs := make([]*int64, n), make([]*string, n)
-	for i, o := range outs {
-		ids[i], states[i], spent[i], delays[i], errs[i] = o.id, o.state, o.spent, o.delay, o.err
-	}
-	tag, err := tx.Exec(ctx, p.q.complete, ids, states, spent, delays, errs, int64(token))
-	return int(tag.RowsAffected()), err
-}
-
 // result is the Outcome an outcome records.
 func (o outcome) result() Outcome {
 	switch {
@@ -97,10 +84,17 @@ func (o outcome) result() Outcome {
 	return Outcome(o.state) // completed, discarded, cancelled
 }
 
+// rowQuerier runs a query returning one row: the pool, or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // completeFenced records outcomes in one fenced statement (see
-// queuesql.CompleteFenced): a stale owner's outcomes are refused with a
-// *fence.FencedError.
-func (p *Processor) completeFenced(ctx context.Context, o partition.Ownership, outs []outcome) error {
+// queuesql.CompleteFenced) on db: the pool (the statement is then its own
+// transaction) or a transactional handler's transaction. It returns how
+// many jobs changed (finished ones are left alone); a stale owner's
+// outcomes are refused with a *fence.FencedError.
+func (p *Processor) completeFenced(ctx context.Context, db rowQuerier, o partition.Ownership, outs []outcome) (int, error) {
 	n := len(outs)
 	ids, states, spent := make([]int64, n), make([]string, n), make([]int32, n)
 	delays, errs := make([]*int64, n), make([]*string, n)
@@ -111,17 +105,17 @@ func (p *Processor) completeFenced(ctx context.Context, o partition.Ownership, o
 	var current int64
 	var live bool
 	var changed int
-	err := p.pool.QueryRow(ctx, p.q.completeFenced, ids, states, spent, delays, errs, int64(o.Token), name,
+	err := db.QueryRow(ctx, p.q.completeFenced, ids, states, spent, delays, errs, int64(o.Token), name,
 		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10)).Scan(&current, &live, &changed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return &fence.FencedError{Resource: name, Held: o.Token, Reason: "no such lease"}
+		return 0, &fence.FencedError{Resource: name, Held: o.Token, Reason: "no such lease"}
 	case err != nil:
-		return fmt.Errorf("queue: record %d outcome(s): %w", n, err)
+		return 0, fmt.Errorf("queue: record %d outcome(s): %w", n, err)
 	case fence.Token(current) != o.Token:
-		return &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease was granted anew"}
+		return 0, &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease was granted anew"}
 	case !live:
-		return &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease expired"}
+		return 0, &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease expired"}
 	}
-	return nil
+	return changed, nil
 }

@@ -400,44 +400,66 @@ func TestHandlerCannotCommitItsTransaction(t *testing.T) {
 	}
 }
 
-// The plain runs' outcomes are recorded by one statement that locks the
-// lease row FOR SHARE: a takeover that commits while that statement waits
-// for the row is seen, and the stale completion is refused; the job stays
-// pending for the new grant.
+// Outcomes are recorded by a statement that locks the lease row FOR SHARE
+// (plain runs: on its own; transactional runs: in the handler's
+// transaction, before the commit): a takeover that commits while that
+// statement waits for the row is seen, and the stale completion is refused
+// (with a transactional run's effects); the job stays pending for the new
+// grant.
 func TestCompletionWaitingOnATakeoverIsRefused(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
-	pool, c := setup(t)
-	release := make(chan struct{})
-	started := make(chan fence.Token, 10)
-	ws := queue.NewWorkers()
-	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
-		started <- w.Token
-		<-release
-		return nil
-	})
-	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"x"}})
-	pgtest.Must(t, err)
-	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
-		Fence: fence.PostgresConfig{LockTimeout: 5 * time.Second}}, true)
-	stale := <-started
+	for _, transactional := range []bool{false, true} {
+		t.Run(fmt.Sprint("tx=", transactional), func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			pool, c := setup(t)
+			ledgerSetup(t, pool)
+			release := make(chan struct{})
+			started := make(chan fence.Token, 10)
+			ws := queue.NewWorkers()
+			if transactional {
+				queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+					started <- w.Token
+					<-release
+					return record(ctx, tx, w)
+				})
+			} else {
+				queue.Handle(ws, func(ctx context.Context, w *queue.Work[deposit]) error {
+					started <- w.Token
+					<-release
+					return nil
+				})
+			}
+			res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: deposit{1}})
+			pgtest.Must(t, err)
+			member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+				Fence: fence.PostgresConfig{LockTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second}}, true)
+			stale := <-started
 
-	// A takeover in progress: the lease row is granted anew, not yet
-	// committed, when the stale owner's completion arrives.
-	tx, err := pool.Begin(ctx)
-	pgtest.Must(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `UPDATE leasehold.leases SET token = nextval('leasehold.lease_token_seq') WHERE name = $1`,
-		partition.LeaseName("emails", partition.OfString("k", 8)))
-	pgtest.Must(t, err)
-	close(release)
-	time.Sleep(500 * time.Millisecond) // the completion waits for the row lock
-	pgtest.Must(t, tx.Commit(ctx))
+			// A takeover in progress: the lease row is granted anew, not yet
+			// committed, when the stale owner's completion arrives.
+			tx, err := pool.Begin(ctx)
+			pgtest.Must(t, err)
+			defer tx.Rollback(ctx)
+			_, err = tx.Exec(ctx, `UPDATE leasehold.leases SET token = nextval('leasehold.lease_token_seq') WHERE name = $1`,
+				partition.LeaseName("emails", partition.OfString("k", 8)))
+			pgtest.Must(t, err)
+			close(release)
+			time.Sleep(500 * time.Millisecond) // the completion waits for the row lock
+			pgtest.Must(t, tx.Commit(ctx))
 
-	waitFinished(t, pool, 30*time.Second) // the member notices the loss and runs the job again
-	info, err := c.JobInfo(ctx, res.ID)
-	pgtest.Must(t, err)
-	if info.State != "completed" || info.FinishedToken == nil || *info.FinishedToken == stale {
-		t.Fatalf("job %s with token %v; the stale grant's token %d must not complete it", info.State, info.FinishedToken, stale)
+			waitFinished(t, pool, 30*time.Second) // the member notices the loss and runs the job again
+			info, err := c.JobInfo(ctx, res.ID)
+			pgtest.Must(t, err)
+			if info.State != "completed" || info.FinishedToken == nil || *info.FinishedToken == stale {
+				t.Fatalf("job %s with token %v; the stale grant's token %d must not complete it", info.State, info.FinishedToken, stale)
+			}
+			var staleRows, rows int
+			pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE token = $1), count(*) FROM ledger`, int64(stale)).
+				Scan(&staleRows, &rows))
+			if transactional && (staleRows != 0 || rows != 1) {
+				t.Fatalf("ledger: %d rows under the stale token, %d in all; want 0 and 1", staleRows, rows)
+			}
+		})
 	}
 }

@@ -8,7 +8,7 @@ import (
 // queries holds every statement of the package, rendered for one schema.
 // The statements, with the reasoning behind each, are in internal/queuesql.
 type queries struct {
-	groups, enqueue, enqueuePlain, fetch, complete, completeFenced, retain, inspect, retry, stats, cancel, list string
+	groups, enqueue, enqueuePlain, fetch, completeFenced, retain, inspect, retry, stats, cancel, list string
 }
 
 func render(schema string) (queries, error) {
@@ -22,7 +22,6 @@ func render(schema string) (queries, error) {
 		enqueue:        r(queuesql.Enqueue),
 		enqueuePlain:   r(queuesql.EnqueuePlain),
 		fetch:          r(queuesql.Fetch),
-		complete:       r(queuesql.Complete),
 		completeFenced: r(queuesql.CompleteFenced),
 		retain:         r(queuesql.Retain),
 		inspect:        r(queuesql.Inspect),

@@ -43,8 +43,9 @@ func (p *Processor) runTxBatch(ctx context.Context, o partition.Ownership, fs []
 
 // inTx runs a transactional handler: its effects, the jobs' completion
 // and the fence check commit together. The fence is checked after the
-// handler, so the lease row is locked (against takeovers and renewals) only
-// for the completion and the commit, not for the handler's whole run. A
+// handler, in the completing statement, so the lease row is locked (against
+// takeovers and renewals) only for the completion and the commit, not for
+// the handler's whole run. A
 // handler error rolls everything back and is returned, to be recorded as
 // the job's outcome.
 func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetched, run func(pgx.Tx) error) error {
@@ -65,14 +66,13 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	// while the lease is still this grant's, the work is not lost.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := p.fence.Check(ctx, tx, o.Lease.Name(), o.Token); err != nil {
-		return broken(err)
-	}
 	done := make([]outcome, len(fs))
 	for i, f := range fs {
 		done[i] = outcome{id: f.id, state: "completed", spent: 1}
 	}
-	n, err := p.complete(ctx, tx, o.Token, done)
+	// The fence check and the completion, in one statement: the lease row
+	// is locked FOR SHARE until the commit.
+	n, err := p.completeFenced(ctx, tx, o, done)
 	if err != nil {
 		return broken(err)
 	}
