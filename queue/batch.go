@@ -182,6 +182,12 @@ func (r *run) runJobs(ctx, hctx context.Context, jobs []fetched) {
 		if ctx.Err() != nil || r.isFenced() || !p.acquire(ctx) {
 			break // again: a run that ended meanwhile may have been fenced
 		}
+		if p.cfg.PartitionConcurrency == 1 { // one at a time: no goroutine to start
+			r.runOne(hctx, f, h, w)
+			p.release()
+			<-here
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

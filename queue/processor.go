@@ -81,6 +81,8 @@ type Processor struct {
 	retry   *backoff.Backoff
 	log     *slog.Logger
 	slots   chan struct{} // Concurrency
+	// timeoutCause is the cause of a handler context that timed out.
+	timeoutCause error
 
 	mu    sync.Mutex
 	wakes map[wakeKey][]chan struct{} // by partition, for Listen
@@ -132,7 +134,8 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	}
 	return &Processor{pool: pool, cfg: cfg, q: q, channel: NotifyChannel(cfg.Schema), fence: f,
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: cfg.Logger,
-		slots: make(chan struct{}, cfg.Concurrency), wakes: make(map[wakeKey][]chan struct{})}, nil
+		slots: make(chan struct{}, cfg.Concurrency), wakes: make(map[wakeKey][]chan struct{}),
+		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}, nil
 }
 
 // Config returns the Processor's configuration, with defaults filled in.
@@ -226,8 +229,7 @@ func (p *Processor) jobContext(hctx context.Context) (context.Context, context.C
 	if p.cfg.JobTimeout < 0 {
 		return context.WithCancel(hctx)
 	}
-	return context.WithTimeoutCause(hctx, p.cfg.JobTimeout,
-		fmt.Errorf("%w after %v", ErrJobTimeout, p.cfg.JobTimeout))
+	return context.WithTimeoutCause(hctx, p.cfg.JobTimeout, p.timeoutCause)
 }
 
 // acquire takes one of the Processor's handler slots, or fails when ctx is
