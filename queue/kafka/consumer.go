@@ -85,7 +85,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Consumer, error) {
 	// Clipped: every owned partition appends its consume options to
 	// c.opts concurrently, and spare capacity would let them write into
 	// one shared array (one partition's client consuming another's).
-	c.opts = slices.Clip(append(slices.Clone(cfg.ClientOptions), kgo.SeedBrokers(cfg.Brokers...)))
+	// franz-go's warnings first, so that a WithLogger in ClientOptions wins.
+	c.opts = slices.Clip(append(append([]kgo.Opt{kgo.WithLogger(kgoLogger{c.log})}, cfg.ClientOptions...),
+		kgo.SeedBrokers(cfg.Brokers...)))
 	m, err := partition.New(pool, partition.Config{
 		Group:          cfg.Group,
 		Partitions:     len(cfg.Topics) * cfg.PartitionsPerTopic,

@@ -1,0 +1,51 @@
+package kafka_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/queue/kafka"
+)
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A broker that goes away while partitions are consumed shows in the
+// consumer's log (franz-go's warnings), instead of a silent retry loop.
+func TestBrokerGoneIsLogged(t *testing.T) {
+	t.Parallel()
+	kc := fakeCluster(t, 2, "t")
+	brokers := kc.ListenAddrs()
+	pool := newLedger(t)
+	var logs lockedBuffer
+	c := start(t, pool, kafka.Config{Group: "g", ID: "a", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 2,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	produced := produce(t, brokers, "t", 0, 10)
+	waitOffsets(t, pool, "g", "t", logEnds(produced), 30*time.Second)
+	kc.Close()
+	for start := time.Now(); !strings.Contains(logs.String(), "kafka: franz-go:"); time.Sleep(50 * time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("no franz-go warning logged 20s after the broker went away; the log:\n%s", logs.String())
+		}
+	}
+	_ = c
+}
