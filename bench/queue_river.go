@@ -116,7 +116,6 @@ type riverRun struct {
 	b        *burn
 	started  bool
 	c        string
-	slotOnce sync.Once
 }
 
 // start builds the Client and subscribes to its completion events. A job
