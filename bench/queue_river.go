@@ -106,16 +106,16 @@ func (s *riverSystem) enqueueOne(ctx context.Context, c string, i int) error {
 // riverRun is a River Client working jobs, and the goroutine counting its
 // completion events.
 type riverRun struct {
-	ctx      context.Context
-	client   *river.Client[pgx.Tx]
-	events   <-chan *river.Event
-	unsub    func()
-	done     chan struct{}
-	mu       sync.Mutex
-	err      error
-	b        *burn
-	started  bool
-	c        string
+	ctx     context.Context
+	client  *river.Client[pgx.Tx]
+	events  <-chan *river.Event
+	unsub   func()
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error
+	b       *burn
+	started bool
+	c       string
 }
 
 // start builds the Client and subscribes to its completion events. A job
