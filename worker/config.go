@@ -27,7 +27,8 @@ type Config struct {
 	// largest number of workers you expect. Defaults to 64.
 	Partitions int
 	// ID identifies this worker in the group; unique among live workers.
-	// Defaults to lease.DefaultOwner() (host name and process id).
+	// Defaults to lease.DefaultOwner() (host name, process id and a random
+	// suffix).
 	ID string
 	// Schema is the schema holding leasehold's tables. Defaults to
 	// "leasehold".
