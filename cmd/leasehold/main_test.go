@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"strconv"
@@ -97,5 +98,36 @@ func TestVersion(t *testing.T) {
 	}
 	if !strings.Contains(out, "leasehold ") || !strings.Contains(out, "schema version "+strconv.Itoa(leasehold.LatestSchemaVersion())) {
 		t.Fatalf("version output %q", out)
+	}
+}
+
+func TestMigrateAndVersionJSON(t *testing.T) {
+	url := pgtest.URL(t)
+	out, err := run(t, "migrate", "--database-url", url, "--json")
+	if err != nil {
+		t.Fatalf("migrate --json: %v (output %q)", err, out)
+	}
+	var m struct {
+		Schema  string `json:"schema"`
+		From    int    `json:"from_version"`
+		Version int    `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(out), &m); err != nil || m.Schema != "leasehold" || m.From != 0 ||
+		m.Version != leasehold.LatestSchemaVersion() {
+		t.Fatalf("migrate --json: %q (%v)", out, err)
+	}
+	out, err = run(t, "version", "--json")
+	var v struct {
+		Schema int `json:"schema_version"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &v) != nil || v.Schema != leasehold.LatestSchemaVersion() {
+		t.Fatalf("version --json: %q (%v)", out, err)
+	}
+}
+
+func TestMigrateUnreachableDatabase(t *testing.T) {
+	_, err := run(t, "migrate", "--database-url", "postgres://nobody@127.0.0.1:1/x", "--connect-timeout", "300ms")
+	if !errors.Is(err, errUnreachable) {
+		t.Fatalf("migrate on a dead database: %v; want errUnreachable", err)
 	}
 }

@@ -3,15 +3,20 @@ package main
 import (
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/migrations"
 )
 
+// migrateResult is what migrate did, as --json prints it.
+type migrateResult struct {
+	Schema string `json:"schema"`
+	From   int    `json:"from_version"`
+	To     int    `json:"version"`
+}
+
 func newMigrateCmd(opts *rootOptions) *cobra.Command {
-	var url, schema string
+	var db dbFlags
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade leasehold's schema",
@@ -19,41 +24,36 @@ func newMigrateCmd(opts *rootOptions) *cobra.Command {
 			"or $DATABASE_URL and prints the version reached. It is safe to run concurrently.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			u := databaseURL(url)
-			if u == "" {
-				return errNoDatabase
-			}
-			if schema == "" {
-				schema = migrations.DefaultSchema
-			}
-			ctx := cmd.Context()
-			pool, err := pgxpool.New(ctx, u)
-			if err != nil {
-				return fmt.Errorf("database URL: %w", err)
-			}
-			defer pool.Close()
-			before, err := leasehold.SchemaVersion(ctx, pool, schema)
+			pool, ctx, done, err := db.connect(cmd.Context())
 			if err != nil {
 				return err
+			}
+			defer done()
+			before, err := leasehold.SchemaVersion(ctx, pool, db.schema)
+			if err != nil {
+				return dbErr(ctx, err)
 			}
 			if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{
-				Schema: schema, Logger: opts.logger(cmd.ErrOrStderr()),
+				Schema: db.schema, Logger: opts.logger(cmd.ErrOrStderr()),
 			}); err != nil {
-				return err
+				return dbErr(ctx, err)
 			}
-			after, err := leasehold.SchemaVersion(ctx, pool, schema)
+			after, err := leasehold.SchemaVersion(ctx, pool, db.schema)
 			if err != nil {
-				return err
+				return dbErr(ctx, err)
 			}
-			if after == before {
-				fmt.Fprintf(cmd.OutOrStdout(), "schema %q is at version %d: up to date\n", schema, after)
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "schema %q migrated from version %d to version %d\n", schema, before, after)
+			w := cmd.OutOrStdout()
+			switch {
+			case db.json:
+				return printJSON(w, migrateResult{Schema: db.schema, From: before, To: after})
+			case after == before:
+				fmt.Fprintf(w, "schema %q is at version %d: up to date\n", db.schema, after)
+			default:
+				fmt.Fprintf(w, "schema %q migrated from version %d to version %d\n", db.schema, before, after)
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&url, "database-url", "", "PostgreSQL connection URL (default $DATABASE_URL)")
-	cmd.Flags().StringVar(&schema, "schema", migrations.DefaultSchema, "schema holding leasehold's tables")
+	db.add(cmd, false)
 	return cmd
 }

@@ -11,17 +11,25 @@ import (
 )
 
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of this build and the schema version it knows",
 		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(w, map[string]any{"version": moduleVersion(),
+					"schema_version": leasehold.LatestSchemaVersion(), "go": runtime.Version()})
+			}
 			fmt.Fprintf(w, "leasehold %s\n", moduleVersion())
 			fmt.Fprintf(w, "schema version %d\n", leasehold.LatestSchemaVersion())
 			fmt.Fprintf(w, "built with %s\n", runtime.Version())
+			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }
 
 // moduleVersion returns the main module's version from the build info, or
