@@ -63,12 +63,11 @@ WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_a
 ORDER BY j.run_at, j.id
 LIMIT $3`
 
-// Complete records the outcomes of jobs, in one statement, without a
-// fence: the benchmarks' raw-SQL limit runs it. (The queue runs
-// CompleteFenced.) A retry's delay is added to the
-// database clock. Only pending jobs change: a job finished by anyone else is
-// left alone (and not counted).
-const Complete = `
+// completeJobs records the outcomes of jobs: the UPDATE of Complete and
+// CompleteFenced. A retry's delay is added to the database clock. Only
+// pending jobs change: a job finished by anyone else is left alone (and not
+// counted).
+const completeJobs = `
 UPDATE {{schema}}.jobs AS j
 SET state          = o.state,
     attempt        = j.attempt + o.spent,
@@ -83,33 +82,26 @@ SET state          = o.state,
 FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[]) AS o(id, state, spent, delay, error)
 WHERE j.id = o.id AND j.state = 'pending'`
 
-// CompleteFenced is Complete as a statement of its own (its own implicit
-// transaction), fenced: it locks the partition's lease row $7 FOR SHARE (so
-// no takeover or renewal can commit before it does), waiting at most $8
+// Complete records the outcomes of jobs in one statement, without a fence:
+// the benchmarks' raw-SQL limit runs it. (The queue runs CompleteFenced.)
+const Complete = completeJobs
+
+// CompleteFenced is Complete, fenced, as one statement: it locks the
+// partition's lease row $7 FOR SHARE (so no takeover or renewal can commit
+// before this statement's transaction does), waiting at most $8
 // milliseconds for the lock, and changes the jobs only if the lease carries
-// token $6 and is unexpired. One round trip instead of BEGIN, check,
-// complete, COMMIT. It returns the lease's token and liveness (no row: no
-// such lease) and how many jobs changed.
+// token $6 and is unexpired. On its own it is its own transaction: one
+// round trip instead of BEGIN, check, complete, COMMIT; in a transactional
+// handler's transaction, the lock is held until that commits. It returns
+// the lease's token and liveness (no row: no such lease) and how many jobs
+// changed.
 const CompleteFenced = `
 WITH l AS MATERIALIZED (
     SELECT l.token, l.expires_at > clock_timestamp() AS live
     FROM (SELECT set_config('lock_timeout', $8, true)) AS settings, {{schema}}.leases AS l
     WHERE l.name = $7
     FOR SHARE OF l),
-u AS (
-    UPDATE {{schema}}.jobs AS j
-    SET state          = o.state,
-        attempt        = j.attempt + o.spent,
-        run_at         = CASE WHEN o.delay IS NULL THEN j.run_at
-                         ELSE clock_timestamp() + o.delay * interval '1 microsecond' END,
-        finished_at    = CASE WHEN o.state = 'pending' THEN NULL ELSE clock_timestamp() END,
-        finished_token = CASE WHEN o.state = 'pending' THEN NULL ELSE $6::bigint END,
-        errors         = CASE WHEN o.error IS NULL THEN j.errors
-                              WHEN o.spent = 0 AND j.errors->-1->>'error' = o.error THEN j.errors
-                         ELSE j.errors || jsonb_build_array(jsonb_build_object(
-                              'attempt', j.attempt + o.spent, 'at', clock_timestamp(), 'error', o.error)) END
-    FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[]) AS o(id, state, spent, delay, error)
-    WHERE j.id = o.id AND j.state = 'pending'
+u AS (` + completeJobs + `
       AND EXISTS (SELECT FROM l WHERE l.token = $6::bigint AND l.live)
     RETURNING 1)
 SELECT l.token, l.live, (SELECT count(*) FROM u) FROM l`
