@@ -2,11 +2,9 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 )
@@ -30,8 +28,7 @@ type kafkaFlags struct {
 
 func parseKafkaFlags(args []string, stderr io.Writer) (kafkaFlags, error) {
 	var f kafkaFlags
-	fs := flag.NewFlagSet("kafka", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newSuiteFlags("kafka", stderr)
 	fs.IntVar(&f.records, "records", 300000, "records in the topic (produced once, untimed); every throughput measurement consumes all of them")
 	fs.IntVar(&f.partitions, "partitions", 16, "partitions of the topic (and of the leasehold group)")
 	fs.IntVar(&f.rounds, "rounds", 3, "rounds; the report gives medians over them")
@@ -42,16 +39,10 @@ func parseKafkaFlags(args []string, stderr io.Writer) (kafkaFlags, error) {
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to this file")
 	fs.BoolVar(&f.markdown, "markdown", false, "print the tables as Markdown, with a line describing the machine and settings")
 	cases := fs.String("cases", strings.Join(kafkaCases, ","), "comma-separated cases to run")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: go run . kafka [flags]\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return f, flag.ErrHelp
+	if err := parseSuiteFlags(fs, args); err != nil {
+		return f, err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case f.records < 1:
 		return f, errors.New("--records must be at least 1")
 	case f.partitions < 1 || f.partitions > 1024:
@@ -65,16 +56,9 @@ func parseKafkaFlags(args []string, stderr io.Writer) (kafkaFlags, error) {
 	case f.duration <= 0:
 		return f, errors.New("--duration must be positive")
 	}
-	sel := strings.Split(*cases, ",")
-	for _, c := range sel {
-		if !slices.Contains(kafkaCases, c) {
-			return f, fmt.Errorf("unknown case %q in --cases (known: %s)", c, strings.Join(kafkaCases, ", "))
-		}
-	}
-	for _, c := range kafkaCases {
-		if slices.Contains(sel, c) {
-			f.cases = append(f.cases, c)
-		}
+	var err error
+	if f.cases, err = pickList("case", "--cases", *cases, kafkaCases); err != nil {
+		return f, err
 	}
 	return f, nil
 }

@@ -2,10 +2,7 @@ package main
 
 import (
 	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 )
@@ -30,8 +27,7 @@ type leaseFlags struct {
 
 func parseLeaseFlags(args []string, stderr io.Writer) (leaseFlags, error) {
 	var f leaseFlags
-	fs := flag.NewFlagSet("lease", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newSuiteFlags("lease", stderr)
 	fs.DurationVar(&f.duration, "duration", 4*time.Second, "how long each case runs on each system per round")
 	fs.DurationVar(&f.warmup, "warmup", 500*time.Millisecond, "untimed warm-up per case and system before round 1, at most duration/4; 0 skips")
 	fs.IntVar(&f.rounds, "rounds", 3, "rounds; the report gives medians over them")
@@ -51,16 +47,10 @@ func parseLeaseFlags(args []string, stderr io.Writer) (leaseFlags, error) {
 	fs.DurationVar(&f.failoverTTL, "failover-ttl", 2*time.Second, "TTL of the failover cases' leases (holder and waiter)")
 	fs.StringVar(&f.docPath, "doc", "", "also write the table into this Markdown file, between the suite's generated-section markers")
 	cases := fs.String("cases", strings.Join(leaseCases, ","), "comma-separated cases to run")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: go run . lease [flags]\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return f, flag.ErrHelp // fs has printed the error and the usage
+	if err := parseSuiteFlags(fs, args); err != nil {
+		return f, err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case f.duration <= 0:
 		return f, errors.New("--duration must be positive")
 	case f.rounds < 1:
@@ -76,15 +66,9 @@ func parseLeaseFlags(args []string, stderr io.Writer) (leaseFlags, error) {
 	case f.failoverRounds < 0 || f.failoverTTL < time.Second:
 		return f, errors.New("--failover-rounds must not be negative and --failover-ttl must be at least 1s")
 	}
-	for _, c := range strings.Split(*cases, ",") {
-		if !slices.Contains(leaseCases, c) {
-			return f, fmt.Errorf("unknown case %q in --cases (known: %s)", c, strings.Join(leaseCases, ", "))
-		}
-	}
-	for _, c := range leaseCases { // keep the canonical order: release follows acquire
-		if slices.Contains(strings.Split(*cases, ","), c) {
-			f.cases = append(f.cases, c)
-		}
+	var err error
+	if f.cases, err = pickList("case", "--cases", *cases, leaseCases); err != nil {
+		return f, err
 	}
 	f.warmup = max(min(f.warmup, f.duration/4), 0)
 	return f, nil

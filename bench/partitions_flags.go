@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -41,8 +40,7 @@ func (f partitionsFlags) needsDB() bool { return f.has("handoff") || f.has("cras
 
 func parsePartitionsFlags(args []string, stderr io.Writer) (partitionsFlags, error) {
 	var f partitionsFlags
-	fs := flag.NewFlagSet("partitions", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newSuiteFlags("partitions", stderr)
 	parts := fs.String("parts", strings.Join(partitionsParts, ","), "comma-separated parts to run: movement and sweep "+
 		"(pure computation), handoff (graceful leave and join), crash (failover), load (statements per member)")
 	fs.IntVar(&f.sets, "sets", 20, "random member-id sets per (partitions, members) in movement, besides worker-1..k")
@@ -62,12 +60,8 @@ func parsePartitionsFlags(args []string, stderr io.Writer) (partitionsFlags, err
 		"(lets every backend flush its statistics, at most once a second in PostgreSQL 15)")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to this file")
 	fs.BoolVar(&f.markdown, "markdown", false, "print the tables as Markdown, with a line describing the machine and settings")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: go run . partitions [flags]\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return f, flag.ErrHelp // fs has printed the error and the usage
+	if err := parseSuiteFlags(fs, args); err != nil {
+		return f, err
 	}
 	var err error
 	if f.loadMembers, err = intList("--load-members", *loadMembers); err != nil {
@@ -77,8 +71,6 @@ func parsePartitionsFlags(args []string, stderr io.Writer) (partitionsFlags, err
 		return f, err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case f.sets < 0 || f.sweepSets < 0:
 		return f, errors.New("--sets and --sweep-sets must not be negative")
 	case f.rounds < 1 || f.crashRounds < 1:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -49,8 +48,7 @@ func (f queueFlags) jobsOf(c string) int {
 
 func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 	var f queueFlags
-	fs := flag.NewFlagSet("queue", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newSuiteFlags("queue", stderr)
 	fs.IntVar(&f.jobs, "jobs", 200000, "backlog of the noop-burndown case, enqueued (untimed) before each measurement")
 	fs.IntVar(&f.txJobs, "tx-jobs", 0, "backlog of the tx-one-row case; 0 means --jobs/5")
 	fs.IntVar(&f.partitions, "partitions", 16, "partitions of the group: leasehold's member owns them all; raw-sql runs one goroutine per partition")
@@ -79,12 +77,8 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 	fs.BoolVar(&f.markdown, "markdown", false, "print the tables as Markdown, with a line describing the machine and settings")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (samples labelled system and case)")
 	cases := fs.String("cases", strings.Join(queueCases, ","), "comma-separated cases to run")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: go run . queue [flags]\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return f, flag.ErrHelp // fs has printed the error and the usage
+	if err := parseSuiteFlags(fs, args); err != nil {
+		return f, err
 	}
 	f.args = args
 	if f.txJobs == 0 {
@@ -94,8 +88,6 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 		f.conns = f.partitions
 	}
 	switch {
-	case fs.NArg() > 0:
-		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
 	case f.jobs < 1 || f.txJobs < 1:
 		return f, errors.New("--jobs and --tx-jobs must be at least 1")
 	case f.partitions < 1 || f.partitions > 1024:
@@ -117,16 +109,9 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 	case f.duration <= 0:
 		return f, errors.New("--duration must be positive")
 	}
-	sel := strings.Split(*cases, ",")
-	for _, c := range sel {
-		if !slices.Contains(queueCases, c) {
-			return f, fmt.Errorf("unknown case %q in --cases (known: %s)", c, strings.Join(queueCases, ", "))
-		}
-	}
-	for _, c := range queueCases { // canonical order
-		if slices.Contains(sel, c) {
-			f.cases = append(f.cases, c)
-		}
+	var err error
+	if f.cases, err = pickList("case", "--cases", *cases, queueCases); err != nil {
+		return f, err
 	}
 	for _, s := range strings.Split(*systems, ",") {
 		if !slices.Contains(queueSystems, s) {
