@@ -27,12 +27,8 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 	if err != nil {
 		return nil, "", "", nil, err
 	}
-	undo := []func(){stopServer}
-	cleanup = func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}
+	undo := undoStack{stopServer}
+	cleanup = undo.run
 	defer func() {
 		if err != nil {
 			cleanup()
@@ -48,7 +44,7 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 	if err != nil {
 		return fail(fmt.Errorf("connect: %w", err))
 	}
-	undo = append(undo, func() { admin.Close(context.Background()) })
+	undo.push(func() { admin.Close(context.Background()) })
 	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
 		return fail(err)
 	}
@@ -56,7 +52,7 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(dbName)); err != nil {
 		return fail(fmt.Errorf("create the bench database (the role needs CREATEDB): %w", err))
 	}
-	undo = append(undo, func() {
+	undo.push(func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := admin.Exec(dctx, "DROP DATABASE IF EXISTS "+quoteIdent(dbName)+" WITH (FORCE)"); err != nil {
@@ -74,7 +70,7 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 		c.MaxConns = conns
 		p, err := pgxpool.NewWithConfig(ctx, c)
 		if err == nil {
-			undo = append(undo, p.Close)
+			undo.push(p.Close)
 		}
 		return p, err
 	}
@@ -102,7 +98,7 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 		if err != nil {
 			return fail(fmt.Errorf("kfake: %w", err))
 		}
-		undo = append(undo, kc.Close)
+		undo.push(kc.Close)
 		b.brokers = kc.ListenAddrs()
 		where += ", kfake in process"
 	} else {
@@ -110,7 +106,7 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 		if err := createTopic(ctx, b.brokers, b.topic, int32(f.partitions)); err != nil {
 			return fail(err)
 		}
-		undo = append(undo, func() { deleteTopic(b.brokers, b.topic) })
+		undo.push(func() { deleteTopic(b.brokers, b.topic) })
 		where += ", Kafka at " + f.brokers
 	}
 	fmt.Fprintf(stderr, "kafka suite: producing %d records...\n", f.records)

@@ -213,3 +213,16 @@ func phase(ctx context.Context, workers int, d time.Duration, first, last int, f
 	s.gcCPU += gcCPU() - gc0
 	return !cut.Load() && !stop.Load(), firstErr
 }
+
+// undoStack collects clean-ups and runs them in reverse order.
+type undoStack []func()
+
+func (u *undoStack) push(f func()) { *u = append(*u, f) }
+
+// run runs the clean-ups, last pushed first, once.
+func (u *undoStack) run() {
+	for i := len(*u) - 1; i >= 0; i-- {
+		(*u)[i]()
+	}
+	*u = nil
+}

@@ -45,12 +45,8 @@ func openPartitionsEnv(ctx context.Context, stderr io.Writer) (env *partitionsEn
 	if err != nil {
 		return nil, nil, err
 	}
-	undo := []func(){stopServer}
-	cleanup = func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}
+	undo := undoStack{stopServer}
+	cleanup = undo.run
 	defer func() {
 		if err != nil {
 			cleanup()
@@ -65,7 +61,7 @@ func openPartitionsEnv(ctx context.Context, stderr io.Writer) (env *partitionsEn
 	if err != nil {
 		return nil, nil, err
 	}
-	undo = append(undo, admin.Close)
+	undo.push(admin.Close)
 	env = &partitionsEnv{admin: admin, where: where, stderr: stderr}
 	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&env.version); err != nil {
 		return nil, nil, fmt.Errorf("connect: %w", err)
@@ -77,7 +73,7 @@ func openPartitionsEnv(ctx context.Context, stderr io.Writer) (env *partitionsEn
 		return nil, nil, fmt.Errorf("create the bench database (the suite needs a database of its own to count "+
 			"its members' transactions; the role needs CREATEDB): %w", err)
 	}
-	undo = append(undo, func() {
+	undo.push(func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if _, err := admin.Exec(dctx, "DROP DATABASE IF EXISTS "+quoteIdent(env.dbName)+" WITH (FORCE)"); err != nil {
@@ -95,7 +91,7 @@ func openPartitionsEnv(ctx context.Context, stderr io.Writer) (env *partitionsEn
 	if env.observer, err = pgxpool.NewWithConfig(ctx, ocfg); err != nil {
 		return nil, nil, err
 	}
-	undo = append(undo, env.observer.Close)
+	undo.push(env.observer.Close)
 	if err := leasehold.Migrate(ctx, env.observer, leasehold.MigrateConfig{Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}

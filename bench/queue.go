@@ -135,12 +135,8 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 	if err != nil {
 		return nil, "", "", nil, err
 	}
-	undo := []func(){stopServer}
-	cleanup = func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}
+	undo := undoStack{stopServer}
+	cleanup = undo.run
 	defer func() {
 		if err != nil {
 			cleanup()
@@ -157,7 +153,7 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 	if err != nil {
 		return fail(err)
 	}
-	undo = append(undo, admin.Close)
+	undo.push(admin.Close)
 	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
 		return fail(fmt.Errorf("connect: %w", err))
 	}
@@ -169,7 +165,7 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 			return fmt.Errorf("create the bench database (the suite truncates its jobs tables, so it uses databases "+
 				"of its own; the role needs CREATEDB): %w", err)
 		}
-		undo = append(undo, func() {
+		undo.push(func() {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if _, err := admin.Exec(dctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)"); err != nil {
@@ -193,7 +189,7 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 	if err != nil {
 		return fail(err)
 	}
-	undo = append(undo, ctl.Close)
+	undo.push(ctl.Close)
 	if err := leasehold.Migrate(ctx, ctl, leasehold.MigrateConfig{Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		return fail(fmt.Errorf("migrate: %w", err))
 	}
@@ -217,7 +213,7 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 			if err != nil {
 				return fail(err)
 			}
-			undo = append(undo, pool.Close)
+			undo.push(pool.Close)
 			if sys, err = newLHSystem(q, pool); err != nil {
 				return fail(err)
 			}
@@ -226,7 +222,7 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 			if err != nil {
 				return fail(err)
 			}
-			undo = append(undo, pool.Close)
+			undo.push(pool.Close)
 			sys = &rawQueueSystem{lhTables: lhTables{q}, q: q, pool: pool}
 		case sysQueueRiver:
 			if err := createDB(dbName + "_river"); err != nil {
@@ -238,7 +234,7 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 			if err != nil {
 				return fail(err)
 			}
-			undo = append(undo, pool.Close)
+			undo.push(pool.Close)
 			if sys, err = newRiverSystem(ctx, q, pool); err != nil {
 				return fail(err)
 			}
