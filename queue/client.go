@@ -132,7 +132,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 	// notifier; one in the caller's transaction notifies at its commit.
 	var due []wakeKey
 	channel := &c.channel
-	if own := db == Querier(c.pool); own {
+	if own := db == Querier(c.pool); own && c.cfg.NotifyWindow > 0 {
 		due = dueKeys(groups, parts, runAts)
 		if !c.notify.inStatement(due) {
 			channel = nil

@@ -37,9 +37,6 @@ func newNotifier(pool *pgxpool.Pool, channel string, window time.Duration) *noti
 // notify in its own statement: when one of them was not notified within the
 // window. It then counts them all as notified now.
 func (n *notifier) inStatement(keys []wakeKey) bool {
-	if n.window < 0 {
-		return true
-	}
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()

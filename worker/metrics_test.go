@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -147,5 +148,28 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	pgtest.Must(t, w.Stop(context.Background()))
 	if err := w.Start(context.Background()); !errors.Is(err, worker.ErrStopped) {
 		t.Errorf("Start after Stop: %v; want ErrStopped", err)
+	}
+}
+
+// A metrics address that cannot be listened on fails Start with an error,
+// and leaves the worker stopped, its metrics unregistered.
+func TestStartFailsOnABusyMetricsAddress(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	pgtest.Must(t, err)
+	defer busy.Close()
+	reg := prometheus.NewRegistry()
+	w, err := worker.New(pool, worker.Config{Group: "g", Workers: queue.NewWorkers(), Registerer: reg,
+		MetricsAddr: busy.Addr().String(), Logger: quiet})
+	pgtest.Must(t, err)
+	if err := w.Start(ctxT(t)); err == nil || !strings.Contains(err.Error(), "metrics server") {
+		t.Fatalf("Start on a busy address: %v; want a metrics server error", err)
+	}
+	if err := w.Start(ctxT(t)); !errors.Is(err, worker.ErrStopped) {
+		t.Errorf("Start after a failed Start: %v; want ErrStopped", err)
+	}
+	if n, _ := testutil.GatherAndCount(reg); n != 0 {
+		t.Errorf("%d series left registered after a failed Start", n)
 	}
 }

@@ -31,7 +31,7 @@ type injector struct {
 func (in *injector) run(ctx context.Context, plan []Fault) {
 	var measuring sync.WaitGroup
 	for i, f := range plan {
-		if !in.sleepUntil(ctx, in.phase.Add(f.At)) {
+		if !sleepUntil(ctx, in.phase.Add(f.At)) {
 			break
 		}
 		if ids := in.fleet.restartExited(); len(ids) > 0 {
@@ -62,7 +62,7 @@ func (in *injector) run(ctx context.Context, plan []Fault) {
 			from = at.Add(f.HoldAfter) // the skew alone costs nothing; the hold does
 		}
 		measuring.Go(func() {
-			if in.sleepUntil(ctx, from) {
+			if sleepUntil(ctx, from) {
 				in.measure(ctx, idx, from, base)
 			}
 		})
@@ -71,7 +71,7 @@ func (in *injector) run(ctx context.Context, plan []Fault) {
 			in.say("fault %d/%d: %s: %v", i+1, len(plan), f.Kind, err)
 		}
 	}
-	in.sleepUntil(ctx, in.phase.Add(in.cfg.Duration))
+	sleepUntil(ctx, in.phase.Add(in.cfg.Duration))
 	measuring.Wait()
 }
 
@@ -102,17 +102,21 @@ func (in *injector) update(i int, f func(*FaultRecord)) {
 	f(&in.records[i])
 }
 
-func (in *injector) sleepUntil(ctx context.Context, t time.Time) bool {
+// sleepUntil waits until t, or until ctx is done (false).
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-time.After(time.Until(t)):
+	case <-timer.C:
 		return true
 	}
 }
 
-func (in *injector) sleep(ctx context.Context, d time.Duration) bool {
-	return in.sleepUntil(ctx, time.Now().Add(d))
+// sleepFor waits d, or until ctx is done (false).
+func sleepFor(ctx context.Context, d time.Duration) bool {
+	return sleepUntil(ctx, time.Now().Add(d))
 }
 
 // inject applies f to s and heals it after its duration.
@@ -125,7 +129,7 @@ func (in *injector) inject(ctx context.Context, f Fault, s *slot) error {
 			fl.setDown(s, "")
 			return err
 		}
-		in.sleep(ctx, f.For)
+		sleepFor(ctx, f.For)
 		err := fl.signal(s, syscall.SIGCONT)
 		fl.setDown(s, "")
 		return err
@@ -138,38 +142,38 @@ func (in *injector) inject(ctx context.Context, f Fault, s *slot) error {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_ = waitExit(wctx, s)
 		cancel()
-		in.sleep(ctx, f.For)
+		sleepFor(ctx, f.For)
 		err := fl.start(s)
 		fl.setDown(s, "")
 		return err
 	case Hold:
 		fl.setDown(s, Hold)
 		s.proxy.Blackhole()
-		in.sleep(ctx, f.For)
+		sleepFor(ctx, f.For)
 		s.proxy.Heal()
 		fl.setDown(s, "")
 	case Latency:
 		s.proxy.SetLatency(f.Latency)
-		in.sleep(ctx, f.For)
+		sleepFor(ctx, f.For)
 		s.proxy.SetLatency(0)
 	case SkewForward:
 		if err := writeSkew(s.skewFile, f.Skew); err != nil {
 			return err
 		}
-		in.sleep(ctx, f.For)
+		sleepFor(ctx, f.For)
 		return writeSkew(s.skewFile, 0)
 	case SkewBackward:
 		if err := writeSkew(s.skewFile, f.Skew); err != nil {
 			return err
 		}
 		start := time.Now()
-		in.sleep(ctx, f.HoldAfter)
+		sleepFor(ctx, f.HoldAfter)
 		fl.setDown(s, SkewBackward)
 		s.proxy.Blackhole()
-		in.sleep(ctx, f.HoldFor)
+		sleepFor(ctx, f.HoldFor)
 		s.proxy.Heal()
 		fl.setDown(s, "")
-		in.sleepUntil(ctx, start.Add(f.For))
+		sleepUntil(ctx, start.Add(f.For))
 		return writeSkew(s.skewFile, 0)
 	case RestartPG:
 		rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
@@ -185,7 +189,7 @@ func (in *injector) inject(ctx context.Context, f Fault, s *slot) error {
 // the ledger has grown (or nothing is outstanding).
 func (in *injector) measure(ctx context.Context, i int, at time.Time, base int64) {
 	for time.Since(at) < RecoveryLimit {
-		if !in.sleep(ctx, 50*time.Millisecond) {
+		if !sleepFor(ctx, 50*time.Millisecond) {
 			return
 		}
 		if ok, _ := allHeld(ctx, in.pool, in.env, in.fleet.live(), at, in.cfg.TTL); !ok {

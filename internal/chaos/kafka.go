@@ -104,16 +104,12 @@ func (w *kafkaWorkload) Feed(ctx context.Context, _ *pgxpool.Pool, env Env, n in
 			if batch = again; len(batch) == 0 {
 				break
 			}
-			select {
-			case <-ctx.Done():
+			if !sleepFor(ctx, 200*time.Millisecond) {
 				return ids, ctx.Err()
-			case <-time.After(200 * time.Millisecond):
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if !sleepUntil(ctx, start.Add(time.Duration(t+1)*feedTick)) {
 			return ids, ctx.Err()
-		case <-time.After(time.Until(start.Add(time.Duration(t+1) * feedTick))):
 		}
 	}
 	return ids, nil

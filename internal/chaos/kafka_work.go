@@ -80,10 +80,8 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 		}
 		// The database restarts, or is cut off: try again.
 		we.Logger.Warn("chaos: the Kafka consumer did not start; trying again", "err", err)
-		select {
-		case <-ctx.Done():
+		if !sleepFor(ctx, 500*time.Millisecond) {
 			return nil
-		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	var last kafka.Stats

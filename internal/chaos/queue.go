@@ -77,16 +77,12 @@ func (queueWorkload) Feed(ctx context.Context, db *pgxpool.Pool, env Env, n int,
 			// again. A batch enqueued twice is two sets of jobs, each of
 			// which must still be applied once; the checker reads the jobs
 			// table.
-			select {
-			case <-ctx.Done():
+			if !sleepFor(ctx, 200*time.Millisecond) {
 				return ids, ctx.Err()
-			case <-time.After(200 * time.Millisecond):
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if !sleepUntil(ctx, start.Add(time.Duration(t+1)*feedTick)) {
 			return ids, ctx.Err()
-		case <-time.After(time.Until(start.Add(time.Duration(t+1) * feedTick))):
 		}
 	}
 	return ids, nil

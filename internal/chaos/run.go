@@ -245,10 +245,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if ids := fl.restartExited(); len(ids) > 0 {
 			say("workers exited on their own, started again: %v", ids)
 		}
-		select {
-		case <-ctx.Done():
+		if !sleepFor(ctx, 200*time.Millisecond) {
 			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
 	fl.stop(3*cfg.TTL + 5*time.Second)
@@ -294,10 +292,8 @@ func converge(ctx context.Context, pool *pgxpool.Pool, env Env, fl *fleet, withi
 		if time.Since(start) > within {
 			return 0, errors.New("chaos: the workers did not claim every partition within " + within.String())
 		}
-		select {
-		case <-ctx.Done():
+		if !sleepFor(ctx, 100*time.Millisecond) {
 			return 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
