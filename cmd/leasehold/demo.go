@@ -114,19 +114,11 @@ func runDemo(ctx context.Context, cfg demoConfig) (report, error) {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	url := cfg.DatabaseURL
-	if url == "" {
-		d.out.say("Starting a throwaway PostgreSQL cluster from the installed server binaries...")
-		cl, err := pgcluster.Start(ctx, pgcluster.Config{})
-		if err != nil {
-			return report{}, err
-		}
-		defer cl.Remove()
-		url = cl.URL("postgres")
-		d.out.say("PostgreSQL is up on 127.0.0.1:%d; it is removed when the demo ends.", cl.Port())
-	} else {
-		d.out.say("Using the given database, schema %q (dropped at the start and the end).", demoSchema)
+	url, remove, err := demoDatabase(ctx, cfg.DatabaseURL, " (dropped at the start and the end)", d.out.say)
+	if err != nil {
+		return report{}, err
 	}
+	defer remove()
 	d.url = url
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
@@ -187,4 +179,22 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// demoDatabase returns the URL a demo runs on: url (schema demoSchema;
+// note says what the demo does to it), or else that of a throwaway cluster
+// started from the installed server binaries. remove removes the cluster
+// (nothing, for url).
+func demoDatabase(ctx context.Context, url, note string, say func(format string, args ...any)) (string, func(), error) {
+	if url != "" {
+		say("Using the given database, schema %q%s.", demoSchema, note)
+		return url, func() {}, nil
+	}
+	say("Starting a throwaway PostgreSQL cluster from the installed server binaries...")
+	cl, err := pgcluster.Start(ctx, pgcluster.Config{})
+	if err != nil {
+		return "", nil, err
+	}
+	say("PostgreSQL is up on 127.0.0.1:%d; it is removed when the demo ends.", cl.Port())
+	return cl.URL("postgres"), func() { cl.Remove() }, nil
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/pgcluster"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue/kafka"
 )
@@ -174,18 +173,11 @@ func runKafkaDemo(ctx context.Context, cfg demoConfig) (kafkaReport, error) {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	url := cfg.DatabaseURL
-	if url == "" {
-		d.say("Starting a throwaway PostgreSQL cluster from the installed server binaries...")
-		cl, err := pgcluster.Start(ctx, pgcluster.Config{})
-		if err != nil {
-			return kafkaReport{}, err
-		}
-		defer cl.Remove()
-		url = cl.URL("postgres")
-	} else {
-		d.say("Using the given database, schema %q.", demoSchema)
+	url, remove, err := demoDatabase(ctx, cfg.DatabaseURL, "", d.say)
+	if err != nil {
+		return kafkaReport{}, err
 	}
+	defer remove()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return kafkaReport{}, fmt.Errorf("database URL: %w", err)
