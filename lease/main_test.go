@@ -47,10 +47,13 @@ func ctxT(t testing.TB) context.Context {
 
 // proxiedPool returns a pool on url whose connections pass through a TCP
 // fault proxy, and the proxy; both are closed when the test ends.
-func proxiedPool(t *testing.T, url string) (*pgxpool.Pool, *netproxy.Proxy) {
+func proxiedPool(t *testing.T, url string, opts ...func(*pgxpool.Config)) (*pgxpool.Pool, *netproxy.Proxy) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	pgtest.Must(t, err)
+	for _, o := range opts {
+		o(cfg)
+	}
 	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
 	pgtest.Must(t, err)
 	t.Cleanup(func() { proxy.Close() })

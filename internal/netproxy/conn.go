@@ -63,7 +63,7 @@ func (c *conn) setServer(s net.Conn) bool {
 func (p *Proxy) handle(c *conn) {
 	defer p.unregister(c)
 	defer c.close()
-	if !p.waitForward(c, time.Time{}) {
+	if !p.waitDial(c) {
 		return
 	}
 	d := net.Dialer{Timeout: 10 * time.Second}

@@ -23,6 +23,16 @@ func (p *Proxy) Heal() {
 	p.setMode(modeNormal)
 }
 
+// HealOpen ends a Blackhole for the connections already dialed (their held
+// bytes flow again) but keeps holding the connections not yet dialed, and
+// new ones, until Heal. A test uses it to deliver a request held in a
+// blackhole before the cancel request that a client sends on a new
+// connection when it gives up waiting (pgconn does so on close), which would
+// otherwise race the request it cancels.
+func (p *Proxy) HealOpen() {
+	p.setMode(modeHoldNew)
+}
+
 // SetLatency delays each chunk forwarded in each direction by d, measured
 // from when the proxy read it; order is preserved. Zero (or negative) means
 // no delay. The new value also applies to chunks already waiting.
@@ -40,7 +50,7 @@ func (p *Proxy) setMode(m mode) {
 	p.notifyLocked()
 }
 
-// notifyLocked wakes every goroutine waiting in waitForward. p.mu must be
+// notifyLocked wakes every goroutine waiting in wait. p.mu must be
 // held.
 func (p *Proxy) notifyLocked() {
 	close(p.changed)
@@ -51,6 +61,16 @@ func (p *Proxy) notifyLocked() {
 // the proxy is neither blackholed nor cut and at+latency has passed. It
 // reports false if c or the proxy is closed, or the proxy is cut.
 func (p *Proxy) waitForward(c *conn, at time.Time) bool {
+	return p.wait(c, at, false)
+}
+
+// waitDial blocks until c's target may be dialed: as waitForward, but
+// HealOpen keeps holding it.
+func (p *Proxy) waitDial(c *conn) bool {
+	return p.wait(c, time.Time{}, true)
+}
+
+func (p *Proxy) wait(c *conn, at time.Time, dial bool) bool {
 	for {
 		p.mu.Lock()
 		m, lat, closed, changed := p.mode, p.latency, p.closed, p.changed
@@ -60,7 +80,7 @@ func (p *Proxy) waitForward(c *conn, at time.Time) bool {
 		}
 		var timer *time.Timer
 		var fire <-chan time.Time
-		if m == modeNormal {
+		if m == modeNormal || (m == modeHoldNew && !dial) {
 			d := time.Until(at.Add(lat))
 			if d <= 0 {
 				return true

@@ -180,6 +180,38 @@ func TestBlackhole(t *testing.T) {
 	expectRead(t, c, string(big))
 }
 
+// HealOpen delivers what open connections held but keeps holding the
+// connections accepted during the blackhole, and new ones, until Heal.
+func TestHealOpen(t *testing.T) {
+	p := startProxy(t)
+	c := dial(t, p)
+	roundTrip(t, c, "before")
+
+	p.Blackhole()
+	if _, err := c.Write([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	during := dial(t, p) // accepted during the blackhole
+	if _, err := during.Write([]byte("during")); err != nil {
+		t.Fatal(err)
+	}
+	expectNothing(t, c, 100*time.Millisecond)
+
+	p.HealOpen()
+	expectRead(t, c, "held")
+	roundTrip(t, c, "open")
+	after := dial(t, p)
+	if _, err := after.Write([]byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	expectNothing(t, during, 200*time.Millisecond)
+	expectNothing(t, after, 50*time.Millisecond)
+
+	p.Heal()
+	expectRead(t, during, "during")
+	expectRead(t, after, "after")
+}
+
 // counting returns n bytes of big-endian uint32 counters, so that any
 // reordering of chunks is detectable.
 func counting(n int) []byte {

@@ -15,10 +15,11 @@ const (
 	modeNormal mode = iota
 	modeBlackhole
 	modeCut
+	modeHoldNew // open connections forward; new ones are held undialed
 )
 
 // Proxy forwards TCP connections from a loopback listener to a target address.
-// Faults (Cut, Blackhole, SetLatency) can be switched on and off at any time
+// Faults (Cut, Blackhole, HealOpen, SetLatency) can be switched on and off at any time
 // from any goroutine; Heal restores normal forwarding.
 type Proxy struct {
 	target string
