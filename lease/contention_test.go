@@ -59,12 +59,24 @@ func contend(t testing.TB, c *lease.Client, seed uint64, end time.Time) map[stri
 				t.Errorf("%s: %s lost while held briefly: %v", c.Owner(), l.Name(), err)
 			}
 			got[l.Name()] = append(got[l.Name()], int64(l.Token()))
-			if err := l.Release(context.Background()); err != nil {
+			if err := l.Release(context.Background()); err != nil && !overloaded(err) {
 				t.Errorf("%s: release: %v", c.Owner(), err)
+			} else if err != nil {
+				// A release cut off by a timeout on an overloaded machine
+				// leaves the grant to expire: the history must still hold.
+				t.Logf("%s: release timed out: %v", c.Owner(), err)
 			}
 		}
 	}
 	return got
+}
+
+// overloaded reports whether err is a timeout: the client's, or the
+// server's statement or lock timeout.
+func overloaded(err error) bool {
+	var pe *pgconn.PgError
+	return lease.IsIndeterminate(err) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &pe) && (pe.Code == "57014" || pe.Code == "55P03")
 }
 
 // TestContentionChild is the body of the competing OS processes started by
