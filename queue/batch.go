@@ -19,8 +19,19 @@ type fetched struct {
 	id           int64
 	key, kind    string
 	args         []byte
-	attempt, max int
+	attempt, max int // attempt: spent before this run
 	created      time.Time
+	// charged: this run's attempt was spent before it started (recovery
+	// after an abrupt end, see recover.go), so its outcome spends none.
+	charged bool
+}
+
+// spend is how many attempts an outcome that spends n still spends.
+func (f fetched) spend(n int32) int32 {
+	if f.charged {
+		return n - 1
+	}
+	return n
 }
 
 // run is one batch of a partition in progress: the outcomes to record and
@@ -63,36 +74,43 @@ func (r *run) isFenced() bool {
 // batch runs one batch of due jobs and returns how many it fetched. ctx is
 // the Run's context (no new job once it is done), hctx the handlers' base.
 func (p *Processor) batch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger) (int, error) {
-	rows, err := p.pool.Query(ctx, p.q.fetch, o.Group, o.Partition, p.cfg.BatchSize)
-	if err != nil {
+	jobs, err := p.fetch(ctx, o)
+	if err != nil || len(jobs) == 0 {
 		return 0, err
 	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (fetched, error) {
+	return len(jobs), p.process(ctx, hctx, o, log, jobs)
+}
+
+// fetch reads the partition's due jobs, at most BatchSize.
+func (p *Processor) fetch(ctx context.Context, o partition.Ownership) ([]fetched, error) {
+	rows, err := p.pool.Query(ctx, p.q.fetch, o.Group, o.Partition, p.cfg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (fetched, error) {
 		var f fetched
 		err := r.Scan(&f.id, &f.key, &f.kind, &f.args, &f.attempt, &f.max, &f.created)
 		return f, err
 	})
-	if err != nil || len(jobs) == 0 {
-		return 0, err
-	}
+}
+
+// process runs fetched jobs and records their outcomes.
+func (p *Processor) process(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, jobs []fetched) error {
 	r := &run{p: p, o: o, log: log}
 	r.runJobs(ctx, hctx, jobs)
 	if r.fenced != nil {
 		r.report(OutcomeFenced, r.fenced)
-		return len(jobs), r.fenced
+		return r.fenced
 	}
 	if len(r.outs) == 0 {
 		r.report("", nil)
-		if err := r.stalled(); err != nil {
-			return len(jobs), err // wait before fetching the same jobs again
-		}
-		return len(jobs), nil
+		return r.stalled() // if not nil, wait before fetching the same jobs again
 	}
 	// Record the outcomes even when ctx was just cancelled: the lease is
 	// held until Run returns, and the fence refuses a stale owner.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	cctx, cancel := recordContext(ctx)
 	defer cancel()
-	_, err = p.completeFenced(cctx, p.pool, o, r.outs)
+	_, err := p.completeFenced(cctx, p.pool, o, r.outs)
 	switch {
 	case errors.Is(err, fence.ErrFenced):
 		r.report(OutcomeFenced, err)
@@ -101,7 +119,13 @@ func (p *Processor) batch(ctx, hctx context.Context, o partition.Ownership, log 
 	default:
 		r.report("", nil)
 	}
-	return len(jobs), err
+	return err
+}
+
+// recordContext bounds a write that records what already happened: it
+// must not be cut short by ctx's end (a handoff), only bounded.
+func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 }
 
 // stalled returns an error when no run of the batch got anywhere: every
@@ -155,6 +179,14 @@ func (r *run) runJobs(ctx, hctx context.Context, jobs []fetched) {
 		w := r.work(f)
 		h, ok := p.cfg.Workers.handlers[f.kind]
 		switch {
+		case f.attempt >= f.max: // the last attempt was spent by a run that ended without an outcome
+			err := fmt.Errorf("%w (attempt %d of %d)", ErrNoOutcome, f.attempt, f.max)
+			r.log.Warn("queue: job discarded: its last attempt ended without an outcome", "job", f.id, "kind", f.kind, "attempt", f.attempt)
+			msg := storable(err.Error())
+			ev := r.event(f, OutcomeDiscarded, 0, err)
+			ev.Attempt = f.attempt // it did not run
+			r.add(&outcome{id: f.id, state: "discarded", err: &msg}, ev)
+			continue
 		case !ok:
 			r.log.Warn("queue: no handler for the job's kind; kept pending", "job", f.id, "kind", f.kind)
 			rec := p.later(f.id, p.cfg.UnknownKindDelay, fmt.Sprintf("no handler for kind %q", f.kind))

@@ -49,3 +49,11 @@ var ErrJobTimeout = errors.New("queue: job timed out")
 // job's completion and the fence check, or rolls it back. Return an error
 // to roll back.
 var ErrTxManaged = errors.New("queue: the handler's transaction is committed or rolled back by the processor")
+
+// ErrNoOutcome is recorded on a job (and reported in its JobEvent) that was
+// discarded because its last attempt ended without an outcome: the worker
+// running it crashed, was killed, paused past its lease or lost the
+// database, run after run. A job that takes down every worker that runs it
+// is discarded this way instead of blocking its partition; see
+// docs/queue.md.
+var ErrNoOutcome = errors.New("queue: out of attempts: runs of the job ended without an outcome (the worker running it crashed, was killed or lost its partition)")

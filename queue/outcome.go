@@ -26,6 +26,12 @@ type outcome struct {
 
 // outcome maps a handler's result to what becomes of the job.
 func (p *Processor) outcome(f fetched, err error, log *slog.Logger) outcome {
+	o := p.outcomeOf(f, err, log)
+	o.spent = f.spend(o.spent)
+	return o
+}
+
+func (p *Processor) outcomeOf(f fetched, err error, log *slog.Logger) outcome {
 	var snooze snoozeError
 	var cancel cancelError
 	var decode errDecode

@@ -159,12 +159,15 @@ func (p *Processor) Run(ctx context.Context, o partition.Ownership) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var retained time.Time
+	var st runState
+	clean := true // the last batch's outcomes were recorded
 	for ctx.Err() == nil {
 		if hctx.Err() != nil {
 			<-ctx.Done() // the lease ended: no job can run under this grant
 			return
 		}
-		n, err := p.batch(ctx, hctx, o, log)
+		n, err := p.step(ctx, hctx, o, log, &st)
+		clean = err == nil || n == 0 && ctx.Err() != nil // a fetch cut short started nothing
 		switch {
 		case errors.Is(err, fence.ErrFenced):
 			log.Warn("queue: fenced: a newer owner has the partition", "err", err)
@@ -187,6 +190,11 @@ func (p *Processor) Run(ctx context.Context, o partition.Ownership) {
 		case <-timer.C:
 		case <-wake:
 		}
+	}
+	if st.opened && clean {
+		// Every job this run started has its outcome recorded, or was
+		// interrupted without spending an attempt.
+		p.closeRun(ctx, o, log)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 // queries holds every statement of the package, rendered for one schema.
 // The statements, with the reasoning behind each, are in internal/queuesql.
 type queries struct {
-	groups, enqueue, enqueuePlain, fetch, completeFenced, retain, inspect, retry, stats, cancel, list string
+	groups, enqueue, enqueuePlain, fetch, openRun, closeRun, completeFenced, retain, inspect, retry, stats, cancel, list string
 }
 
 func render(schema string) (queries, error) {
@@ -22,6 +22,8 @@ func render(schema string) (queries, error) {
 		enqueue:        r(queuesql.Enqueue),
 		enqueuePlain:   r(queuesql.EnqueuePlain),
 		fetch:          r(queuesql.Fetch),
+		openRun:        r(queuesql.OpenRun),
+		closeRun:       r(queuesql.CloseRun),
 		completeFenced: r(queuesql.CompleteFenced),
 		retain:         r(queuesql.Retain),
 		inspect:        r(queuesql.Inspect),

@@ -68,7 +68,7 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	defer cancel()
 	done := make([]outcome, len(fs))
 	for i, f := range fs {
-		done[i] = outcome{id: f.id, state: "completed", spent: 1}
+		done[i] = outcome{id: f.id, state: "completed", spent: f.spend(1)}
 	}
 	// The fence check and the completion, in one statement: the lease row
 	// is locked FOR SHARE until the commit.

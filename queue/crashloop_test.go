@@ -1,0 +1,282 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// grants runs Processors on partition 0 of "emails", each under a new grant
+// of its lease, as after takeovers. The Runs it starts end at cleanup.
+type grants struct {
+	t    *testing.T
+	pool *pgxpool.Pool
+	ws   *queue.Workers
+	n    int
+	wg   sync.WaitGroup
+	stop []context.CancelFunc
+}
+
+func newGrants(t *testing.T, pool *pgxpool.Pool, ws *queue.Workers) *grants {
+	g := &grants{t: t, pool: pool, ws: ws}
+	t.Cleanup(func() {
+		for _, cancel := range g.stop {
+			cancel()
+		}
+		g.wg.Wait()
+	})
+	return g
+}
+
+// start ends the current grant abruptly (its lease expires in the database,
+// its Run is left as it is, like a crashed process's) and starts a Run under
+// a new grant. It returns the new Run's context's cancel, which ends it
+// gracefully, as a handoff does.
+func (g *grants) start(ctx context.Context) context.CancelCauseFunc {
+	t := g.t
+	t.Helper()
+	name := partition.LeaseName("emails", 0)
+	_, err := g.pool.Exec(ctx, `UPDATE leasehold.leases SET expires_at = clock_timestamp() WHERE name = $1`, name)
+	pgtest.Must(t, err)
+	g.n++
+	lc, err := lease.New(g.pool, lease.Config{Owner: fmt.Sprintf("w%d", g.n), Logger: quiet})
+	pgtest.Must(t, err)
+	t.Cleanup(func() { lc.Close(context.Background()) })
+	l, err := lc.TryAcquire(ctx, name)
+	pgtest.Must(t, err)
+	p, err := queue.NewProcessor(g.pool, queue.ProcessorConfig{Workers: g.ws, Logger: quiet, PollInterval: 20 * time.Millisecond})
+	pgtest.Must(t, err)
+	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	g.stop = append(g.stop, func() { cancel(partition.ErrHandoff) })
+	g.wg.Go(func() { p.Run(rctx, partition.Ownership{Group: "emails", Partition: 0, Token: l.Token(), Lease: l}) })
+	return cancel
+}
+
+// txStep is a job for a transactional handler.
+type txStep struct {
+	Name string `json:"name"`
+}
+
+func (txStep) Kind() string { return "txstep" }
+
+type runRecord struct {
+	name    string
+	attempt int
+}
+
+// A job that takes down every worker that runs it (here: its handler never
+// returns, as if the process had died) is discarded once it has spent its
+// attempts, each spent before a run that follows an abrupt end. The jobs
+// that ran beside it are not charged for its crashes, and the jobs queued
+// behind it run.
+func TestCrashLoopingJobIsDiscarded(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	keys := keysIn(0, 4, "crash")
+	down := make(chan int, 16)     // a poison run took its worker down, with its attempt
+	forever := make(chan struct{}) // closed at cleanup, before the Runs are waited for
+	var mu sync.Mutex
+	var runs []runRecord
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		mu.Lock()
+		runs = append(runs, runRecord{w.Args.Name, w.Attempt})
+		mu.Unlock()
+		if w.Args.Name == "poison" {
+			down <- w.Attempt
+			<-forever // the worker is gone: no outcome, ever
+		}
+		return nil
+	})
+	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[txStep]) error {
+		mu.Lock()
+		runs = append(runs, runRecord{w.Args.Name, w.Attempt})
+		mu.Unlock()
+		return nil
+	})
+	g := newGrants(t, pool, ws)
+	t.Cleanup(func() { close(forever) }) // cleanups run last first: before g's
+
+	jobs := []queue.Job{
+		{Group: "emails", Key: keys[0], Args: step{"a"}},
+		{Group: "emails", Key: keys[1], Args: txStep{"b"}}, // transactional
+		{Group: "emails", Key: keys[2], Args: step{"poison"}, MaxAttempts: 3},
+		{Group: "emails", Key: keys[2], Args: step{"c"}}, // behind the poison job: same key
+		{Group: "emails", Key: keys[3], Args: txStep{"d"}},
+	}
+	ids := map[string]int64{}
+	for i, name := range []string{"a", "b", "poison", "c", "d"} {
+		res, err := c.Enqueue(ctx, jobs[i])
+		pgtest.Must(t, err)
+		ids[name] = res.ID
+	}
+
+	var poisonAttempts []int
+	for round := 1; ; round++ {
+		if round > 6 {
+			t.Fatalf("the poison job still blocks its key after %d abrupt ends; its runs' attempts: %v", round-1, poisonAttempts)
+		}
+		g.start(ctx)
+		if done := waitFor(t, ctx, pool, down, ids["c"]); done {
+			break
+		} else {
+			poisonAttempts = append(poisonAttempts, <-down)
+		}
+	}
+	if fmt.Sprint(poisonAttempts) != "[1 1 2 3]" {
+		t.Errorf("the poison job's runs had attempts %v; want [1 1 2 3] (the first run, before any abrupt end, is not charged)", poisonAttempts)
+	}
+	want := map[string]struct {
+		state   string
+		attempt int
+	}{"a": {"completed", 1}, "b": {"completed", 1}, "poison": {"discarded", 3}, "c": {"completed", 1}, "d": {"completed", 1}}
+	for name, w := range want {
+		info, err := c.JobInfo(ctx, ids[name])
+		pgtest.Must(t, err)
+		if info.State != w.state || info.Attempt != w.attempt {
+			t.Errorf("job %s: %s after %d attempts; want %s after %d", name, info.State, info.Attempt, w.state, w.attempt)
+		}
+	}
+	poison, err := c.JobInfo(ctx, ids["poison"])
+	pgtest.Must(t, err)
+	if !strings.Contains(string(poison.Errors), "without an outcome") {
+		t.Errorf("the discarded job's errors %s do not say why", poison.Errors)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	count := map[string]int{}
+	for _, r := range runs {
+		count[r.name]++
+	}
+	// a ran in the first grant, whose outcome died with it (plain outcomes
+	// are recorded per batch), and once more in the second; b's transaction
+	// committed in the first; c and d ran once, d in a recovered batch.
+	if count["a"] != 2 || count["b"] != 1 || count["c"] != 1 || count["d"] != 1 || count["poison"] != 4 {
+		t.Errorf("runs per job %v; want a 2, b 1, poison 4, c 1, d 1", count)
+	}
+}
+
+// waitFor waits until the poison job took its worker down (false) or job id
+// was completed (true).
+func waitFor(t *testing.T, ctx context.Context, pool *pgxpool.Pool, down chan int, id int64) bool {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if len(down) > 0 {
+			return false
+		}
+		var state string
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT state FROM leasehold.jobs WHERE id = $1`, id).Scan(&state))
+		if state == "completed" {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("neither a crash nor the job's completion within 20s")
+	return false
+}
+
+// A run that ends cleanly (a handoff that interrupts its job) charges
+// nothing: the next grant runs the job as its first attempt, in a normal
+// batch.
+func TestCleanHandoffChargesNoAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	started := make(chan int, 4)
+	var runs atomic.Int32
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		started <- w.Attempt
+		if runs.Add(1) == 1 { // the first run waits for its handoff
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	g := newGrants(t, pool, ws)
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "clean")[0], Args: step{"x"}})
+	pgtest.Must(t, err)
+	handoff := g.start(ctx)
+	if a := <-started; a != 1 {
+		t.Fatalf("first run's attempt %d; want 1", a)
+	}
+	handoff(partition.ErrHandoff)
+	// The Run records its clean end before it returns; wait for it.
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		var open bool
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT token IS NOT NULL FROM leasehold.queue_runs WHERE group_name = 'emails' AND partition = 0`).Scan(&open))
+		if !open {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the handed-off run did not record its clean end")
+		}
+	}
+	g.start(ctx)
+	select {
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job did not run again after the handoff")
+	case a := <-started:
+		if a != 1 {
+			t.Errorf("after a clean handoff the job ran as attempt %d; want 1 (nothing charged)", a)
+		}
+	}
+	waitFor(t, ctx, pool, make(chan int), res.ID)
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if info.State != "completed" || info.Attempt != 1 {
+		t.Errorf("job %s after %d attempts; want completed after 1", info.State, info.Attempt)
+	}
+}
+
+// A run that starts after a newer grant recorded its own (a stale owner
+// whose start was delayed) returns at once, running nothing.
+func TestStaleRunStartIsFenced(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	var ran atomic.Int32
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		ran.Add(1)
+		return nil
+	})
+	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "stale")[0], Args: step{"x"}})
+	pgtest.Must(t, err)
+	lc, err := lease.New(pool, lease.Config{Owner: "stale", Logger: quiet})
+	pgtest.Must(t, err)
+	t.Cleanup(func() { lc.Close(context.Background()) })
+	l, err := lc.TryAcquire(ctx, partition.LeaseName("emails", 0))
+	pgtest.Must(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO leasehold.queue_runs VALUES ('emails', 0, $1)`, int64(l.Token())+1)
+	pgtest.Must(t, err)
+	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet})
+	pgtest.Must(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx, partition.Ownership{Group: "emails", Partition: 0, Token: l.Token(), Lease: l})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a run older than the recorded one did not return")
+	}
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("the stale run ran %d job(s)", n)
+	}
+}

@@ -1,0 +1,110 @@
+package queue
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/partition"
+)
+
+// A job whose run takes its worker down (a crash, an out-of-memory kill, a
+// handler that wedges the process) never returns an outcome, so no failure
+// is ever recorded for it: left alone it would block its partition forever
+// (its key's later jobs wait behind it) and fell every worker that takes the
+// partition over. Spending an attempt before every run would cost a write
+// per job. Instead each grant's Run records itself in queue_runs while it
+// runs (one write when it starts, one when it ends cleanly), and a Run that
+// finds its predecessor's record still there knows that run ended abruptly.
+// It then runs the first fetch's jobs, the ones the predecessor may have had
+// running, one at a time, spending an attempt in its own fenced write before
+// each. A job that crashes every run thus runs out of attempts and is
+// discarded with ErrNoOutcome, and the jobs that ran fine before it are not
+// charged for its crashes.
+
+// runState is what a Run knows about its grant's record in queue_runs.
+type runState struct {
+	opened     bool // recorded as the partition's running grant
+	recovering bool // the previous run ended abruptly: the next fetch is recovered
+}
+
+// openRun records o's grant as the partition's running one and reports
+// whether the previous run ended abruptly. A newer grant's record means o
+// is stale: *fence.FencedError.
+func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt bool, err error) {
+	var prev *int64
+	var recorded bool
+	if err := p.pool.QueryRow(ctx, p.q.openRun, o.Group, o.Partition, int64(o.Token)).Scan(&prev, &recorded); err != nil {
+		return false, err
+	}
+	if !recorded {
+		return false, &fence.FencedError{Resource: partition.LeaseName(o.Group, o.Partition), Held: o.Token, Current: fence.Token(*prev),
+			Reason: "a newer grant runs the partition"}
+	}
+	return prev != nil, nil
+}
+
+// closeRun marks o's run as ended cleanly. A failure only costs the next
+// owner a recovered first fetch.
+func (p *Processor) closeRun(ctx context.Context, o partition.Ownership, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := p.pool.Exec(ctx, p.q.closeRun, o.Group, o.Partition, int64(o.Token)); err != nil {
+		log.Warn("queue: could not record a clean end of the run; the next owner runs its first jobs one at a time", "err", err)
+	}
+}
+
+// step runs one batch: after opening the run, and recovered if the previous
+// run ended abruptly.
+func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, st *runState) (int, error) {
+	if !st.opened {
+		abrupt, err := p.openRun(ctx, o)
+		if err != nil {
+			return 0, err
+		}
+		st.opened, st.recovering = true, abrupt
+		if abrupt {
+			log.Warn("queue: the partition's previous run ended abruptly; its first jobs run one at a time, each spending an attempt first")
+		}
+	}
+	if !st.recovering {
+		return p.batch(ctx, hctx, o, log)
+	}
+	n, err := p.recoverBatch(ctx, hctx, o, log)
+	if err == nil {
+		st.recovering = false
+	}
+	return n, err
+}
+
+// recoverBatch is batch after an abrupt end: the jobs run one at a time,
+// each after its attempt is spent (and the fence checked) in a write of its
+// own, and each outcome is recorded before the next job starts.
+func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger) (int, error) {
+	jobs, err := p.fetch(ctx, o)
+	if err != nil {
+		return 0, err
+	}
+	for i, f := range jobs {
+		if ctx.Err() != nil || hctx.Err() != nil {
+			return i, nil
+		}
+		if _, ok := p.cfg.Workers.handlers[f.kind]; ok && f.attempt < f.max {
+			cctx, cancel := recordContext(ctx)
+			n, err := p.completeFenced(cctx, p.pool, o, []outcome{{id: f.id, state: "pending", spent: 1}})
+			cancel()
+			if err != nil {
+				return i, err
+			}
+			if n == 0 {
+				continue // finished meanwhile (an operator cancelled it)
+			}
+			f.charged = true
+		}
+		if err := p.process(ctx, hctx, o, log, []fetched{f}); err != nil {
+			return i + 1, err
+		}
+	}
+	return len(jobs), nil
+}
