@@ -27,6 +27,10 @@ import (
 type runState struct {
 	opened     bool // recorded as the partition's running grant
 	recovering bool // the previous run ended abruptly: the next fetch is recovered
+	// charged holds the jobs this run spent an attempt on before running
+	// them, so that a recovered batch fetched again (after a database
+	// error) does not charge them twice.
+	charged map[int64]bool
 }
 
 // openRun records o's grant as the partition's running one and reports
@@ -71,9 +75,12 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 	if !st.recovering {
 		return p.batch(ctx, hctx, o, log)
 	}
-	n, err := p.recoverBatch(ctx, hctx, o, log)
+	if st.charged == nil {
+		st.charged = make(map[int64]bool)
+	}
+	n, err := p.recoverBatch(ctx, hctx, o, log, st.charged)
 	if err == nil {
-		st.recovering = false
+		st.recovering, st.charged = false, nil
 	}
 	return n, err
 }
@@ -81,7 +88,7 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 // recoverBatch is batch after an abrupt end: the jobs run one at a time,
 // each after its attempt is spent (and the fence checked) in a write of its
 // own, and each outcome is recorded before the next job starts.
-func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger) (int, error) {
+func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, charged map[int64]bool) (int, error) {
 	jobs, err := p.fetch(ctx, o)
 	if err != nil {
 		return 0, err
@@ -90,7 +97,12 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 		if ctx.Err() != nil || hctx.Err() != nil {
 			return i, nil
 		}
-		if _, ok := p.cfg.Workers.handlers[f.kind]; ok && f.attempt < f.max {
+		if charged[f.id] {
+			// Charged by this run already; its run's outcome was not
+			// recorded (a database error) and the attempt stays spent.
+			f.attempt--
+			f.charged = true
+		} else if _, ok := p.cfg.Workers.handlers[f.kind]; ok && f.attempt < f.max {
 			cctx, cancel := recordContext(ctx)
 			n, err := p.completeFenced(cctx, p.pool, o, []outcome{{id: f.id, state: "pending", spent: 1}})
 			cancel()
@@ -100,7 +112,7 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 			if n == 0 {
 				continue // finished meanwhile (an operator cancelled it)
 			}
-			f.charged = true
+			f.charged, charged[f.id] = true, true
 		}
 		if err := p.process(ctx, hctx, o, log, []fetched{f}); err != nil {
 			return i + 1, err
