@@ -43,8 +43,12 @@ func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt 
 		return false, err
 	}
 	if !recorded {
-		return false, &fence.FencedError{Resource: partition.LeaseName(o.Group, o.Partition), Held: o.Token, Current: fence.Token(*prev),
+		fe := &fence.FencedError{Resource: partition.LeaseName(o.Group, o.Partition), Held: o.Token,
 			Reason: "a newer grant runs the partition"}
+		if prev != nil { // nil when the newer grant's row was inserted concurrently
+			fe.Current = fence.Token(*prev)
+		}
+		return false, fe
 	}
 	return prev != nil, nil
 }
