@@ -156,6 +156,7 @@ func TestEnqueueTxCommitsOrRollsBackWithTheCallersTransaction(t *testing.T) {
 	pool, c := setup(t)
 	tx, err := pool.Begin(ctx)
 	pgtest.Must(t, err)
+	defer tx.Rollback(context.Background()) // on failure: the pool cannot close while tx holds a connection
 	_, err = c.EnqueueTx(ctx, tx, queue.Job{Group: "emails", Key: "k", Args: email{}})
 	pgtest.Must(t, err)
 	pgtest.Must(t, tx.Rollback(ctx))
@@ -164,6 +165,7 @@ func TestEnqueueTxCommitsOrRollsBackWithTheCallersTransaction(t *testing.T) {
 	}
 	tx, err = pool.Begin(ctx)
 	pgtest.Must(t, err)
+	defer tx.Rollback(context.Background()) // on failure: the pool cannot close while tx holds a connection
 	_, err = c.EnqueueTx(ctx, tx, queue.Job{Group: "emails", Key: "k", Args: email{}})
 	pgtest.Must(t, err)
 	if n := jobCount(t, pool); n != 0 {

@@ -353,6 +353,7 @@ func TestUnrecordableBatchWaitsBeforeRefetching(t *testing.T) {
 
 	tx, err := pool.Begin(ctx)
 	pgtest.Must(t, err)
+	defer tx.Rollback(context.Background()) // on failure: frees the row and the connection
 	_, err = tx.Exec(ctx, `SELECT FROM leasehold.leases WHERE name = $1 FOR UPDATE`, partition.LeaseName("emails", partition.OfString("k", 8)))
 	pgtest.Must(t, err)
 	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"x"}})
