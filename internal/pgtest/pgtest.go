@@ -139,7 +139,21 @@ func PoolURL(t testing.TB, connURL string) *pgxpool.Pool {
 	if err := p.Ping(ctx); err != nil {
 		t.Fatalf("pgtest: ping: %v", err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(func() {
+		// Close waits for every acquired connection. One a failed test left
+		// in use (an open transaction) would hang the whole test binary
+		// until its timeout: report it instead.
+		closed := make(chan struct{})
+		go func() {
+			p.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(30 * time.Second):
+			t.Errorf("pgtest: the pool did not close within 30s: a connection is still in use (an open transaction, or rows not closed)")
+		}
+	})
 	return p
 }
 
