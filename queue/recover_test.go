@@ -1,0 +1,251 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// afterCrash holds the lease of partition 0 of "emails" and runs
+// Processors under it, as the owner that follows an abrupt end.
+type afterCrash struct {
+	t     *testing.T
+	pool  *pgxpool.Pool
+	lease *lease.Lease
+}
+
+// newAfterCrash acquires the partition's lease and, when abrupt, records an
+// older grant's run as still open in queue_runs: the previous run ended
+// abruptly, so the first Run's first fetch is recovered.
+func newAfterCrash(t *testing.T, ctx context.Context, pool *pgxpool.Pool, abrupt bool) *afterCrash {
+	t.Helper()
+	lc, err := lease.New(pool, lease.Config{Owner: "next", Logger: quiet})
+	pgtest.Must(t, err)
+	t.Cleanup(func() { lc.Close(context.Background()) })
+	l, err := lc.TryAcquire(ctx, partition.LeaseName("emails", 0))
+	pgtest.Must(t, err)
+	if abrupt {
+		_, err = pool.Exec(ctx, `INSERT INTO leasehold.queue_runs VALUES ('emails', 0, $1)`, int64(l.Token())-1)
+		pgtest.Must(t, err)
+	}
+	return &afterCrash{t: t, pool: pool, lease: l}
+}
+
+// run starts a Run under the lease with cfg (Logger and PollInterval
+// defaulted for tests). It returns a cancel that hands the partition off
+// and a channel closed when the Run returned; cleanup cancels and waits.
+func (a *afterCrash) run(ctx context.Context, cfg queue.ProcessorConfig) (context.CancelCauseFunc, chan struct{}) {
+	a.t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 20 * time.Millisecond
+	}
+	p, err := queue.NewProcessor(a.pool, cfg)
+	pgtest.Must(a.t, err)
+	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(rctx, partition.Ownership{Group: "emails", Partition: 0, Token: a.lease.Token(), Lease: a.lease})
+	}()
+	a.t.Cleanup(func() {
+		cancel(partition.ErrHandoff)
+		<-done
+	})
+	return cancel, done
+}
+
+// wait waits for a Run to return.
+func (a *afterCrash) wait(done chan struct{}) {
+	a.t.Helper()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		a.t.Fatal("the Run did not return within 20s")
+	}
+}
+
+// mark returns the partition's token in queue_runs: 0 when none is set
+// (or no run was ever recorded).
+func mark(t *testing.T, ctx context.Context, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var tok *int64
+	err := pool.QueryRow(ctx, `SELECT token FROM leasehold.queue_runs WHERE group_name = 'emails' AND partition = 0`).Scan(&tok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0
+	}
+	pgtest.Must(t, err)
+	if tok == nil {
+		return 0
+	}
+	return *tok
+}
+
+// waitJob waits until job id is in state.
+func waitJob(t *testing.T, ctx context.Context, c *queue.Client, id int64, state string) queue.JobInfo {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		info, err := c.JobInfo(ctx, id)
+		pgtest.Must(t, err)
+		if info.State == state {
+			return info
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("job %d still %s after 20s; want %s", id, info.State, state)
+		}
+	}
+}
+
+// A job that an operator cancels while a recovered batch runs is neither
+// charged nor run.
+func TestJobCancelledDuringRecoveryDoesNotRun(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	keys := keysIn(0, 2, "cancelled")
+	var victim atomic.Int64
+	var ranB atomic.Bool
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		if w.Args.Name == "a" {
+			_, err := c.Cancel(ctx, victim.Load())
+			return err
+		}
+		ranB.Store(true)
+		return nil
+	})
+	a := newAfterCrash(t, ctx, pool, true)
+	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: keys[0], Args: step{"a"}},
+		queue.Job{Group: "emails", Key: keys[1], Args: step{"b"}})
+	pgtest.Must(t, err)
+	victim.Store(res[1].ID)
+	a.run(ctx, queue.ProcessorConfig{Workers: ws})
+	waitJob(t, ctx, c, res[0].ID, "completed")
+	ib, err := c.JobInfo(ctx, res[1].ID)
+	pgtest.Must(t, err)
+	if ib.State != "cancelled" || ib.Attempt != 0 || ranB.Load() {
+		t.Fatalf("b %s after %d attempt(s), ran: %v; want cancelled after 0, not run", ib.State, ib.Attempt, ranB.Load())
+	}
+}
+
+// A run that ends after a newer grant recorded its own run leaves that
+// record alone: the newer run may yet end abruptly.
+func TestStaleRunEndKeepsTheNewerRunsMark(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, _ := setup(t)
+	a := newAfterCrash(t, ctx, pool, false)
+	handoff, done := a.run(ctx, queue.ProcessorConfig{Workers: queue.NewWorkers()})
+	for start := time.Now(); mark(t, ctx, pool) != int64(a.lease.Token()); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the run did not record its start")
+		}
+	}
+	newer := int64(a.lease.Token()) + 1
+	_, err := pool.Exec(ctx, `UPDATE leasehold.queue_runs SET token = $1`, newer)
+	pgtest.Must(t, err)
+	handoff(partition.ErrHandoff)
+	a.wait(done)
+	if m := mark(t, ctx, pool); m != newer {
+		t.Fatalf("queue_runs holds %d after the older run ended; want the newer run's %d", m, newer)
+	}
+}
+
+// A run whose last batch's outcomes could not be recorded does not record
+// a clean end: those jobs ran without an outcome.
+func TestUnrecordedLastBatchIsNotACleanEnd(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	var handoff atomic.Pointer[context.CancelCauseFunc]
+	var lock atomic.Pointer[pgx.Tx]
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		tx, err := pool.Begin(context.WithoutCancel(ctx))
+		if err != nil {
+			return err
+		}
+		lock.Store(&tx)
+		if _, err := tx.Exec(context.WithoutCancel(ctx), `SELECT FROM leasehold.leases WHERE name = $1 FOR UPDATE`, partition.LeaseName("emails", 0)); err != nil {
+			return err
+		}
+		(*handoff.Load())(partition.ErrHandoff)
+		return nil
+	})
+	t.Cleanup(func() {
+		if tx := lock.Load(); tx != nil {
+			(*tx).Rollback(context.Background())
+		}
+	})
+	a := newAfterCrash(t, ctx, pool, false)
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "unrecorded")[0], Args: step{"x"}})
+	pgtest.Must(t, err)
+	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet,
+		Fence: fence.PostgresConfig{LockTimeout: 20 * time.Millisecond}})
+	pgtest.Must(t, err)
+	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	handoff.Store(&cancel)
+	p.Run(rctx, partition.Ownership{Group: "emails", Partition: 0, Token: a.lease.Token(), Lease: a.lease})
+	pgtest.Must(t, (*lock.Load()).Rollback(ctx))
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if info.State != "pending" {
+		t.Fatalf("job %s; want pending (its outcome could not be recorded)", info.State)
+	}
+	if m := mark(t, ctx, pool); m != int64(a.lease.Token()) {
+		t.Fatalf("queue_runs holds %d; want the run's token %d (not ended cleanly)", m, a.lease.Token())
+	}
+}
+
+// Only the first batch after an abrupt end is recovered: later batches run
+// their jobs PartitionConcurrency at once again.
+func TestBatchesAfterRecoveryRunConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	keys := keysIn(0, 3, "after")
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	both := make(chan struct{})
+	go func() { arrived.Wait(); close(both) }()
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		if w.Args.Name == "first" {
+			return nil
+		}
+		arrived.Done()
+		select {
+		case <-both:
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("ran alone")
+		}
+	})
+	a := newAfterCrash(t, ctx, pool, true)
+	first, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keys[0], Args: step{"first"}})
+	pgtest.Must(t, err)
+	a.run(ctx, queue.ProcessorConfig{Workers: ws, PartitionConcurrency: 2})
+	waitJob(t, ctx, c, first.ID, "completed")
+	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: keys[1], Args: step{"p"}},
+		queue.Job{Group: "emails", Key: keys[2], Args: step{"q"}})
+	pgtest.Must(t, err)
+	for _, r := range res {
+		if info := waitJob(t, ctx, c, r.ID, "completed"); info.Attempt != 1 {
+			t.Errorf("job %d completed after %d attempts; want 1", r.ID, info.Attempt)
+		}
+	}
+}
