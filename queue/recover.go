@@ -28,8 +28,8 @@ type runState struct {
 	opened     bool // recorded as the partition's running grant
 	recovering bool // the previous run ended abruptly: the next fetch is recovered
 	// charged holds the jobs this run spent an attempt on before running
-	// them, so that a recovered batch fetched again (after a database
-	// error) does not charge them twice.
+	// them whose outcome is not recorded yet, so that a recovered batch
+	// fetched again (after a database error) does not charge them twice.
 	charged map[int64]bool
 }
 
@@ -121,6 +121,7 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 		if err := p.process(ctx, hctx, o, log, []fetched{f}); err != nil {
 			return i + 1, err
 		}
+		delete(charged, f.id) // its outcome spent the charge: due again, it is charged anew
 	}
 	return len(jobs), nil
 }

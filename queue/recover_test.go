@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,6 +107,74 @@ func waitJob(t *testing.T, ctx context.Context, c *queue.Client, id int64, state
 		}
 		if time.Since(start) > 20*time.Second {
 			t.Fatalf("job %d still %s after 20s; want %s", id, info.State, state)
+		}
+	}
+}
+
+// A job of a recovered batch whose outcome was recorded and that is due
+// again when the batch is fetched again (after a database error) is charged
+// anew: its earlier charge was spent by its recorded outcome. (It was taken
+// for still charged: its run was free and, snoozed, its attempt count went
+// below zero.) One whose outcome was not recorded runs again on the same
+// charge, as the same attempt, even its last.
+func TestRecoveredJobFetchedAgainIsChargedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	keys := keysIn(0, 2, "refetch")
+	var mu sync.Mutex
+	var attempts []int // of job a's runs
+	var attemptsB []int
+	var locked atomic.Bool
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		if w.Args.Name == "a" {
+			mu.Lock()
+			attempts = append(attempts, w.Attempt)
+			n := len(attempts)
+			mu.Unlock()
+			if n <= 2 {
+				return queue.Snooze(0) // due again at once
+			}
+			return nil
+		}
+		mu.Lock()
+		attemptsB = append(attemptsB, w.Attempt)
+		mu.Unlock()
+		if locked.CompareAndSwap(false, true) {
+			// b's outcome cannot be recorded: the fence check cannot lock
+			// the lease row for a while.
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `SELECT FROM leasehold.leases WHERE name = $1 FOR UPDATE`, partition.LeaseName("emails", 0)); err != nil {
+				tx.Rollback(context.Background())
+				return err
+			}
+			time.AfterFunc(300*time.Millisecond, func() { tx.Rollback(context.Background()) })
+		}
+		return nil
+	})
+	a := newAfterCrash(t, ctx, pool, true)
+	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: keys[0], Args: step{"a"}},
+		queue.Job{Group: "emails", Key: keys[1], Args: step{"b"}, MaxAttempts: 1})
+	pgtest.Must(t, err)
+	a.run(ctx, queue.ProcessorConfig{Workers: ws, Fence: fence.PostgresConfig{LockTimeout: 20 * time.Millisecond}})
+	ia := waitJob(t, ctx, c, res[0].ID, "completed")
+	ib := waitJob(t, ctx, c, res[1].ID, "completed")
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(attempts) != "[1 1 1]" || ia.Attempt != 1 || ib.Attempt != 1 {
+		t.Fatalf("job a ran as attempts %v and ended after %d attempt(s), b after %d; want [1 1 1] (snoozes spend nothing), 1 and 1",
+			attempts, ia.Attempt, ib.Attempt)
+	}
+	if len(attemptsB) < 2 {
+		t.Fatalf("job b ran %d time(s); want more than one (its first outcome could not be recorded)", len(attemptsB))
+	}
+	for _, n := range attemptsB {
+		if n != 1 {
+			t.Fatalf("job b ran as attempts %v; want attempt 1 every time (on the same charge)", attemptsB)
 		}
 	}
 }
