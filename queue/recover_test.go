@@ -179,6 +179,44 @@ func TestRecoveredJobFetchedAgainIsChargedAgain(t *testing.T) {
 	}
 }
 
+// A job of a recovered batch interrupted by a handoff gets back the attempt
+// spent before its run: a clean handoff charges nothing. (It kept it, and a
+// job on its last attempt was then discarded by the next owner without
+// running, with ErrNoOutcome.)
+func TestInterruptedRecoveredJobIsNotCharged(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	started := make(chan int, 4)
+	var runs atomic.Int32
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		started <- w.Attempt
+		if runs.Add(1) == 1 { // the first run waits for its handoff
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	a := newAfterCrash(t, ctx, pool, true)
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "interrupted")[0], Args: step{"x"}, MaxAttempts: 1})
+	pgtest.Must(t, err)
+	handoff, done := a.run(ctx, queue.ProcessorConfig{Workers: ws})
+	<-started
+	handoff(partition.ErrHandoff)
+	a.wait(done)
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if info.State != "pending" || info.Attempt != 0 {
+		t.Fatalf("after its interrupted run the job is %s after %d attempt(s); want pending after 0", info.State, info.Attempt)
+	}
+	_, done = a.run(ctx, queue.ProcessorConfig{Workers: ws})
+	info = waitJob(t, ctx, c, res.ID, "completed")
+	if info.Attempt != 1 {
+		t.Fatalf("the job completed after %d attempts; want 1", info.Attempt)
+	}
+}
+
 // A job that an operator cancels while a recovered batch runs is neither
 // charged nor run.
 func TestJobCancelledDuringRecoveryDoesNotRun(t *testing.T) {
