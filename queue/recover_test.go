@@ -217,6 +217,48 @@ func TestInterruptedRecoveredJobIsNotCharged(t *testing.T) {
 	}
 }
 
+// A handoff in the middle of a recovered batch starts and charges none of
+// its remaining jobs, and leaves the partition marked as ended abruptly:
+// the next owner recovers the rest. (The run was recorded as ended cleanly,
+// and the next owner ran the rest, a crashing job among them, uncharged.)
+func TestHandoffDuringRecoveryLeavesTheRestToTheNextOwner(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	keys := keysIn(0, 2, "midway")
+	var handoff atomic.Pointer[context.CancelCauseFunc]
+	var ranB atomic.Bool
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		if w.Args.Name == "a" {
+			(*handoff.Load())(partition.ErrHandoff)
+			return nil
+		}
+		ranB.Store(true)
+		return nil
+	})
+	a := newAfterCrash(t, ctx, pool, true)
+	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: keys[0], Args: step{"a"}},
+		queue.Job{Group: "emails", Key: keys[1], Args: step{"b"}})
+	pgtest.Must(t, err)
+	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet})
+	pgtest.Must(t, err)
+	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	handoff.Store(&cancel)
+	p.Run(rctx, partition.Ownership{Group: "emails", Partition: 0, Token: a.lease.Token(), Lease: a.lease})
+	ia, err := c.JobInfo(ctx, res[0].ID)
+	pgtest.Must(t, err)
+	ib, err := c.JobInfo(ctx, res[1].ID)
+	pgtest.Must(t, err)
+	if ia.State != "completed" || ia.Attempt != 1 || ib.State != "pending" || ib.Attempt != 0 || ranB.Load() {
+		t.Errorf("a %s after %d attempt(s), b %s after %d (ran: %v); want a completed after 1, b pending after 0, not run",
+			ia.State, ia.Attempt, ib.State, ib.Attempt, ranB.Load())
+	}
+	if m := mark(t, ctx, pool); m != int64(a.lease.Token()) {
+		t.Errorf("queue_runs holds %d after a recovery cut short; want the run's token %d (not ended cleanly)", m, a.lease.Token())
+	}
+}
+
 // A job that an operator cancels while a recovered batch runs is neither
 // charged nor run.
 func TestJobCancelledDuringRecoveryDoesNotRun(t *testing.T) {
