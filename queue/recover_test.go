@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -396,5 +397,86 @@ func TestBatchesAfterRecoveryRunConcurrently(t *testing.T) {
 		if info := waitJob(t, ctx, c, r.ID, "completed"); info.Attempt != 1 {
 			t.Errorf("job %d completed after %d attempts; want 1", r.ID, info.Attempt)
 		}
+	}
+}
+
+// In a recovered batch, whose runs are charged before they start, a failure
+// is still reported as retried and recorded in the job's errors (even with
+// the text of the previous failure), and a snooze is reported as snoozed
+// and spends nothing.
+func TestRecoveredOutcomesAreReportedAndRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	keys := keysIn(0, 2, "reported")
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		if w.Args.Name == "fail" {
+			return errors.New("boom")
+		}
+		return queue.Snooze(time.Hour)
+	})
+	a := newAfterCrash(t, ctx, pool, true)
+	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: keys[0], Args: step{"fail"}},
+		queue.Job{Group: "emails", Key: keys[1], Args: step{"snooze"}})
+	pgtest.Must(t, err)
+	_, err = pool.Exec(ctx, `UPDATE leasehold.jobs SET attempt = 1, errors = '[{"attempt": 1, "error": "boom"}]' WHERE id = $1`, res[0].ID)
+	pgtest.Must(t, err)
+	events := make(chan queue.JobEvent, 4)
+	a.run(ctx, queue.ProcessorConfig{Workers: ws, MinRetry: time.Hour, MaxRetry: time.Hour,
+		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) { events <- e }}})
+	got := map[int64]string{}
+	for len(got) < 2 {
+		select {
+		case e := <-events:
+			got[e.ID] = fmt.Sprint(e.Outcome, " ", e.Attempt)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("events %v after 20s; want 2", got)
+		}
+	}
+	if got[res[0].ID] != "retried 2" || got[res[1].ID] != "snoozed 1" {
+		t.Errorf("the failure was reported %q, the snooze %q; want \"retried 2\" and \"snoozed 1\"", got[res[0].ID], got[res[1].ID])
+	}
+	fail, err := c.JobInfo(ctx, res[0].ID)
+	pgtest.Must(t, err)
+	var errs []struct {
+		Attempt int    `json:"attempt"`
+		Error   string `json:"error"`
+	}
+	pgtest.Must(t, json.Unmarshal(fail.Errors, &errs))
+	if fail.Attempt != 2 || len(errs) != 2 || errs[1].Attempt != 2 {
+		t.Errorf("the failed job has %d attempts and errors %s; want 2, with both failures", fail.Attempt, fail.Errors)
+	}
+	snoozed, err := c.JobInfo(ctx, res[1].ID)
+	pgtest.Must(t, err)
+	if snoozed.Attempt != 0 {
+		t.Errorf("the snoozed job has %d attempts; want 0", snoozed.Attempt)
+	}
+}
+
+// A job whose kind has no handler, looked at again and again, has its
+// message recorded once: a repeated message is appended only after an
+// attempt was spent.
+func TestUnknownKindMessageIsRecordedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	a := newAfterCrash(t, ctx, pool, false)
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "orphan")[0], Args: orphan{}})
+	pgtest.Must(t, err)
+	var looks atomic.Int32
+	a.run(ctx, queue.ProcessorConfig{Workers: queue.NewWorkers(), UnknownKindDelay: time.Millisecond,
+		Hooks: queue.Hooks{OnJob: func(queue.JobEvent) { looks.Add(1) }}})
+	for start := time.Now(); looks.Load() < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("the job was looked at %d time(s) in 20s; want 3", looks.Load())
+		}
+	}
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	var errs []json.RawMessage
+	pgtest.Must(t, json.Unmarshal(info.Errors, &errs))
+	if info.Attempt != 0 || len(errs) != 1 {
+		t.Fatalf("after %d looks the job has %d attempts and errors %s; want 0 and one", looks.Load(), info.Attempt, info.Errors)
 	}
 }
