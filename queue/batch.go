@@ -266,7 +266,7 @@ func (r *run) runOne(hctx context.Context, f fetched, h handler, w *Work[rawArgs
 		err := timedOut(jctx, call(jctx, h, nil, w))
 		d := time.Since(start)
 		if interrupted(hctx, err) {
-			r.add(nil, r.event(f, OutcomeInterrupted, d, err))
+			r.interrupt(f, r.event(f, OutcomeInterrupted, d, err))
 			return
 		}
 		rec := p.outcome(f, err, r.log)
@@ -305,7 +305,7 @@ func (r *run) txResult(hctx context.Context, f fetched, err error, d time.Durati
 	case errors.As(err, &he):
 		if interrupted(hctx, err) {
 			ev.Outcome, ev.Err = OutcomeInterrupted, he.err
-			r.add(nil, ev)
+			r.interrupt(f, ev)
 			return
 		}
 		rec := r.p.outcome(f, he.err, r.log)
@@ -317,12 +317,22 @@ func (r *run) txResult(hctx context.Context, f fetched, err error, d time.Durati
 		r.fence(err)
 	case interrupted(hctx, err):
 		ev.Outcome, ev.Err = OutcomeInterrupted, err
-		r.add(nil, ev)
+		r.interrupt(f, ev)
 	default:
 		r.log.Warn("queue: job not recorded; it runs again", "job", f.id, "kind", f.kind, "err", err)
 		ev.Outcome, ev.Err = OutcomeUnrecorded, err
 		r.add(nil, ev)
 	}
+}
+
+// interrupt records a run cut short by a handoff or a lost lease: it spends
+// no attempt, so a recovered run gets back the attempt charged before it.
+func (r *run) interrupt(f fetched, ev event) {
+	var rec *outcome
+	if f.charged {
+		rec = &outcome{id: f.id, state: "pending", spent: f.spend(0)}
+	}
+	r.add(rec, ev)
 }
 
 // interrupted reports whether a run failed because its partition is being

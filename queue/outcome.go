@@ -22,12 +22,15 @@ type outcome struct {
 	spent int32  // attempts spent: 1, or 0 for a snooze
 	delay *int64 // microseconds from now until the job is due again
 	err   *string
+	// charged: the run's attempt was spent before it (recovery), so spent
+	// is one less than the outcome spends.
+	charged bool
 }
 
 // outcome maps a handler's result to what becomes of the job.
 func (p *Processor) outcome(f fetched, err error, log *slog.Logger) outcome {
 	o := p.outcomeOf(f, err, log)
-	o.spent = f.spend(o.spent)
+	o.spent, o.charged = f.spend(o.spent), f.charged
 	return o
 }
 
@@ -81,8 +84,12 @@ func (p *Processor) later(id int64, d time.Duration, msg string) outcome {
 
 // result is the Outcome an outcome records.
 func (o outcome) result() Outcome {
+	spent := o.spent
+	if o.charged {
+		spent++ // the attempt spent before the run is the run's
+	}
 	switch {
-	case o.state == "pending" && o.spent == 0:
+	case o.state == "pending" && spent == 0:
 		return OutcomeSnoozed
 	case o.state == "pending":
 		return OutcomeRetried

@@ -191,9 +191,10 @@ func (p *Processor) Run(ctx context.Context, o partition.Ownership) {
 		case <-wake:
 		}
 	}
-	if st.opened && clean {
+	if st.opened && clean && !st.recovering {
 		// Every job this run started has its outcome recorded, or was
-		// interrupted without spending an attempt.
+		// interrupted without spending an attempt, and the jobs the
+		// previous run may have left running were recovered.
 		p.closeRun(ctx, o, log)
 	}
 }

@@ -28,8 +28,8 @@ type runState struct {
 	opened     bool // recorded as the partition's running grant
 	recovering bool // the previous run ended abruptly: the next fetch is recovered
 	// charged holds the jobs this run spent an attempt on before running
-	// them, so that a recovered batch fetched again (after a database
-	// error) does not charge them twice.
+	// them whose outcome is not recorded yet, so that a recovered batch
+	// fetched again (after a database error) does not charge them twice.
 	charged map[int64]bool
 }
 
@@ -82,8 +82,8 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 	if st.charged == nil {
 		st.charged = make(map[int64]bool)
 	}
-	n, err := p.recoverBatch(ctx, hctx, o, log, st.charged)
-	if err == nil {
+	n, done, err := p.recoverBatch(ctx, hctx, o, log, st.charged)
+	if done {
 		st.recovering, st.charged = false, nil
 	}
 	return n, err
@@ -91,15 +91,17 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 
 // recoverBatch is batch after an abrupt end: the jobs run one at a time,
 // each after its attempt is spent (and the fence checked) in a write of its
-// own, and each outcome is recorded before the next job starts.
-func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, charged map[int64]bool) (int, error) {
+// own, and each outcome is recorded before the next job starts. done
+// reports that every job of the batch was run (or skipped) and recorded:
+// a batch cut short, by an error or a handoff, is still to be recovered.
+func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, charged map[int64]bool) (n int, done bool, err error) {
 	jobs, err := p.fetch(ctx, o)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	for i, f := range jobs {
 		if ctx.Err() != nil || hctx.Err() != nil {
-			return i, nil
+			return i, false, nil
 		}
 		if charged[f.id] {
 			// Charged by this run already; its run's outcome was not
@@ -111,7 +113,7 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 			n, err := p.completeFenced(cctx, p.pool, o, []outcome{{id: f.id, state: "pending", spent: 1}})
 			cancel()
 			if err != nil {
-				return i, err
+				return i, false, err
 			}
 			if n == 0 {
 				continue // finished meanwhile (an operator cancelled it)
@@ -119,8 +121,9 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 			f.charged, charged[f.id] = true, true
 		}
 		if err := p.process(ctx, hctx, o, log, []fetched{f}); err != nil {
-			return i + 1, err
+			return i + 1, false, err
 		}
+		delete(charged, f.id) // its outcome spent the charge: due again, it is charged anew
 	}
-	return len(jobs), nil
+	return len(jobs), true, nil
 }

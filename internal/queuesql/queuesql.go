@@ -87,7 +87,10 @@ WHERE group_name = $1 AND partition = $2 AND token = $3`
 // completeJobs records the outcomes of jobs: the UPDATE of Complete and
 // CompleteFenced. A retry's delay is added to the database clock. Only
 // pending jobs change: a job finished by anyone else is left alone (and not
-// counted).
+// counted). An error is appended to the job's errors unless it repeats the
+// last one with no attempt spent since (a job whose kind has no handler,
+// looked at again); a recovered run's failure spends 0 here, its attempt
+// having been spent before it, and is appended.
 const completeJobs = `
 UPDATE {{schema}}.jobs AS j
 SET state          = o.state,
@@ -97,7 +100,8 @@ SET state          = o.state,
     finished_at    = CASE WHEN o.state = 'pending' THEN NULL ELSE clock_timestamp() END,
     finished_token = CASE WHEN o.state = 'pending' THEN NULL ELSE $6::bigint END,
     errors         = CASE WHEN o.error IS NULL THEN j.errors
-                          WHEN o.spent = 0 AND j.errors->-1->>'error' = o.error THEN j.errors
+                          WHEN o.spent = 0 AND j.errors->-1->>'error' = o.error
+                               AND j.errors->-1->'attempt' = to_jsonb(j.attempt) THEN j.errors
                      ELSE j.errors || jsonb_build_array(jsonb_build_object(
                           'attempt', j.attempt + o.spent, 'at', clock_timestamp(), 'error', o.error)) END
 FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[]) AS o(id, state, spent, delay, error)
