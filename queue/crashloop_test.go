@@ -197,6 +197,7 @@ func TestCleanHandoffChargesNoAttempt(t *testing.T) {
 	ctx := ctxT(t)
 	pool, c := setup(t)
 	started := make(chan int, 4)
+	stored := make(chan int, 4) // the job's attempt as stored while it runs
 	var runs atomic.Int32
 	ws := queue.NewWorkers()
 	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
@@ -205,6 +206,11 @@ func TestCleanHandoffChargesNoAttempt(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}
+		var a int
+		if err := pool.QueryRow(ctx, `SELECT attempt FROM leasehold.jobs WHERE id = $1`, w.ID).Scan(&a); err != nil {
+			return err
+		}
+		stored <- a
 		return nil
 	})
 	g := newGrants(t, pool, ws)
@@ -218,7 +224,7 @@ func TestCleanHandoffChargesNoAttempt(t *testing.T) {
 	// The Run records its clean end before it returns; wait for it.
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		var open bool
-		pgtest.Must(t, pool.QueryRow(ctx, `SELECT token IS NOT NULL FROM leasehold.queue_runs WHERE group_name = 'emails' AND partition = 0`).Scan(&open))
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT open FROM leasehold.queue_runs WHERE group_name = 'emails' AND partition = 0`).Scan(&open))
 		if !open {
 			break
 		}
@@ -234,6 +240,9 @@ func TestCleanHandoffChargesNoAttempt(t *testing.T) {
 		if a != 1 {
 			t.Errorf("after a clean handoff the job ran as attempt %d; want 1 (nothing charged)", a)
 		}
+	}
+	if a := <-stored; a != 0 {
+		t.Errorf("the job's stored attempt was %d while it ran after a clean handoff; want 0 (a normal batch: no attempt spent before the run)", a)
 	}
 	waitFor(t, ctx, pool, make(chan int), res.ID)
 	info, err := c.JobInfo(ctx, res.ID)
@@ -262,7 +271,7 @@ func TestStaleRunStartIsFenced(t *testing.T) {
 	t.Cleanup(func() { lc.Close(context.Background()) })
 	l, err := lc.TryAcquire(ctx, partition.LeaseName("emails", 0))
 	pgtest.Must(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO leasehold.queue_runs VALUES ('emails', 0, $1)`, int64(l.Token())+1)
+	_, err = pool.Exec(ctx, `INSERT INTO leasehold.queue_runs VALUES ('emails', 0, $1, false)`, int64(l.Token())+1)
 	pgtest.Must(t, err)
 	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet})
 	pgtest.Must(t, err)

@@ -38,8 +38,8 @@ type runState struct {
 // is stale: *fence.FencedError.
 func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt bool, err error) {
 	var prev *int64
-	var recorded bool
-	if err := p.pool.QueryRow(ctx, p.q.openRun, o.Group, o.Partition, int64(o.Token)).Scan(&prev, &recorded); err != nil {
+	var open, recorded bool
+	if err := p.pool.QueryRow(ctx, p.q.openRun, o.Group, o.Partition, int64(o.Token)).Scan(&prev, &open, &recorded); err != nil {
 		return false, err
 	}
 	if !recorded {
@@ -50,7 +50,7 @@ func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt 
 		}
 		return false, fe
 	}
-	return prev != nil, nil
+	return open, nil
 }
 
 // closeRun marks o's run as ended cleanly. A failure only costs the next

@@ -39,7 +39,7 @@ func newAfterCrash(t *testing.T, ctx context.Context, pool *pgxpool.Pool, abrupt
 	l, err := lc.TryAcquire(ctx, partition.LeaseName("emails", 0))
 	pgtest.Must(t, err)
 	if abrupt {
-		_, err = pool.Exec(ctx, `INSERT INTO leasehold.queue_runs VALUES ('emails', 0, $1)`, int64(l.Token())-1)
+		_, err = pool.Exec(ctx, `INSERT INTO leasehold.queue_runs VALUES ('emails', 0, $1, true)`, int64(l.Token())-1)
 		pgtest.Must(t, err)
 	}
 	return &afterCrash{t: t, pool: pool, lease: l}
@@ -81,12 +81,12 @@ func (a *afterCrash) wait(done chan struct{}) {
 	}
 }
 
-// mark returns the partition's token in queue_runs: 0 when none is set
-// (or no run was ever recorded).
+// mark returns the partition's token in queue_runs while its run is open:
+// 0 when it is closed (or no run was ever recorded).
 func mark(t *testing.T, ctx context.Context, pool *pgxpool.Pool) int64 {
 	t.Helper()
 	var tok *int64
-	err := pool.QueryRow(ctx, `SELECT token FROM leasehold.queue_runs WHERE group_name = 'emails' AND partition = 0`).Scan(&tok)
+	err := pool.QueryRow(ctx, `SELECT CASE WHEN open THEN token END FROM leasehold.queue_runs WHERE group_name = 'emails' AND partition = 0`).Scan(&tok)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0
 	}
@@ -306,7 +306,7 @@ func TestStaleRunEndKeepsTheNewerRunsMark(t *testing.T) {
 		}
 	}
 	newer := int64(a.lease.Token()) + 1
-	_, err := pool.Exec(ctx, `UPDATE leasehold.queue_runs SET token = $1`, newer)
+	_, err := pool.Exec(ctx, `UPDATE leasehold.queue_runs SET token = $1, open = true`, newer)
 	pgtest.Must(t, err)
 	handoff(partition.ErrHandoff)
 	a.wait(done)

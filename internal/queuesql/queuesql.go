@@ -64,24 +64,24 @@ ORDER BY j.run_at, j.id
 LIMIT $3`
 
 // OpenRun records grant $3 as the one running partition $2 of group $1
-// (see migration 0005) and returns the token it replaced, NULL when the
-// previous run ended cleanly or there was none, and whether it was recorded:
-// a token lower than the recorded one changes nothing (a stale run's late
-// start).
+// (see migration 0005). It returns the token it found (NULL: no run was
+// ever recorded), whether that run was still open (it ended abruptly), and
+// whether $3 was recorded: a token lower than the recorded one changes
+// nothing (a stale run's late start).
 const OpenRun = `
 WITH prev AS (
-    SELECT token FROM {{schema}}.queue_runs WHERE group_name = $1 AND partition = $2 FOR UPDATE),
+    SELECT token, open FROM {{schema}}.queue_runs WHERE group_name = $1 AND partition = $2 FOR UPDATE),
 up AS (
-    INSERT INTO {{schema}}.queue_runs AS r (group_name, partition, token) VALUES ($1, $2, $3)
-    ON CONFLICT (group_name, partition) DO UPDATE SET token = excluded.token
-    WHERE r.token IS NULL OR r.token <= excluded.token
+    INSERT INTO {{schema}}.queue_runs AS r (group_name, partition, token, open) VALUES ($1, $2, $3, true)
+    ON CONFLICT (group_name, partition) DO UPDATE SET token = excluded.token, open = true
+    WHERE r.token <= excluded.token
     RETURNING 1)
-SELECT (SELECT token FROM prev), EXISTS (SELECT FROM up)`
+SELECT (SELECT token FROM prev), coalesce((SELECT open FROM prev), false), EXISTS (SELECT FROM up)`
 
 // CloseRun marks the run of grant $3 on partition $2 of group $1 as ended
 // cleanly; it changes nothing once a newer grant recorded its own.
 const CloseRun = `
-UPDATE {{schema}}.queue_runs SET token = NULL
+UPDATE {{schema}}.queue_runs SET open = false
 WHERE group_name = $1 AND partition = $2 AND token = $3`
 
 // completeJobs records the outcomes of jobs: the UPDATE of Complete and
