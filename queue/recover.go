@@ -14,9 +14,10 @@ import (
 // is ever recorded for it: left alone it would block its partition forever
 // (its key's later jobs wait behind it) and fell every worker that takes the
 // partition over. Spending an attempt before every run would cost a write
-// per job. Instead each grant's Run records itself in queue_runs while it
-// runs (one write when it starts, one when it ends cleanly), and a Run that
-// finds its predecessor's record still there knows that run ended abruptly.
+// per job. Instead each grant's Run records itself in queue_runs, open,
+// while it runs (one write when it starts, one to close it when it ends
+// cleanly), and a Run that finds its predecessor's record still open knows
+// that run ended abruptly.
 // It then runs the first fetch's jobs, the ones the predecessor may have had
 // running, one at a time, spending an attempt in its own fenced write before
 // each. A job that crashes every run thus runs out of attempts and is
