@@ -13,55 +13,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
 
-// grants runs Processors on partition 0 of "emails", each under a new grant
-// of its lease, as after takeovers. The Runs it starts end at cleanup.
-type grants struct {
-	t    *testing.T
-	pool *pgxpool.Pool
-	ws   *queue.Workers
-	n    int
-	wg   sync.WaitGroup
-	stop []context.CancelFunc
-}
-
-func newGrants(t *testing.T, pool *pgxpool.Pool, ws *queue.Workers) *grants {
-	g := &grants{t: t, pool: pool, ws: ws}
-	t.Cleanup(func() {
-		for _, cancel := range g.stop {
-			cancel()
-		}
-		g.wg.Wait()
-	})
-	return g
-}
-
-// start ends the current grant abruptly (its lease expires in the database,
-// its Run is left as it is, like a crashed process's) and starts a Run under
-// a new grant. It returns the new Run's context's cancel, which ends it
-// gracefully, as a handoff does.
-func (g *grants) start(ctx context.Context) context.CancelCauseFunc {
-	t := g.t
+// takeover ends the current grant of partition 0 of "emails" abruptly (its
+// lease expires in the database and its Run is left as it is, like a
+// crashed process's) and starts a Run under a new grant. It returns the new
+// Run's handoff (a graceful end); cleanup hands it off and waits for it.
+func takeover(t *testing.T, ctx context.Context, pool *pgxpool.Pool, ws *queue.Workers) context.CancelCauseFunc {
 	t.Helper()
-	name := partition.LeaseName("emails", 0)
-	_, err := g.pool.Exec(ctx, `UPDATE leasehold.leases SET expires_at = clock_timestamp() WHERE name = $1`, name)
+	_, err := pool.Exec(ctx, `UPDATE leasehold.leases SET expires_at = clock_timestamp() WHERE name = $1`,
+		partition.LeaseName("emails", 0))
 	pgtest.Must(t, err)
-	g.n++
-	lc, err := lease.New(g.pool, lease.Config{Owner: fmt.Sprintf("w%d", g.n), Logger: quiet})
-	pgtest.Must(t, err)
-	t.Cleanup(func() { lc.Close(context.Background()) })
-	l, err := lc.TryAcquire(ctx, name)
-	pgtest.Must(t, err)
-	p, err := queue.NewProcessor(g.pool, queue.ProcessorConfig{Workers: g.ws, Logger: quiet, PollInterval: 20 * time.Millisecond})
-	pgtest.Must(t, err)
-	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	g.stop = append(g.stop, func() { cancel(partition.ErrHandoff) })
-	g.wg.Go(func() { p.Run(rctx, partition.Ownership{Group: "emails", Partition: 0, Token: l.Token(), Lease: l}) })
-	return cancel
+	handoff, _ := newAfterCrash(t, ctx, pool, false).run(ctx, queue.ProcessorConfig{Workers: ws})
+	return handoff
 }
 
 // txStep is a job for a transactional handler.
@@ -87,7 +53,7 @@ func TestCrashLoopingJobIsDiscarded(t *testing.T) {
 	pool, c := setup(t)
 	keys := keysIn(0, 4, "crash")
 	down := make(chan int, 16)     // a poison run took its worker down, with its attempt
-	forever := make(chan struct{}) // closed at cleanup, before the Runs are waited for
+	forever := make(chan struct{}) // closed when the test ends
 	var mu sync.Mutex
 	var runs []runRecord
 	ws := queue.NewWorkers()
@@ -107,8 +73,7 @@ func TestCrashLoopingJobIsDiscarded(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	g := newGrants(t, pool, ws)
-	t.Cleanup(func() { close(forever) }) // cleanups run last first: before g's
+	defer close(forever) // before the cleanups wait for the Runs
 
 	jobs := []queue.Job{
 		{Group: "emails", Key: keys[0], Args: step{"a"}},
@@ -129,7 +94,7 @@ func TestCrashLoopingJobIsDiscarded(t *testing.T) {
 		if round > 6 {
 			t.Fatalf("the poison job still blocks its key after %d abrupt ends; its runs' attempts: %v", round-1, poisonAttempts)
 		}
-		g.start(ctx)
+		takeover(t, ctx, pool, ws)
 		if done := waitFor(t, ctx, pool, down, ids["c"]); done {
 			break
 		} else {
@@ -213,26 +178,20 @@ func TestCleanHandoffChargesNoAttempt(t *testing.T) {
 		stored <- a
 		return nil
 	})
-	g := newGrants(t, pool, ws)
 	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "clean")[0], Args: step{"x"}})
 	pgtest.Must(t, err)
-	handoff := g.start(ctx)
+	handoff := takeover(t, ctx, pool, ws)
 	if a := <-started; a != 1 {
 		t.Fatalf("first run's attempt %d; want 1", a)
 	}
 	handoff(partition.ErrHandoff)
 	// The Run records its clean end before it returns; wait for it.
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		var open bool
-		pgtest.Must(t, pool.QueryRow(ctx, `SELECT open FROM leasehold.queue_runs WHERE group_name = 'emails' AND partition = 0`).Scan(&open))
-		if !open {
-			break
-		}
+	for start := time.Now(); mark(t, ctx, pool) != 0; time.Sleep(20 * time.Millisecond) {
 		if time.Since(start) > 10*time.Second {
 			t.Fatal("the handed-off run did not record its clean end")
 		}
 	}
-	g.start(ctx)
+	takeover(t, ctx, pool, ws)
 	select {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the job did not run again after the handoff")
@@ -244,11 +203,8 @@ func TestCleanHandoffChargesNoAttempt(t *testing.T) {
 	if a := <-stored; a != 0 {
 		t.Errorf("the job's stored attempt was %d while it ran after a clean handoff; want 0 (a normal batch: no attempt spent before the run)", a)
 	}
-	waitFor(t, ctx, pool, make(chan int), res.ID)
-	info, err := c.JobInfo(ctx, res.ID)
-	pgtest.Must(t, err)
-	if info.State != "completed" || info.Attempt != 1 {
-		t.Errorf("job %s after %d attempts; want completed after 1", info.State, info.Attempt)
+	if info := waitJob(t, ctx, c, res.ID, "completed"); info.Attempt != 1 {
+		t.Errorf("job completed after %d attempts; want 1", info.Attempt)
 	}
 }
 
@@ -266,25 +222,11 @@ func TestStaleRunStartIsFenced(t *testing.T) {
 	})
 	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "stale")[0], Args: step{"x"}})
 	pgtest.Must(t, err)
-	lc, err := lease.New(pool, lease.Config{Owner: "stale", Logger: quiet})
+	a := newAfterCrash(t, ctx, pool, false)
+	_, err = pool.Exec(ctx, `INSERT INTO leasehold.queue_runs VALUES ('emails', 0, $1, false)`, int64(a.lease.Token())+1)
 	pgtest.Must(t, err)
-	t.Cleanup(func() { lc.Close(context.Background()) })
-	l, err := lc.TryAcquire(ctx, partition.LeaseName("emails", 0))
-	pgtest.Must(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO leasehold.queue_runs VALUES ('emails', 0, $1, false)`, int64(l.Token())+1)
-	pgtest.Must(t, err)
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet})
-	pgtest.Must(t, err)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.Run(ctx, partition.Ownership{Group: "emails", Partition: 0, Token: l.Token(), Lease: l})
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a run older than the recorded one did not return")
-	}
+	_, done := a.run(ctx, queue.ProcessorConfig{Workers: ws})
+	a.wait(done) // fails the test unless a run older than the recorded one returns at once
 	if n := ran.Load(); n != 0 {
 		t.Fatalf("the stale run ran %d job(s)", n)
 	}
