@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/queue"
 )
 
 // dbFlags are the flags of the commands that work on a database.
@@ -94,4 +95,19 @@ func dbNow(ctx context.Context, pool *pgxpool.Pool) (time.Time, error) {
 	var now time.Time
 	err := pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
 	return now, err
+}
+
+// queue connects as connect does and returns a queue client on the pool
+// for --schema.
+func (f *dbFlags) queue(ctx context.Context) (*queue.Client, context.Context, func(), error) {
+	pool, qctx, done, err := f.connect(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	q, err := queue.New(pool, queue.Config{Schema: f.schema})
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return q, qctx, done, nil
 }

@@ -68,15 +68,11 @@ func newJobsShowCmd(db *dbFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pool, ctx, done, err := db.connect(cmd.Context())
+			q, ctx, done, err := db.queue(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			q, err := queue.New(pool, queue.Config{Schema: db.schema})
-			if err != nil {
-				return err
-			}
 			views := []jobView{}
 			var missing []string
 			for _, id := range ids {
@@ -163,15 +159,11 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 			if f.Group == "" {
 				return fmt.Errorf("%w: --group is required", errBadInput)
 			}
-			pool, ctx, done, err := db.connect(cmd.Context())
+			q, ctx, done, err := db.queue(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			q, err := queue.New(pool, queue.Config{Schema: db.schema})
-			if err != nil {
-				return err
-			}
 			jobs, err := q.List(ctx, f)
 			if err != nil {
 				return dbErr(ctx, err)

@@ -78,15 +78,11 @@ func changeJobs(cmd *cobra.Command, db *dbFlags, args []string, verb string,
 	if err != nil {
 		return err
 	}
-	pool, ctx, done, err := db.connect(cmd.Context())
+	q, ctx, done, err := db.queue(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer done()
-	q, err := queue.New(pool, queue.Config{Schema: db.schema})
-	if err != nil {
-		return err
-	}
 	changed, err := change(q, ctx, ids...)
 	if err != nil {
 		return dbErr(ctx, err)
