@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold/internal/pgcluster"
 )
 
@@ -14,16 +16,65 @@ const envURL = "DATABASE_URL"
 
 // database returns the URL of the server to benchmark: DATABASE_URL when
 // set, otherwise a throwaway cluster that the returned cleanup removes.
-// The second result says which, for the report header.
-func database(ctx context.Context) (url, where string, cleanup func(), err error) {
+// durable keeps the throwaway cluster's fsync, synchronous_commit and
+// full_page_writes at PostgreSQL's defaults (on); otherwise they are off.
+// (A DATABASE_URL server keeps its own settings; serverDurability reads
+// them.) The second result says which server, for the report header.
+func database(ctx context.Context, durable bool) (url, where string, cleanup func(), err error) {
 	if u := os.Getenv(envURL); u != "" {
 		return u, envURL, func() {}, nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	c, err := pgcluster.Start(sctx, pgcluster.Config{Durable: false})
+	c, err := pgcluster.Start(sctx, pgcluster.Config{Durable: durable})
 	if err != nil {
 		return "", "", nil, fmt.Errorf("start a throwaway PostgreSQL (or set %s): %w", envURL, err)
 	}
-	return c.URL("postgres"), fmt.Sprintf("throwaway cluster on port %d (fsync off)", c.Port()), func() { c.Remove() }, nil
+	mode := "non-durable (fsync, synchronous_commit, full_page_writes off)"
+	if durable {
+		mode = "durable (fsync, synchronous_commit, full_page_writes on)"
+	}
+	return c.URL("postgres"), fmt.Sprintf("throwaway cluster on port %d, %s", c.Port(), mode), func() { c.Remove() }, nil
+}
+
+// ServerSettings are the durability settings of the server a run used, as
+// the server reported them.
+type ServerSettings struct {
+	// Durable is true when fsync and full_page_writes are on and
+	// synchronous_commit is not off: a commit has reached the disk when
+	// the client hears of it.
+	Durable bool `json:"durable"`
+	// Fsync is the server's fsync setting ("on" or "off").
+	Fsync string `json:"fsync"`
+	// SynchronousCommit is its synchronous_commit setting ("on", "off",
+	// "local", ...).
+	SynchronousCommit string `json:"synchronous_commit"`
+	// FullPageWrites is its full_page_writes setting.
+	FullPageWrites string `json:"full_page_writes"`
+}
+
+// Kind is "durable" or "non-durable".
+func (s ServerSettings) Kind() string {
+	if s.Durable {
+		return "durable"
+	}
+	return "non-durable"
+}
+
+// String describes the settings in one phrase, for a report's machine line.
+func (s ServerSettings) String() string {
+	return fmt.Sprintf("%s (fsync %s, synchronous_commit %s, full_page_writes %s)",
+		s.Kind(), s.Fsync, s.SynchronousCommit, s.FullPageWrites)
+}
+
+// serverDurability reads the server's durability settings.
+func serverDurability(ctx context.Context, db *pgxpool.Pool) (ServerSettings, error) {
+	var s ServerSettings
+	err := db.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit'),
+		current_setting('full_page_writes')`).Scan(&s.Fsync, &s.SynchronousCommit, &s.FullPageWrites)
+	if err != nil {
+		return s, fmt.Errorf("read the server's durability settings: %w", err)
+	}
+	s.Durable = s.Fsync == "on" && s.FullPageWrites == "on" && s.SynchronousCommit != "off"
+	return s, nil
 }

@@ -23,7 +23,7 @@ import (
 // database and a topic of the suite's own, produces the records and opens
 // the pools. cleanup undoes it all.
 func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kafkaBench, version, where string, cleanup func(), err error) {
-	url, where, stopServer, err := database(ctx)
+	url, where, stopServer, err := database(ctx, false)
 	if err != nil {
 		return nil, "", "", nil, err
 	}

@@ -72,7 +72,7 @@ func runLease(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}()
 	}
 	began := time.Now()
-	url, where, cleanup, err := database(ctx)
+	url, where, cleanup, err := database(ctx, false)
 	if err != nil {
 		return err
 	}

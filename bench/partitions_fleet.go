@@ -41,7 +41,7 @@ type partitionsEnv struct {
 // openPartitionsEnv starts or connects to the server, creates and migrates
 // the bench database, and returns the function that drops it again.
 func openPartitionsEnv(ctx context.Context, stderr io.Writer) (env *partitionsEnv, cleanup func(), err error) {
-	url, where, stopServer, err := database(ctx)
+	url, where, stopServer, err := database(ctx, false)
 	if err != nil {
 		return nil, nil, err
 	}

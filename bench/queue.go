@@ -31,7 +31,12 @@ type queueBench struct {
 	f       queueFlags
 	sql     queueSQL
 	ctl     *pgxpool.Pool // set-up, truncation and checks of leasehold's tables, outside the systems' pools
+	tracer  *jobTracer    // on leasehold's and raw-sql's pools
 	systems []queueSystem // in --systems order
+	// riverTx is River with MaxWorkers --conns, run beside River's
+	// --river-workers in tx-one-row (nil: no River, or no difference).
+	riverTx queueSystem
+	server  ServerSettings
 	stderr  io.Writer
 }
 
@@ -57,53 +62,17 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return err
 	}
 	defer cleanup()
+	if where == envURL { // the server's own settings: say which
+		where += ", " + q.server.String()
+	}
 	fmt.Fprintf(stderr, "queue suite: PostgreSQL %s, %s; %s\n", version, where, f.settings())
 
-	if f.warmup {
-		for _, c := range f.cases {
-			for _, sys := range q.systems {
-				if _, err := q.one(ctx, sys, c, true); err != nil {
-					return fmt.Errorf("warm-up %s on %s: %w", c, sys.name(), err)
-				}
-			}
-		}
+	all, err := q.rounds(ctx)
+	if err != nil {
+		return err
 	}
-	all := make([]*series, 0, len(q.systems)*len(f.cases))
-	index := map[[2]string]*series{}
-	for _, c := range f.cases {
-		for _, sys := range q.systems {
-			sr := &series{system: sys.name(), kase: c}
-			all = append(all, sr)
-			index[[2]string{sys.name(), c}] = sr
-		}
-	}
-	for r := 1; r <= f.rounds; r++ {
-		// Rotate which system goes first, so that none always runs right
-		// after another's leftovers (autovacuum, dirty pages).
-		order := make([]queueSystem, len(q.systems))
-		for i := range order {
-			order[i] = q.systems[(i+r-1)%len(q.systems)]
-		}
-		for _, c := range f.cases {
-			for _, sys := range order {
-				smp, err := q.one(ctx, sys, c, false)
-				if err != nil {
-					return fmt.Errorf("round %d, %s on %s: %w", r, c, sys.name(), err)
-				}
-				index[[2]string{sys.name(), c}].samples = append(index[[2]string{sys.name(), c}].samples, smp)
-				mark := ""
-				if smp.short {
-					mark = fmt.Sprintf(" (cut at %v)", f.duration)
-				}
-				fmt.Fprintf(stderr, "  r%d %-14s %-9s %7d jobs %9.0f jobs/s  p50 %7.2f ms  p99 %7.2f ms  client CPU %5.1f µs/job (GC %.1f)  %.1f allocs/job%s\n",
-					r, c, sys.name(), smp.ops, smp.rate(), ms(smp.quantile(0.5)), ms(smp.quantile(0.99)),
-					float64(smp.cpuPerOp())/float64(time.Microsecond), float64(smp.gcCPUPerOp())/float64(time.Microsecond),
-					smp.allocsPerOp(), mark)
-			}
-		}
-	}
-
 	rep := queueReport(f, all)
+	rep.Server = &q.server
 	machine := machineLine(version+" ("+where+")", f.settings(), began)
 	tables := queueTables(rep, all, q.systems)
 	printTables(stdout, "queue", machine, f.markdown, tables)
@@ -113,7 +82,8 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}
 	}
 	if f.svgPath != "" {
-		if err := writeChart(f.svgPath, "leasehold queue vs River vs the raw-SQL limit", machineShort(version), rep); err != nil {
+		sub := machineShort(version) + "; " + q.server.Kind() + " server"
+		if err := writeChart(f.svgPath, "leasehold queue vs River vs the raw-SQL limit", sub, rep); err != nil {
 			return err
 		}
 	}
@@ -131,7 +101,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 // its jobs table harms nothing) and one for River, and opens the pools.
 // cleanup closes them and drops the databases.
 func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *queueBench, version, where string, cleanup func(), err error) {
-	url, where, stopServer, err := database(ctx)
+	url, where, stopServer, err := database(ctx, !f.nonDurable)
 	if err != nil {
 		return nil, "", "", nil, err
 	}
@@ -156,6 +126,10 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 	undo.push(admin.Close)
 	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
 		return fail(fmt.Errorf("connect: %w", err))
+	}
+	server, err := serverDurability(ctx, admin)
+	if err != nil {
+		return fail(err)
 	}
 	var rb [4]byte
 	rand.Read(rb[:])
@@ -203,8 +177,8 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 	if _, err := ctl.Exec(ctx, queueCreateEffects); err != nil {
 		return fail(fmt.Errorf("create effects table: %w", err))
 	}
-	q = &queueBench{f: f, sql: sql, ctl: ctl, stderr: stderr}
-	t := &jobTracer{fetch: sql.fetch, complete: sql.complete, completeFenced: sql.completeFenced}
+	t := newJobTracer(sql, f.partitions)
+	q = &queueBench{f: f, sql: sql, ctl: ctl, tracer: t, server: server, stderr: stderr}
 	for _, name := range f.systems {
 		var sys queueSystem
 		switch name {
@@ -235,8 +209,13 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 				return fail(err)
 			}
 			undo.push(pool.Close)
-			if sys, err = newRiverSystem(ctx, q, pool); err != nil {
+			rs, err := newRiverSystem(ctx, q, pool)
+			if err != nil {
 				return fail(err)
+			}
+			sys = rs
+			if f.conns < f.riverWorkers {
+				q.riverTx = rs.withWorkers(f.conns)
 			}
 		}
 		q.systems = append(q.systems, sys)
@@ -256,10 +235,9 @@ func (t lhTables) reset(ctx context.Context) error {
 	return nil
 }
 
-// analyze analyzes the jobs table (so that both systems on it plan the
-// fetch on the same statistics) and checkpoints.
-func (t lhTables) analyze(ctx context.Context) error {
-	return analyzeCheckpoint(ctx, t.q.ctl, t.q.sql.jobs)
+// checkpoint checkpoints (the jobs table is not analyzed).
+func (t lhTables) checkpoint(ctx context.Context) error {
+	return checkpoint(ctx, t.q.ctl)
 }
 
 // tally counts the jobs and the effect rows.
@@ -267,13 +245,13 @@ func (t lhTables) tally(ctx context.Context) (tally, error) {
 	return tallyJobs(ctx, t.q.ctl, t.q.sql.jobs, "pending")
 }
 
-// analyzeCheckpoint analyzes table and checkpoints.
-func analyzeCheckpoint(ctx context.Context, db *pgxpool.Pool, table string) error {
-	if _, err := db.Exec(ctx, "ANALYZE "+table); err != nil {
-		return fmt.Errorf("analyze: %w", err)
-	}
+// checkpoint checkpoints, so that a measurement does not pay for the
+// dirty pages of the inserts before it. It runs no ANALYZE: the jobs
+// tables' statistics are what autovacuum made of them, as in an
+// application.
+func checkpoint(ctx context.Context, db *pgxpool.Pool) error {
 	db.Exec(ctx, "CHECKPOINT") // needs privileges a DATABASE_URL role may lack: best effort
-	return nil
+	return ctx.Err()
 }
 
 // tallyJobs counts the jobs in table (leasehold's or River's, whose

@@ -14,14 +14,48 @@ import (
 // The queue suite's cases, in the order they run within a round.
 const (
 	caseNoopBurndown  = "noop-burndown"
+	caseKeyless       = "keyless"
+	caseHotKey        = "hot-key"
 	caseSteady        = "steady"
 	caseTxOneRow      = "tx-one-row"
+	caseIO            = "io-10ms"
+	caseHOL           = "hol"
 	caseEnqueueSingle = "enqueue-single"
 	caseEnqueueBatch  = "enqueue-batch"
 	caseIdleLatency   = "idle-latency"
 )
 
-var queueCases = []string{caseNoopBurndown, caseSteady, caseTxOneRow, caseEnqueueSingle, caseEnqueueBatch, caseIdleLatency}
+var queueCases = []string{caseNoopBurndown, caseKeyless, caseHotKey, caseSteady, caseTxOneRow, caseIO, caseHOL,
+	caseEnqueueSingle, caseEnqueueBatch, caseIdleLatency}
+
+// ioSleep is how long the io-10ms case's handler sleeps.
+const ioSleep = 10 * time.Millisecond
+
+// hotKey is the one key of every job of the hot-key case.
+const hotKey = "hot"
+
+// sleepOf returns how long the handler of job n of case c sleeps (io-10ms,
+// hol; the other cases' handlers do not sleep).
+func (q *queueBench) sleepOf(c string, n int) time.Duration {
+	switch c {
+	case caseIO:
+		return ioSleep
+	case caseHOL:
+		return q.f.holSleep(n)
+	}
+	return 0
+}
+
+// caseRuns reports whether system sys takes part in case c. The raw-SQL
+// loop runs no handlers, so it sits out the cases whose handlers sleep
+// (io-10ms, hol); and it places jobs in partitions itself, so it sits out
+// keyless, whose placement is the library's to decide.
+func caseRuns(c, sys string) bool {
+	if sys != sysQueueRaw {
+		return true
+	}
+	return c != caseIO && c != caseHOL && c != caseKeyless
+}
 
 // steadyInsertBatch is how many jobs the steady case's producer inserts per
 // call while the backlog is below --steady-backlog: 5000, as River's own benchmark does.
@@ -35,12 +69,20 @@ func (q *queueBench) one(ctx context.Context, sys queueSystem, c string, warm bo
 		d = min(d, 500*time.Millisecond)
 	}
 	switch c {
-	case caseNoopBurndown, caseTxOneRow:
+	case caseNoopBurndown, caseKeyless, caseHotKey, caseTxOneRow, caseIO:
 		n := q.f.jobsOf(c)
 		if warm {
 			n = min(n, 2000)
 		}
 		return q.burndown(ctx, sys, c, n, d)
+	case caseHOL:
+		n := q.f.holJobs
+		if warm {
+			n = min(n, holEvery-1) // no slow job
+		} else {
+			d = q.f.holCap()
+		}
+		return q.hol(ctx, sys, n, d)
 	case caseSteady:
 		return q.steady(ctx, sys, d)
 	case caseEnqueueSingle, caseEnqueueBatch:
@@ -56,17 +98,19 @@ func (q *queueBench) one(ctx context.Context, sys queueSystem, c string, warm bo
 }
 
 // fill empties sys's tables and enqueues a backlog of n jobs of case c with
-// its batched insert, untimed, then analyzes and checkpoints.
+// its batched insert, untimed, then checkpoints. It runs no ANALYZE: the
+// jobs table's statistics are whatever autovacuum made of them, as in an
+// application.
 func (q *queueBench) fill(ctx context.Context, sys queueSystem, c string, n int) error {
 	if err := sys.reset(ctx); err != nil {
 		return err
 	}
 	for first := 0; first < n; first += q.f.enqueueBatch {
-		if err := sys.enqueue(ctx, c, first, min(q.f.enqueueBatch, n-first)); err != nil {
+		if _, err := sys.enqueue(ctx, c, first, min(q.f.enqueueBatch, n-first)); err != nil {
 			return fmt.Errorf("enqueue the backlog: %w", err)
 		}
 	}
-	return sys.analyze(ctx)
+	return sys.checkpoint(ctx)
 }
 
 // stopRun stops run with a deadline of its own.
@@ -142,7 +186,7 @@ func (q *queueBench) steady(ctx context.Context, sys queueSystem, d time.Duratio
 				time.Sleep(time.Millisecond)
 				continue
 			}
-			if perr = sys.enqueue(ctx, caseSteady, int(inserted), steadyInsertBatch); perr != nil {
+			if _, perr = sys.enqueue(ctx, caseSteady, int(inserted), steadyInsertBatch); perr != nil {
 				return
 			}
 			inserted += steadyInsertBatch
@@ -190,7 +234,8 @@ func (q *queueBench) enqueueCase(ctx context.Context, sys queueSystem, c string,
 		if size == 1 {
 			return true, sys.enqueueOne(ctx, c, first)
 		}
-		return true, sys.enqueue(ctx, c, first, size)
+		_, err := sys.enqueue(ctx, c, first, size)
+		return true, err
 	}}
 	smp, err := measure(ctx, q.f.enqueueWorkers, d, p, "system", sys.name(), "case", c)
 	if err != nil {

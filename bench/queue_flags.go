@@ -12,6 +12,12 @@ import (
 // queueFlags are the queue suite's command-line settings.
 type queueFlags struct {
 	jobs, txJobs   int
+	ioJobs         int           // io-10ms backlog
+	hotJobs        int           // hot-key backlog
+	holJobs        int           // hol jobs, enqueued at once
+	holSlow        time.Duration // hol: the slow jobs' sleep
+	concurrency    int           // io-10ms, hol: leasehold Concurrency and River MaxWorkers
+	nonDurable     bool          // a throwaway server with fsync, synchronous_commit, full_page_writes off
 	partitions     int
 	steadyBacklog  int
 	enqueueSize    int
@@ -38,10 +44,18 @@ type queueFlags struct {
 	cases          []string
 }
 
-// jobsOf returns the backlog size of case c.
+// jobsOf returns the backlog size of case c (for hol, the jobs enqueued
+// at once).
 func (f queueFlags) jobsOf(c string) int {
-	if c == caseTxOneRow {
+	switch c {
+	case caseTxOneRow:
 		return f.txJobs
+	case caseIO:
+		return f.ioJobs
+	case caseHotKey:
+		return f.hotJobs
+	case caseHOL:
+		return f.holJobs
 	}
 	return f.jobs
 }
@@ -49,10 +63,17 @@ func (f queueFlags) jobsOf(c string) int {
 func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 	var f queueFlags
 	fs := newSuiteFlags("queue", stderr)
-	fs.IntVar(&f.jobs, "jobs", 200000, "backlog of the noop-burndown case, enqueued (untimed) before each measurement")
+	fs.IntVar(&f.jobs, "jobs", 200000, "backlog of the noop-burndown and keyless cases, enqueued (untimed) before each measurement")
 	fs.IntVar(&f.txJobs, "tx-jobs", 0, "backlog of the tx-one-row case; 0 means --jobs/5")
+	fs.IntVar(&f.ioJobs, "io-jobs", 20000, "backlog of the io-10ms case (handlers sleeping 10ms), keys as --keys")
+	fs.IntVar(&f.hotJobs, "hot-jobs", 20000, "backlog of the hot-key case, every job of one key")
+	fs.IntVar(&f.holJobs, "hol-jobs", 2000, "hol: jobs enqueued at once, every 100th slow")
+	fs.DurationVar(&f.holSlow, "hol-slow", 2*time.Second, "hol: the slow jobs' sleep (the others sleep 1ms)")
+	fs.IntVar(&f.concurrency, "concurrency", 100, "io-10ms and hol: leasehold's ProcessorConfig.Concurrency and River's MaxWorkers")
+	fs.BoolVar(&f.nonDurable, "non-durable", false, "start the throwaway server with fsync, synchronous_commit and "+
+		"full_page_writes off (the default server keeps them on); ignored with DATABASE_URL")
 	fs.IntVar(&f.partitions, "partitions", 16, "partitions of the group: leasehold's member owns them all; raw-sql runs one goroutine per partition")
-	fs.IntVar(&f.rounds, "rounds", 3, "rounds; the report gives medians over them")
+	fs.IntVar(&f.rounds, "rounds", 5, "rounds; the report gives medians over them and the spread of the per-round ratios")
 	fs.IntVar(&f.batch, "batch", 100, "jobs per fetch on both systems (ProcessorConfig.BatchSize; 100 is its default)")
 	fs.IntVar(&f.conns, "conns", 0, "MaxConns of both systems' pools; 0 means --partitions")
 	fs.IntVar(&f.keys, "keys", 10000, "distinct job keys, job i getting key i mod keys (at most the backlog)")
@@ -88,8 +109,12 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 		f.conns = f.partitions
 	}
 	switch {
-	case f.jobs < 1 || f.txJobs < 1:
-		return f, errors.New("--jobs and --tx-jobs must be at least 1")
+	case f.jobs < 1 || f.txJobs < 1 || f.ioJobs < 1 || f.hotJobs < 1 || f.holJobs < 1:
+		return f, errors.New("--jobs, --tx-jobs, --io-jobs, --hot-jobs and --hol-jobs must be at least 1")
+	case f.holSlow < holFast:
+		return f, fmt.Errorf("--hol-slow must be at least the fast jobs' %v", holFast)
+	case f.concurrency < 1 || f.concurrency > 10000:
+		return f, errors.New("--concurrency must be 1 to 10000")
 	case f.partitions < 1 || f.partitions > 1024:
 		return f, errors.New("--partitions must be 1 to 1024")
 	case f.rounds < 1:
@@ -134,9 +159,10 @@ func (f queueFlags) settings() string {
 	if pcm == "" {
 		pcm = "server default"
 	}
-	return fmt.Sprintf("%d jobs (noop-burndown), %d (tx-one-row), steady backlog %d, %d partitions, batch %d, pools of %d conns, "+
-		"%d keys, plan_cache_mode %s, enqueue: %d goroutines, %d jobs per batch; idle-latency: up to %d jobs, spread %v; "+
-		"%d rounds, %v per measurement",
-		f.jobs, f.txJobs, f.steadyBacklog, f.partitions, f.batch, f.conns, min(f.keys, f.jobs), pcm,
-		f.enqueueWorkers, f.enqueueSize, f.latencyJobs, f.latencySpread, f.rounds, f.duration)
+	return fmt.Sprintf("%d jobs (noop-burndown, keyless), %d (tx-one-row), %d (io-10ms), %d of one key (hot-key), "+
+		"%d (hol, every 100th sleeping %v, at once), steady backlog %d, %d partitions, batch %d, pools of %d conns, "+
+		"%d keys, concurrency %d (io-10ms, hol), plan_cache_mode %s, enqueue: %d goroutines, %d jobs per batch; "+
+		"idle-latency: up to %d jobs, spread %v; %d rounds, %v per measurement",
+		f.jobs, f.txJobs, f.ioJobs, f.hotJobs, f.holJobs, f.holSlow, f.steadyBacklog, f.partitions, f.batch, f.conns,
+		f.keys, f.concurrency, pcm, f.enqueueWorkers, f.enqueueSize, f.latencyJobs, f.latencySpread, f.rounds, f.duration)
 }

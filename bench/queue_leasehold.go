@@ -47,22 +47,32 @@ func (s *lhSystem) settings() string {
 		poll = s.q.f.lhPoll.String()
 	}
 	return fmt.Sprintf("one partition.Member owning all %d partitions, each running a queue.Processor (BatchSize %d, "+
-		"PollInterval %s) woken by Processor.Listen; queue.Client Enqueue / EnqueueMany (NOTIFY on enqueue); pool of %d conns (plus the Member's lease and membership pools)",
-		s.q.f.partitions, s.q.f.batch, poll, s.q.f.conns)
+		"PollInterval %s, Concurrency %d in io-10ms and hol, the library's defaults otherwise, PartitionConcurrency "+
+		"never set) woken by Processor.Listen; queue.Client Enqueue / EnqueueMany (NOTIFY on enqueue); keyless jobs "+
+		"enqueued with Key \"\"; pool of %d conns (plus the Member's lease and membership pools)",
+		s.q.f.partitions, s.q.f.batch, poll, s.q.f.concurrency, s.q.f.conns)
 }
 
-// lhJob returns job i of case c as leasehold enqueues it: key k<i mod keys>.
+// lhJob returns job i of case c as leasehold enqueues it, with the key
+// keyOf gives.
 func (s *lhSystem) lhJob(c string, i int) queue.Job {
-	return queue.Job{Group: queueGroup, Key: s.q.key(i), Args: jobArgs(c, i)}
+	return queue.Job{Group: queueGroup, Key: s.q.keyOf(c, i), Args: jobArgs(c, i)}
 }
 
-func (s *lhSystem) enqueue(ctx context.Context, c string, first, n int) error {
+func (s *lhSystem) enqueue(ctx context.Context, c string, first, n int) ([]int64, error) {
 	jobs := make([]queue.Job, n)
 	for k := range jobs {
 		jobs[k] = s.lhJob(c, first+k)
 	}
-	_, err := s.client.EnqueueMany(ctx, jobs...)
-	return err
+	out, err := s.client.EnqueueMany(ctx, jobs...)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(out))
+	for k, e := range out {
+		ids[k] = e.ID
+	}
+	return ids, nil
 }
 
 func (s *lhSystem) enqueueOne(ctx context.Context, c string, i int) error {
@@ -94,14 +104,20 @@ func (r *lhRun) stop(ctx context.Context) error {
 // and each Run waits at the gate: claiming partitions is not timed.
 func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(int)) (queueRun, error) {
 	ws := queue.NewWorkers()
-	if c == caseTxOneRow {
+	switch c {
+	case caseTxOneRow:
 		// Exactly once: the effect, the fence check and the completion
 		// commit together.
 		queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[rowJob]) error {
 			_, err := tx.Exec(ctx, queueInsertEffect, w.ID, w.Key, int64(w.Token))
 			return err
 		})
-	} else {
+	case caseIO, caseHOL:
+		queue.Handle(ws, func(_ context.Context, w *queue.Work[noopJob]) error {
+			time.Sleep(s.q.sleepOf(c, w.Args.N))
+			return nil
+		})
+	default:
 		queue.Handle(ws, func(_ context.Context, w *queue.Work[noopJob]) error {
 			if started != nil {
 				started(w.Args.N)
@@ -110,11 +126,15 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 		})
 	}
 	discard := slog.New(slog.DiscardHandler)
-	proc, err := queue.NewProcessor(s.pool, queue.ProcessorConfig{Workers: ws, BatchSize: s.q.f.batch,
-		PollInterval: s.q.f.lhPoll, Logger: discard})
+	cfg := queue.ProcessorConfig{Workers: ws, BatchSize: s.q.f.batch, PollInterval: s.q.f.lhPoll, Logger: discard}
+	if c == caseIO || c == caseHOL {
+		cfg.Concurrency = s.q.f.concurrency // River's MaxWorkers in these cases
+	}
+	proc, err := queue.NewProcessor(s.pool, cfg)
 	if err != nil {
 		return nil, err
 	}
+	s.q.tracer.follow(b)
 	lctx, unlisten := context.WithCancel(context.WithoutCancel(ctx))
 	r := &lhRun{gate: make(chan struct{}), unlisten: unlisten, listened: make(chan struct{})}
 	go func() {

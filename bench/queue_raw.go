@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/partition"
@@ -23,6 +24,10 @@ type rawQueueSystem struct {
 	lhTables
 	q    *queueBench
 	pool *pgxpool.Pool // --conns connections, traced
+	// fetchExtra are the fetch statement's arguments after its first three
+	// ($1 group, $2 partition, $3 limit); see fetchArgs.
+	fetchExtra []any
+	described  bool
 }
 
 // rawToken is the fencing token the raw-sql baseline records on the jobs it
@@ -44,7 +49,7 @@ func (s *rawQueueSystem) settings() string {
 
 // enqueue inserts the jobs with one INSERT ... SELECT FROM unnest: what
 // queue.Client.EnqueueMany does, without unique keys or per-input results.
-func (s *rawQueueSystem) enqueue(ctx context.Context, c string, first, n int) error {
+func (s *rawQueueSystem) enqueue(ctx context.Context, c string, first, n int) ([]int64, error) {
 	parts, keys, args := make([]int32, n), make([]string, n), make([][]byte, n)
 	var kind string
 	for k := range n {
@@ -52,13 +57,13 @@ func (s *rawQueueSystem) enqueue(ctx context.Context, c string, first, n int) er
 		a := jobArgs(c, i)
 		b, err := json.Marshal(a)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		kind, keys[k], args[k] = a.Kind(), s.q.key(i), b
+		kind, keys[k], args[k] = a.Kind(), s.q.keyOf(c, i), b
 		parts[k] = int32(partition.OfString(keys[k], s.q.f.partitions))
 	}
 	_, err := s.pool.Exec(ctx, s.q.sql.insertMany, queueGroup, parts, keys, kind, args, int32(25))
-	return err
+	return nil, err
 }
 
 // enqueueOne inserts one job with a plain INSERT; in the idle-latency case
@@ -69,7 +74,7 @@ func (s *rawQueueSystem) enqueueOne(ctx context.Context, c string, i int) error 
 	if err != nil {
 		return err
 	}
-	key := s.q.key(i)
+	key := s.q.keyOf(c, i)
 	p := int32(partition.OfString(key, s.q.f.partitions))
 	stmt := s.q.sql.insertOne
 	if c == caseIdleLatency {
@@ -95,6 +100,10 @@ type rawQueueRun struct {
 }
 
 func (s *rawQueueSystem) start(ctx context.Context, c string, b *burn, started func(int)) (queueRun, error) {
+	if err := s.describeFetch(ctx); err != nil {
+		return nil, err
+	}
+	s.q.tracer.follow(b)
 	r := &rawQueueRun{s: s, c: c, b: b, started: started}
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	if c == caseIdleLatency {
@@ -218,29 +227,77 @@ func (r *rawQueueRun) listen(ctx context.Context) error {
 	return nil
 }
 
-// fetchedJob is a job as the raw-sql loop reads it: the same columns the
+// describeFetch reads, once, which parameters the fetch statement takes
+// beyond its first three ($1 group, $2 partition, $3 limit): newer versions
+// of the statement also take the ids the owner holds in flight and keys to
+// skip. A raw loop holds no job when it fetches (it records a batch before
+// it fetches the next), so every such parameter gets an empty array.
+func (s *rawQueueSystem) describeFetch(ctx context.Context) error {
+	if s.described {
+		return nil
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	sd, err := conn.Conn().PgConn().Prepare(ctx, "", s.q.sql.fetch, nil)
+	if err != nil {
+		return fmt.Errorf("describe the fetch statement: %w", err)
+	}
+	for _, oid := range sd.ParamOIDs[min(3, len(sd.ParamOIDs)):] {
+		switch oid {
+		case pgtype.Int8ArrayOID:
+			s.fetchExtra = append(s.fetchExtra, []int64{})
+		case pgtype.TextArrayOID:
+			s.fetchExtra = append(s.fetchExtra, []string{})
+		default:
+			return fmt.Errorf("the fetch statement's parameter of type %d: the raw-sql loop does not know what to pass", oid)
+		}
+	}
+	s.described = true
+	return nil
+}
+
+// fetchedJob is a job as the raw-sql loop reads it: the columns the
 // Processor scans.
 type fetchedJob struct {
-	id           int64
-	key, kind    string
-	args         []byte
-	attempt, max int
-	created      time.Time
+	id        int64
+	key, kind string
+	args      []byte
 }
 
 // batch fetches up to --batch due jobs of partition p and completes them:
 // no-op cases with one autocommitted complete statement per batch,
 // tx-one-row with one BEGIN; INSERT; complete statement; COMMIT per job.
+// Columns after the fetch's first seven are not read, and a row without a
+// kind (in newer versions: a key's report that its next job is not due) is
+// skipped.
 func (r *rawQueueRun) batch(ctx context.Context, p int) (int, error) {
 	s := r.s
-	rows, err := s.pool.Query(ctx, s.q.sql.fetch, queueGroup, p, s.q.f.batch)
+	args := append([]any{queueGroup, p, s.q.f.batch}, s.fetchExtra...)
+	rows, err := s.pool.Query(ctx, s.q.sql.fetch, args...)
 	if err != nil {
 		return 0, err
 	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (fetchedJob, error) {
-		var f fetchedJob
-		err := r.Scan(&f.id, &f.key, &f.kind, &f.args, &f.attempt, &f.max, &f.created)
-		return f, err
+	var (
+		f       fetchedJob
+		kind    *string
+		attempt *int
+		maxAt   *int
+		created *time.Time
+	)
+	dest := make([]any, max(len(rows.FieldDescriptions()), 7))
+	copy(dest, []any{&f.id, &f.key, &kind, &f.args, &attempt, &maxAt, &created})
+	var jobs []fetchedJob
+	_, err = pgx.ForEachRow(rows, dest, func() error {
+		if kind != nil {
+			j := f
+			j.kind = *kind
+			jobs = append(jobs, j)
+		}
+		f.args = nil // scanned anew into the same variables: do not share
+		return nil
 	})
 	if err != nil || len(jobs) == 0 {
 		return 0, err

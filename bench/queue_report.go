@@ -20,10 +20,12 @@ var queueTargets = map[string]map[string]float64{
 // enqueue-to-start time below this many milliseconds.
 const idleLatencyTargetMs = 10.0
 
-// queueReport builds the report: medians per system and case, and per peer
-// the ratios leasehold/peer. For idle-latency the ratio is of speeds, peer
-// p50 over leasehold p50, so that above 1 means leasehold is ahead, as for
-// every other case. Ratios holds River's (or the first peer's).
+// queueReport builds the report: medians per system and case (of River's
+// tx-one-row variants, the faster), and per peer the per-round ratios
+// leasehold/peer (see roundRatio: above 1 favours leasehold in every case),
+// their medians and spreads; leasehold's hot-key over its noop-burndown
+// round by round; the variants. Ratios and RatioSpread hold River's (or
+// the first peer's).
 func queueReport(f queueFlags, all []*series) Report {
 	var peers []string
 	for _, s := range f.systems {
@@ -35,48 +37,68 @@ func queueReport(f queueFlags, all []*series) Report {
 	if slices.Contains(peers, sysQueueRiver) {
 		primary = sysQueueRiver
 	}
-	rep := newReport("queue", f.rounds, all, sysQueueLeasehold, primary)
-	byKey := map[[2]string]Result{}
-	for _, r := range rep.Results {
-		byKey[[2]string{r.System, r.Case}] = r
+	chosen, picked := chooseVariants(all)
+	rep := Report{Suite: "queue", Rounds: f.rounds}
+	bySys := map[[2]string]*series{}
+	for _, s := range chosen {
+		rep.Results = append(rep.Results, s.result())
+		bySys[[2]string{s.system, s.kase}] = s
+	}
+	for _, s := range all {
+		if s.variant != "" {
+			rep.Variants = append(rep.Variants, VariantResult{Result: s.result(), Chosen: picked[s]})
+		}
 	}
 	rep.RatiosByPeer = map[string]map[string]float64{}
+	rep.RatioSpreadByPeer = map[string]map[string]Spread{}
 	for _, peer := range peers {
-		m := map[string]float64{}
+		m, sp := map[string]float64{}, map[string]Spread{}
 		for _, c := range f.cases {
-			lh, ok1 := byKey[[2]string{sysQueueLeasehold, c}]
-			p, ok2 := byKey[[2]string{peer, c}]
-			switch {
-			case !ok1 || !ok2:
-			case c == caseIdleLatency && lh.P50Ms > 0:
-				m[c] = p.P50Ms / lh.P50Ms
-			case c != caseIdleLatency && p.JobsPerSec > 0:
-				m[c] = lh.JobsPerSec / p.JobsPerSec
+			lh, ok1 := bySys[[2]string{sysQueueLeasehold, c}]
+			p, ok2 := bySys[[2]string{peer, c}]
+			if !ok1 || !ok2 {
+				continue
+			}
+			if s, ok := spreadOf(pairedRatios(c, lh.samples, p.samples)); ok {
+				m[c], sp[c] = s.Median, s
 			}
 		}
-		rep.RatiosByPeer[peer] = m
+		rep.RatiosByPeer[peer], rep.RatioSpreadByPeer[peer] = m, sp
 	}
-	rep.Ratios = rep.RatiosByPeer[primary]
+	rep.Ratios, rep.RatioSpread = rep.RatiosByPeer[primary], rep.RatioSpreadByPeer[primary]
+	hot, ok1 := bySys[[2]string{sysQueueLeasehold, caseHotKey}]
+	noop, ok2 := bySys[[2]string{sysQueueLeasehold, caseNoopBurndown}]
+	if ok1 && ok2 {
+		if s, ok := spreadOf(selfRatios(hot.samples, noop.samples)); ok {
+			rep.SelfRatios = map[string]float64{selfHotKey: s.Median}
+			rep.SelfRatioSpread = map[string]Spread{selfHotKey: s}
+		}
+	}
 	return rep
 }
 
-// queueTables returns the results table and the ratios table.
+// queueTables returns the results table, the ratios table and, when both
+// cases ran, leasehold's hot-key against its own noop-burndown.
 func queueTables(rep Report, all []*series, systems []queueSystem) []ptable {
+	_, picked := chooseVariants(all)
 	res := ptable{
 		title: "Results (medians over rounds)",
 		notes: []string{
 			"jobs/s: jobs finished (completion committed) per second; enqueue cases: jobs inserted per second; " +
-				"idle-latency: jobs per second of the case (paced, not a throughput)",
-			"p50/p99: burndown, steady, tx-one-row: from the fetch that returned a job (River: its attempted_at) until its " +
-				"completion committed (River: reported by its completer); enqueue: per call; idle-latency: from the start of " +
-				"the enqueue until the handler started",
+				"idle-latency: jobs per second of the case (paced, not a throughput); hol: all its jobs over the time " +
+				"until the last one finished",
+			"p50/p99: burndowns, steady, tx-one-row, io-10ms: from the fetch that returned a job (River: its attempted_at) " +
+				"until its completion committed (River: reported by its completer); enqueue: per call; idle-latency: from " +
+				"the start of the enqueue until the handler started; hol: fast jobs only, from the start of the one batched " +
+				"enqueue of all its jobs (time zero) until the job's completion was observed committed (leasehold: the commit " +
+				"of the statement completing it; River: its completion event), not when its handler returned",
 			"client CPU: this process's user+system time per job (client and server share the machine)",
 		},
 		header: []string{"case", "system", "jobs", "jobs/s", "p50 ms", "p99 ms", "client CPU µs/job", "jobs/s per round"},
 	}
 	cut := false
-	for i, s := range all {
-		r := rep.Results[i]
+	for _, s := range all {
+		r := s.result()
 		var rounds []string
 		var cpu, jobs []float64
 		for _, x := range s.samples {
@@ -88,26 +110,53 @@ func queueTables(rep Report, all []*series, systems []queueSystem) []ptable {
 			cpu = append(cpu, float64(x.cpuPerOp())/float64(time.Microsecond))
 			jobs = append(jobs, float64(x.ops))
 		}
-		res.add(r.Case, r.System, f0(median(jobs)), f0(r.JobsPerSec), f2(r.P50Ms), f2(r.P99Ms), f1(median(cpu)),
+		name := r.System
+		if s.variant != "" {
+			name += " (" + s.variant + ")"
+			if picked[s] {
+				name += " ✓"
+			}
+		}
+		res.add(r.Case, name, f0(median(jobs)), f0(r.JobsPerSec), f2(r.P50Ms), f2(r.P99Ms), f1(median(cpu)),
 			strings.Join(rounds, " "))
 	}
-	if cut {
-		res.notes = append(res.notes, "* the backlog was not finished within --duration: the rate is the jobs finished by then over the time")
+	for _, v := range rep.Variants {
+		if v.Chosen {
+			res.notes = append(res.notes, fmt.Sprintf("%s: %s ran with more than one setting; the one with the higher "+
+				"median jobs/s, %s (marked ✓), is its result in the ratios", v.Case, v.System, v.Variant))
+		}
 	}
-	ratios := ptable{
-		title: "leasehold / peer (median jobs/s; idle-latency: peer p50 / leasehold p50, so above 1 favours leasehold everywhere)",
-		notes: []string{fmt.Sprintf("targets: no-op burndown and steady state at least 2x River and 0.5x the raw-SQL limit; "+
-			"tx-one-row at least 1x River; idle-latency: leasehold p50 under %.0f ms", idleLatencyTargetMs)},
+	if cut {
+		res.notes = append(res.notes, "* the backlog was not finished within --duration (hol: within its cap): the rate "+
+			"is the jobs finished by then over the time; in hol, fast jobs not completed count as completed at the cut")
+	}
+	return append([]ptable{res, ratiosTable(rep, systems)}, selfTable(rep)...)
+}
+
+// ratiosTable returns the table of leasehold / peer ratios with their
+// spreads, targets and verdicts.
+func ratiosTable(rep Report, systems []queueSystem) ptable {
+	t := ptable{
+		title: "leasehold / peer: the median of the per-round ratios (round i of leasehold over round i of the peer), " +
+			"and their min–max over the rounds",
+		notes: []string{
+			"every ratio is oriented so that above 1 favours leasehold: jobs/s over jobs/s; idle-latency: peer p50 / " +
+				"leasehold p50; hol: peer p99 / leasehold p99 of the fast jobs' time from enqueue to completion",
+			"a difference lies within the spread when the rounds fall on both sides of 1 (min < 1 < max): they do not " +
+				"establish which system is ahead; the verdict says so",
+			fmt.Sprintf("targets: no-op burndown and steady state at least 2x River and 0.5x the raw-SQL limit; "+
+				"tx-one-row at least 1x River; idle-latency: leasehold p50 under %.0f ms", idleLatencyTargetMs),
+		},
 		header: []string{"case"},
 	}
 	var peers []string
 	for _, s := range systems {
 		if s.name() != sysQueueLeasehold {
 			peers = append(peers, s.name())
-			ratios.header = append(ratios.header, "vs "+s.name(), "target")
+			t.header = append(t.header, "vs "+s.name(), "min–max", "target")
 		}
 	}
-	ratios.header = append(ratios.header, "verdict")
+	t.header = append(t.header, "verdict")
 	lhP50 := map[string]float64{}
 	for _, r := range rep.Results {
 		if r.System == sysQueueLeasehold {
@@ -121,33 +170,70 @@ func queueTables(rep Report, all []*series, systems []queueSystem) []ptable {
 		}
 		seen[r.Case] = true
 		row := []string{r.Case}
-		verdict := "-"
+		var verdict []string
+		targetVerdict := ""
 		for _, peer := range peers {
-			ratio, ok := rep.RatiosByPeer[peer][r.Case]
-			cell, target := "-", "-"
+			sp, ok := rep.RatioSpreadByPeer[peer][r.Case]
+			cell, spread, target := "-", "-", "-"
 			if ok {
-				cell = fRatio(ratio)
-			}
-			if t, ok2 := queueTargets[r.Case][peer]; ok2 && ok {
-				target = f2(t)
-				if verdict == "-" {
-					verdict = "ok"
-				}
-				if ratio < t {
-					verdict = "BELOW TARGET"
+				cell, spread = fRatio(sp.Median), fRatio(sp.Min)+"–"+fRatio(sp.Max)
+				if sp.Straddles(1) {
+					verdict = append(verdict, "vs "+peer+": within the spread (min < 1 < max)")
 				}
 			}
-			row = append(row, cell, target)
+			if tg, ok2 := queueTargets[r.Case][peer]; ok2 && ok {
+				target = f2(tg)
+				if targetVerdict == "" {
+					targetVerdict = "ok"
+				}
+				if sp.Median < tg {
+					targetVerdict = "BELOW TARGET"
+				}
+				if sp.Straddles(tg) {
+					verdict = append(verdict, "vs "+peer+": target within the spread")
+				}
+			}
+			row = append(row, cell, spread, target)
+		}
+		if targetVerdict != "" {
+			verdict = append([]string{targetVerdict}, verdict...)
 		}
 		if r.Case == caseIdleLatency {
-			verdict = fmt.Sprintf("p50 %.1f ms: ok", lhP50[r.Case])
+			v := fmt.Sprintf("p50 %.1f ms: ok", lhP50[r.Case])
 			if lhP50[r.Case] >= idleLatencyTargetMs {
-				verdict = fmt.Sprintf("p50 %.1f ms: ABOVE %.0f ms", lhP50[r.Case], idleLatencyTargetMs)
+				v = fmt.Sprintf("p50 %.1f ms: ABOVE %.0f ms", lhP50[r.Case], idleLatencyTargetMs)
 			}
+			verdict = append([]string{v}, verdict...)
 		}
-		ratios.add(append(row, verdict)...)
+		if len(verdict) == 0 {
+			verdict = []string{"-"}
+		}
+		t.add(append(row, strings.Join(verdict, "; "))...)
 	}
-	return []ptable{res, ratios}
+	return t
+}
+
+// selfTable returns the table of leasehold against itself, if any.
+func selfTable(rep Report) []ptable {
+	sp, ok := rep.SelfRatioSpread[selfHotKey]
+	if !ok {
+		return nil
+	}
+	t := ptable{
+		title: "leasehold against itself: hot-key jobs/s / noop-burndown jobs/s in the same round",
+		notes: []string{fmt.Sprintf("target: at least %.1f (a backlog of one key burns down at least half as fast "+
+			"as one spread over many keys)", selfHotKeyTarget)},
+		header: []string{"ratio", "median", "min–max", "target", "verdict"},
+	}
+	verdict := "ok"
+	if sp.Median < selfHotKeyTarget {
+		verdict = "BELOW TARGET"
+	}
+	if sp.Straddles(selfHotKeyTarget) {
+		verdict += "; target within the spread"
+	}
+	t.add(selfHotKey, fRatio(sp.Median), fRatio(sp.Min)+"–"+fRatio(sp.Max), f2(selfHotKeyTarget), verdict)
+	return []ptable{t}
 }
 
 // queueDoc returns the queue suite's generated section of the benchmarks

@@ -36,6 +36,29 @@ type riverSystem struct {
 	pool     *pgxpool.Pool // --conns connections: River's whole client runs on it
 	driver   *riverpgxv5.Driver
 	inserter *river.Client[pgx.Tx] // insert-only client, as an application's enqueuing side
+	// workers, if not 0, is MaxWorkers in every case (the tx-one-row
+	// variant with as many workers as connections).
+	workers int
+}
+
+// withWorkers returns s with MaxWorkers n in every case.
+func (s *riverSystem) withWorkers(n int) *riverSystem {
+	v := *s
+	v.workers = n
+	return &v
+}
+
+// maxWorkers returns River's MaxWorkers for case c: the suite's
+// --concurrency in the cases that give both systems one concurrency budget
+// (io-10ms, hol), else --river-workers (River's benchmark's 2000).
+func (s *riverSystem) maxWorkers(c string) int {
+	switch {
+	case s.workers > 0:
+		return s.workers
+	case c == caseIO || c == caseHOL:
+		return s.q.f.concurrency
+	}
+	return s.q.f.riverWorkers
 }
 
 // newRiverSystem migrates River's tables into the database pool is on and
@@ -64,11 +87,12 @@ func newRiverSystem(ctx context.Context, q *queueBench, pool *pgxpool.Pool) (*ri
 func (s *riverSystem) name() string { return sysQueueRiver }
 
 func (s *riverSystem) settings() string {
-	return fmt.Sprintf("River %s with riverpgxv5: one Client, default queue with MaxWorkers %d, FetchCooldown %v, "+
+	return fmt.Sprintf("River %s with riverpgxv5: one Client, default queue with MaxWorkers %d (%d in io-10ms and hol; "+
+		"tx-one-row also with %d, its pool's size, the better of the two reported), FetchCooldown %v, "+
 		"FetchPollInterval %v (River's own benchmark settings), default batch completer, LISTEN/NOTIFY on; "+
 		"an insert-only Client (FetchCooldown %v) for Insert / InsertMany; tx-one-row with river.JobCompleteTx; "+
-		"pool of %d conns", riverVersion, s.q.f.riverWorkers, riverFetchCooldown, riverFetchPollInterval,
-		riverFetchCooldown, s.q.f.conns)
+		"pool of %d conns", riverVersion, s.q.f.riverWorkers, s.q.f.concurrency, s.q.f.conns, riverFetchCooldown,
+		riverFetchPollInterval, riverFetchCooldown, s.q.f.conns)
 }
 
 // riverVersion is the River release the bench module requires (go.mod).
@@ -81,21 +105,28 @@ func (s *riverSystem) reset(ctx context.Context) error {
 	return nil
 }
 
-func (s *riverSystem) analyze(ctx context.Context) error {
-	return analyzeCheckpoint(ctx, s.pool, "river_job")
+func (s *riverSystem) checkpoint(ctx context.Context) error {
+	return checkpoint(ctx, s.pool)
 }
 
 func (s *riverSystem) tally(ctx context.Context) (tally, error) {
 	return tallyJobs(ctx, s.pool, "river_job", "available")
 }
 
-func (s *riverSystem) enqueue(ctx context.Context, c string, first, n int) error {
+func (s *riverSystem) enqueue(ctx context.Context, c string, first, n int) ([]int64, error) {
 	params := make([]river.InsertManyParams, n)
 	for k := range params {
 		params[k].Args = jobArgs(c, first+k)
 	}
-	_, err := s.inserter.InsertMany(ctx, params)
-	return err
+	res, err := s.inserter.InsertMany(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(res))
+	for k, r := range res {
+		ids[k] = r.Job.ID
+	}
+	return ids, nil
 }
 
 func (s *riverSystem) enqueueOne(ctx context.Context, c string, i int) error {
@@ -125,7 +156,8 @@ type riverRun struct {
 // River's producer locked it) until then.
 func (s *riverSystem) start(ctx context.Context, c string, b *burn, started func(int)) (queueRun, error) {
 	ws := river.NewWorkers()
-	if c == caseTxOneRow {
+	switch c {
+	case caseTxOneRow:
 		river.AddWorker(ws, river.WorkFunc(func(ctx context.Context, j *river.Job[rowJob]) error {
 			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, queueInsertEffect, j.ID, s.q.key(j.Args.N), int64(j.Attempt)); err != nil {
@@ -135,7 +167,12 @@ func (s *riverSystem) start(ctx context.Context, c string, b *burn, started func
 				return err
 			})
 		}))
-	} else {
+	case caseIO, caseHOL:
+		river.AddWorker(ws, river.WorkFunc(func(_ context.Context, j *river.Job[noopJob]) error {
+			time.Sleep(s.q.sleepOf(c, j.Args.N))
+			return nil
+		}))
+	default:
 		river.AddWorker(ws, river.WorkFunc(func(_ context.Context, j *river.Job[noopJob]) error {
 			if started != nil {
 				started(j.Args.N)
@@ -146,7 +183,7 @@ func (s *riverSystem) start(ctx context.Context, c string, b *burn, started func
 	client, err := river.NewClient(s.driver, &river.Config{
 		FetchCooldown:     riverFetchCooldown,
 		FetchPollInterval: riverFetchPollInterval,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.q.f.riverWorkers}},
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.maxWorkers(c)}},
 		Workers:           ws,
 		Logger:            slog.New(slog.DiscardHandler),
 	})
@@ -182,7 +219,12 @@ func (r *riverRun) count() {
 		}
 		now := time.Now()
 		if ev.Job.AttemptedAt != nil {
+			s.mu.Lock()
 			s.lat = append(s.lat, now.Sub(*ev.Job.AttemptedAt))
+			s.mu.Unlock()
+		}
+		if r.b.track {
+			r.b.completed([]int64{ev.Job.ID}, now)
 		}
 		r.b.finish(1, now)
 	}

@@ -29,12 +29,13 @@ type queueSystem interface {
 	// reset empties the system's jobs and effects tables.
 	reset(ctx context.Context) error
 	// enqueue inserts jobs first..first+n-1 of case c in one call of the
-	// system's batched insert; enqueueOne inserts job i alone.
-	enqueue(ctx context.Context, c string, first, n int) error
+	// system's batched insert and returns their ids in order (nil if the
+	// system does not report them); enqueueOne inserts job i alone.
+	enqueue(ctx context.Context, c string, first, n int) ([]int64, error)
 	enqueueOne(ctx context.Context, c string, i int) error
-	// analyze refreshes the jobs table's statistics and checkpoints, so that
-	// a measurement plans on fresh statistics and pays for no dirty pages.
-	analyze(ctx context.Context) error
+	// checkpoint checkpoints, so that a measurement pays for no dirty
+	// pages of the backlog's inserts. (It runs no ANALYZE.)
+	checkpoint(ctx context.Context) error
 	// start makes the system ready to process case c: finished jobs are
 	// credited to b (a job counts when its completion has committed) and
 	// started, if not nil, is called with a job's number (its args' N) when
@@ -79,6 +80,18 @@ type rowJob struct {
 // Kind names the job kind.
 func (rowJob) Kind() string { return "bench_row" }
 
+// keyOf returns the key of job i of case c: none for keyless, one key for
+// every job of hot-key, else k<i mod --keys>.
+func (q *queueBench) keyOf(c string, i int) string {
+	switch c {
+	case caseKeyless:
+		return ""
+	case caseHotKey:
+		return hotKey
+	}
+	return q.key(i)
+}
+
 // benchArgs is a job's args: both queue.Args and River's JobArgs.
 type benchArgs interface{ Kind() string }
 
@@ -116,7 +129,7 @@ func newSystemPool(ctx context.Context, base *pgxpool.Config, name string, conns
 	pc := base.Copy()
 	pc.MaxConns, pc.MinConns = int32(conns), 0
 	if t != nil {
-		pc.ConnConfig.Tracer = *t
+		pc.ConnConfig.Tracer = t
 	}
 	pc.ConnConfig.RuntimeParams["application_name"] = "leasehold-bench-queue-" + name
 	if planCacheMode != "" {

@@ -33,7 +33,8 @@ func TestQueueSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err := runQueue(ctx, []string{"--jobs", "500", "--tx-jobs", "100", "--partitions", "2", "--rounds", "1", "--keys", "50",
+	err := runQueue(ctx, []string{"--jobs", "500", "--tx-jobs", "100", "--io-jobs", "100", "--hot-jobs", "100",
+		"--hol-jobs", "200", "--hol-slow", "100ms", "--partitions", "2", "--rounds", "1", "--keys", "50",
 		"--duration", "1s", "--steady-backlog", "300", "--enqueue-size", "20", "--latency-jobs", "3",
 		"--latency-spread", "10ms", "--lh-poll", "50ms", "--warmup=false",
 		"--markdown", "--json", path, "--svg", svg, "--doc", doc}, &out, io.Discard)
@@ -41,8 +42,10 @@ func TestQueueSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Machine: nproc", "| noop-burndown | leasehold | 500 |", "| noop-burndown | river | 500 |",
-		"| tx-one-row | raw-sql | 100 |", "| tx-one-row | river | 100 |", "| idle-latency | river | 3 |",
-		"| case | vs river | target | vs raw-sql | target | verdict |"} {
+		"| tx-one-row | raw-sql | 100 |", "| tx-one-row | river (MaxWorkers 2000)", "| tx-one-row | river (MaxWorkers 2)",
+		"✓ |", "| idle-latency | river | 3 |", "| keyless | river | 500 |", "| io-10ms | river | 100 |",
+		"| hol | leasehold | 200 |", "| hol | river | 200 |", "| hot-key/noop-burndown | ",
+		"| case | vs river | min–max | target | vs raw-sql | min–max | target | verdict |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("Markdown output lacks %q:\n%s", want, out.String())
 		}
@@ -52,7 +55,7 @@ func TestQueueSuite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "idle-latency", "river", "</svg>"} {
+	for _, want := range []string{"<svg", "idle-latency", "hol", "p99 ms", "river", "</svg>"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("chart lacks %q", want)
 		}
@@ -62,7 +65,8 @@ func TestQueueSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin, end := docMarkers("queue")
-	for _, want := range []string{"Hand-written text.", begin, end, "| enqueue-batch | river |", "](q.svg)", "**river**: River v0.51.2"} {
+	for _, want := range []string{"Hand-written text.", begin, end, "| enqueue-batch | river |", "](q.svg)", "**river**: River v0.51.2",
+		"durable (fsync", "within the spread", "peer p99 / leasehold p99", "observed committed"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("document lacks %q:\n%s", want, b)
 		}
@@ -70,8 +74,9 @@ func TestQueueSuite(t *testing.T) {
 }
 
 // checkQueueReport checks the queue suite's --json report: one round, a
-// plausible result for every case on every system (burndowns complete:
-// every job counted), and ratios per peer.
+// plausible result for every case on every system that runs it
+// (burndowns complete: every job counted), ratios and their spreads per
+// peer, River's two tx-one-row variants, the self ratio and the server.
 func checkQueueReport(t *testing.T, path string) {
 	t.Helper()
 	rep := readReport(t, path)
@@ -82,8 +87,16 @@ func checkQueueReport(t *testing.T, path string) {
 	for _, r := range rep.Results {
 		got[[2]string{r.System, r.Case}] = r
 	}
+	want := 0
 	for _, c := range queueCases {
 		for _, sys := range queueSystems {
+			if !caseRuns(c, sys) {
+				if _, ok := got[[2]string{sys, c}]; ok {
+					t.Errorf("a result for %s on %s, which does not run it", c, sys)
+				}
+				continue
+			}
+			want++
 			r, ok := got[[2]string{sys, c}]
 			switch {
 			case !ok:
@@ -91,18 +104,42 @@ func checkQueueReport(t *testing.T, path string) {
 			case r.JobsPerSec <= 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms:
 				t.Errorf("%s on %s: implausible %+v", c, sys, r)
 			}
-		}
-		for _, peer := range []string{sysQueueRiver, sysQueueRaw} {
-			if rep.RatiosByPeer[peer][c] <= 0 {
-				t.Errorf("ratio for %s vs %s is %v", c, peer, rep.RatiosByPeer[peer][c])
+			if sys == sysQueueLeasehold {
+				continue
+			}
+			sp := rep.RatioSpreadByPeer[sys][c]
+			if rep.RatiosByPeer[sys][c] <= 0 || sp.Rounds != 1 || sp.Min != sp.Median || sp.Max != sp.Median ||
+				sp.Median != rep.RatiosByPeer[sys][c] {
+				t.Errorf("ratio for %s vs %s is %v, spread %+v", c, sys, rep.RatiosByPeer[sys][c], sp)
 			}
 		}
-		if rep.Ratios[c] != rep.RatiosByPeer[sysQueueRiver][c] {
+		if rep.Ratios[c] != rep.RatiosByPeer[sysQueueRiver][c] || rep.RatioSpread[c] != rep.RatioSpreadByPeer[sysQueueRiver][c] {
 			t.Errorf("ratios[%s] = %v, not River's %v", c, rep.Ratios[c], rep.RatiosByPeer[sysQueueRiver][c])
 		}
 	}
-	if len(rep.Results) != len(queueSystems)*len(queueCases) {
-		t.Errorf("%d results, want %d", len(rep.Results), len(queueSystems)*len(queueCases))
+	if len(rep.Results) != want {
+		t.Errorf("%d results, want %d", len(rep.Results), want)
+	}
+	chosen := 0
+	for _, v := range rep.Variants {
+		if v.System != sysQueueRiver || v.Case != caseTxOneRow || v.JobsPerSec <= 0 {
+			t.Errorf("variant %+v", v)
+		}
+		if v.Chosen {
+			chosen++
+			if r := got[[2]string{sysQueueRiver, caseTxOneRow}]; r != v.Result {
+				t.Errorf("River's tx-one-row result %+v is not the chosen variant's %+v", r, v.Result)
+			}
+		}
+	}
+	if len(rep.Variants) != 2 || chosen != 1 {
+		t.Errorf("variants %+v: want River's two in tx-one-row, one chosen", rep.Variants)
+	}
+	if r := rep.SelfRatios[selfHotKey]; r <= 0 || rep.SelfRatioSpread[selfHotKey].Median != r {
+		t.Errorf("self ratios %v, spread %v", rep.SelfRatios, rep.SelfRatioSpread)
+	}
+	if rep.Server == nil || (os.Getenv(envURL) == "" && !rep.Server.Durable) {
+		t.Errorf("server %+v: want the default throwaway server durable", rep.Server)
 	}
 }
 
@@ -112,8 +149,13 @@ func TestQueueFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.txJobs != 200 || f.conns != 4 || len(f.cases) != len(queueCases) || f.jobsOf(caseTxOneRow) != 200 ||
-		f.jobsOf(caseNoopBurndown) != 1000 || strings.Join(f.systems, ",") != "leasehold,river,raw-sql" {
+		f.jobsOf(caseNoopBurndown) != 1000 || f.jobsOf(caseKeyless) != 1000 || f.jobsOf(caseIO) != 20000 ||
+		f.jobsOf(caseHotKey) != 20000 || f.jobsOf(caseHOL) != 2000 || f.holSlow != 2*time.Second ||
+		f.concurrency != 100 || f.rounds != 5 || f.nonDurable || strings.Join(f.systems, ",") != "leasehold,river,raw-sql" {
 		t.Errorf("defaults: %+v", f)
+	}
+	if f.holSleep(99) != 2*time.Second || f.holSleep(100) != holFast || f.holSleep(0) != holFast || f.holCap() != 10*time.Second {
+		t.Errorf("hol sleeps %v %v %v, cap %v", f.holSleep(99), f.holSleep(100), f.holSleep(0), f.holCap())
 	}
 	f, err = parseQueueFlags([]string{"--systems", "leasehold,raw-sql", "--cases", "idle-latency,steady"}, io.Discard)
 	if err != nil || strings.Join(f.systems, ",") != "leasehold,raw-sql" || strings.Join(f.cases, ",") != "steady,idle-latency" {
@@ -121,7 +163,8 @@ func TestQueueFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{{"--cases", "nope"}, {"--jobs", "0"}, {"--rounds", "0"}, {"--duration", "0s"}, {"extra"},
 		{"--systems", "river,raw-sql"}, {"--systems", "leasehold"}, {"--systems", "leasehold,nope"},
-		{"--systems", "leasehold,river,river"}, {"--river-workers", "0"}, {"--lh-poll", "-1s"}} {
+		{"--systems", "leasehold,river,river"}, {"--river-workers", "0"}, {"--lh-poll", "-1s"}, {"--concurrency", "0"},
+		{"--io-jobs", "0"}, {"--hot-jobs", "0"}, {"--hol-jobs", "0"}, {"--hol-slow", "0s"}} {
 		if _, err := parseQueueFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

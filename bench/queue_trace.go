@@ -8,13 +8,23 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/partition"
 )
 
-// Both systems of the queue suite are timed by the same pgx tracer on their
-// pools, so neither is measured differently from the other: a job counts as
-// finished when the transaction whose complete statement changed it has
-// committed, and its latency is from the start of the fetch that returned it
-// until that commit.
+// leasehold and raw-sql are timed by one pgx tracer on their pools, so
+// neither is measured differently from the other: a job counts as finished
+// when the transaction whose complete statement changed it has committed.
+// Its latency is from the start of the fetch that returned it until that
+// commit, matching a partition's completed jobs to its fetches in order
+// (exact while a partition completes its jobs in the order it fetched
+// them).
+//
+// The tracer finds a statement's partition from the statement itself (the
+// fetch's partition parameter, the fenced completion's lease name) or, for
+// the raw-sql loops, from the slot their context carries; it keeps a
+// transaction's state per connection. So it counts alike whichever
+// goroutine and context the library sends a statement from.
 
 // burn is one burndown being measured: the partitions' slots and the count
 // of finished jobs.
@@ -28,6 +38,18 @@ type burn struct {
 	finished chan struct{}
 	once     sync.Once
 	end      time.Time // when the last job finished; written before finished closes
+
+	// track makes the burn keep every completed job's id and time (the hol
+	// case); set it before the measurement starts.
+	track bool
+	mu    sync.Mutex
+	ids   []completion
+}
+
+// completion is a job observed completed: its id and when.
+type completion struct {
+	id int64
+	at time.Time
 }
 
 func newBurn(want, partitions int) *burn {
@@ -48,135 +70,262 @@ func (b *burn) finish(n int64, now time.Time) {
 	}
 }
 
+// completed notes, when the burn tracks ids, that jobs ids completed at
+// now. Call it before finish, so that the ids are in when the burn ends.
+func (b *burn) completed(ids []int64, now time.Time) {
+	if !b.track || b.stopped.Load() {
+		return
+	}
+	b.mu.Lock()
+	for _, id := range ids {
+		b.ids = append(b.ids, completion{id, now})
+	}
+	b.mu.Unlock()
+}
+
+// completions returns the completions noted so far.
+func (b *burn) completions() []completion {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.ids)
+}
+
 // latencies returns every slot's latencies, sorted; call it once the
-// partitions' goroutines have ended.
+// measurement has stopped.
 func (b *burn) latencies() []time.Duration {
 	var all []time.Duration
 	for _, s := range b.slots {
+		s.mu.Lock()
 		all = append(all, s.lat...)
+		s.mu.Unlock()
 	}
 	slices.Sort(all)
 	return all
+}
+
+// slot is one partition's view of a burndown.
+type slot struct {
+	b       *burn
+	mu      sync.Mutex
+	fetches []fetchMark // fetches whose jobs are not all credited yet, oldest first
+	last    time.Time   // start of the latest fetch
+	lat     []time.Duration
+}
+
+// fetchMark is a fetch's start and how many of its rows are not credited.
+type fetchMark struct {
+	start time.Time
+	left  int64
+}
+
+type slotKey struct{}
+
+// withSlot returns ctx carrying s: the raw-sql loops' statements name their
+// partition so.
+func withSlot(ctx context.Context, s *slot) context.Context {
+	return context.WithValue(ctx, slotKey{}, s)
 }
 
 // stmtKind classifies the statements the tracer follows.
 type stmtKind uint8
 
 const (
-	stmtOther stmtKind = iota
-	stmtFetch
+	stmtFetch stmtKind = iota
 	stmtComplete
 	stmtCompleteFenced
 	stmtCommit
 	stmtRollback
 )
 
-// slot is one partition's view of a burndown. The statements of one
-// partition run one after another on one goroutine (the Processor's Run, or
-// the raw-sql loop), so a slot needs no lock.
-type slot struct {
-	b          *burn
-	cur        stmtKind  // the statement in flight
-	fetchStart time.Time // start of the latest fetch
-	changed    int64     // jobs the complete statements of the open transaction changed
-	fencedN    int64     // jobs the fenced complete statement in flight is to change
-	lat        []time.Duration
+// stmt is one traced statement in flight, carried by the context pgx hands
+// from TraceQueryStart to TraceQueryEnd.
+type stmt struct {
+	kind  stmtKind
+	slot  *slot
+	start time.Time
+	ids   []int64 // complete statements: the jobs given
 }
 
-type slotKey struct{}
+type stmtKey struct{}
 
-// withSlot returns ctx carrying s: the tracer follows statements sent with it.
-func withSlot(ctx context.Context, s *slot) context.Context {
-	return context.WithValue(ctx, slotKey{}, s)
+// pendingTx is what the complete statements of a connection's open
+// transaction changed, credited when it commits.
+type pendingTx struct {
+	slot    *slot
+	changed int64
+	ids     []int64
 }
 
-// jobTracer is the pgx tracer of both systems' pools. Statements whose
-// context carries no slot (membership, leases, set-up) are ignored.
+// jobTracer is the pgx tracer of leasehold's and raw-sql's pools. It counts
+// for the burn set with follow; statements other than the fetch, the
+// complete statements and the end of their transactions are ignored.
 type jobTracer struct {
 	fetch, complete, completeFenced string
+	leases                          map[string]int // partition lease name -> partition
+
+	cur  atomic.Pointer[burn]
+	mu   sync.Mutex
+	open map[*pgx.Conn]*pendingTx
 }
 
-// TraceQueryStart notes which statement a slot's partition sends, and when
-// its fetches start.
-func (t jobTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	s, _ := ctx.Value(slotKey{}).(*slot)
-	if s == nil {
+func newJobTracer(sql queueSQL, partitions int) *jobTracer {
+	t := &jobTracer{fetch: sql.fetch, complete: sql.complete, completeFenced: sql.completeFenced,
+		leases: map[string]int{}, open: map[*pgx.Conn]*pendingTx{}}
+	for p := range partitions {
+		t.leases[partition.LeaseName(queueGroup, p)] = p
+	}
+	return t
+}
+
+// follow makes the tracer count for b (nil: for none).
+func (t *jobTracer) follow(b *burn) {
+	t.cur.Store(b)
+	t.mu.Lock()
+	clear(t.open)
+	t.mu.Unlock()
+}
+
+// slotOf returns the slot of the statement's partition: from ctx (raw-sql),
+// else from the partition argument at index pi or the lease name at index
+// li (-1: none).
+func (t *jobTracer) slotOf(ctx context.Context, b *burn, args []any, pi, li int) *slot {
+	if s, _ := ctx.Value(slotKey{}).(*slot); s != nil && s.b == b {
+		return s
+	}
+	p := -1
+	if pi >= 0 && pi < len(args) {
+		switch v := args[pi].(type) {
+		case int:
+			p = v
+		case int32:
+			p = int(v)
+		case int64:
+			p = int(v)
+		}
+	}
+	if li >= 0 && li < len(args) {
+		if name, ok := args[li].(string); ok {
+			if q, ok := t.leases[name]; ok {
+				p = q
+			}
+		}
+	}
+	if p < 0 || p >= len(b.slots) {
+		return nil
+	}
+	return b.slots[p]
+}
+
+// TraceQueryStart notes which statement is sent, for which partition.
+func (t *jobTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	b := t.cur.Load()
+	if b == nil {
 		return ctx
 	}
+	st := &stmt{}
 	switch data.SQL {
 	case t.fetch:
-		s.cur = stmtFetch
-		s.fetchStart = time.Now()
-	case t.complete:
-		s.cur = stmtComplete
-	case t.completeFenced:
-		// Its result row (jobs changed) is not visible to a tracer: count the
-		// ids it was given. The suite verifies afterwards that every job
-		// completed exactly once.
-		s.cur = stmtCompleteFenced
-		s.fencedN = 0
+		st.kind, st.start = stmtFetch, time.Now()
+		st.slot = t.slotOf(ctx, b, data.Args, 1, -1) // $1 group, $2 partition
+	case t.complete, t.completeFenced:
+		// $1 the jobs' ids; the fenced statement's $7 is the lease name.
+		st.kind, st.slot = stmtComplete, t.slotOf(ctx, b, data.Args, -1, 6)
+		if data.SQL == t.completeFenced {
+			st.kind = stmtCompleteFenced
+		}
 		if len(data.Args) > 0 {
-			if ids, ok := data.Args[0].([]int64); ok {
-				s.fencedN = int64(len(ids))
-			}
+			st.ids, _ = data.Args[0].([]int64)
 		}
 	case "commit":
-		s.cur = stmtCommit
+		st.kind = stmtCommit
 	case "rollback":
-		s.cur = stmtRollback
+		st.kind = stmtRollback
 	default:
-		s.cur = stmtOther
+		return ctx
 	}
-	return ctx
+	return context.WithValue(ctx, stmtKey{}, st)
 }
 
-// TraceQueryEnd counts the jobs a complete statement changed, and credits
-// them when their transaction commits.
-func (t jobTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
-	s, _ := ctx.Value(slotKey{}).(*slot)
-	if s == nil {
+// TraceQueryEnd notes a fetch's rows, counts the jobs a complete statement
+// changed and credits them when their transaction commits.
+func (t *jobTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	st, _ := ctx.Value(stmtKey{}).(*stmt)
+	if st == nil {
 		return
 	}
-	autocommit := conn.PgConn().TxStatus() == 'I' // the statement was its own transaction
-	switch s.cur {
-	case stmtComplete:
-		if data.Err == nil {
-			s.changed += data.CommandTag.RowsAffected()
-			if autocommit {
-				s.credit()
-			}
+	switch st.kind {
+	case stmtFetch:
+		if st.slot != nil && data.Err == nil {
+			st.slot.fetched(st.start, data.CommandTag.RowsAffected())
 		}
-	case stmtCompleteFenced:
-		if data.Err == nil {
-			s.changed += s.fencedN
-			if autocommit {
-				s.credit()
-			}
+	case stmtComplete, stmtCompleteFenced:
+		if data.Err != nil || st.slot == nil {
+			return
 		}
-	case stmtCommit:
-		if data.Err != nil || data.CommandTag.String() != "COMMIT" {
-			s.changed = 0
-			break
+		// The fenced statement's result row (jobs changed) is not visible to
+		// a tracer: it counts the ids it was given. The suite verifies
+		// afterwards that every job completed exactly once.
+		n := int64(len(st.ids))
+		if st.kind == stmtComplete {
+			n = data.CommandTag.RowsAffected()
 		}
-		s.credit()
-	case stmtRollback:
-		s.changed = 0
+		if conn.PgConn().TxStatus() == 'I' { // the statement was its own transaction
+			st.slot.credit(n, st.ids)
+			return
+		}
+		t.mu.Lock()
+		p := t.open[conn]
+		if p == nil {
+			p = &pendingTx{slot: st.slot}
+			t.open[conn] = p
+		}
+		p.changed += n
+		if st.slot.b.track {
+			p.ids = append(p.ids, st.ids...)
+		}
+		t.mu.Unlock()
+	case stmtCommit, stmtRollback:
+		t.mu.Lock()
+		p := t.open[conn]
+		delete(t.open, conn)
+		t.mu.Unlock()
+		if p != nil && st.kind == stmtCommit && data.Err == nil && data.CommandTag.String() == "COMMIT" {
+			p.slot.credit(p.changed, p.ids)
+		}
 	}
-	s.cur = stmtOther
 }
 
-// credit counts the jobs changed by the transaction that just committed as
-// finished now.
-func (s *slot) credit() {
-	n := s.changed
-	s.changed = 0
-	if n == 0 || s.b.stopped.Load() {
+// fetched notes a fetch that started at start and returned rows rows.
+func (s *slot) fetched(start time.Time, rows int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = start
+	if rows > 0 {
+		s.fetches = append(s.fetches, fetchMark{start, rows})
+	}
+}
+
+// credit counts n jobs (ids, when tracked) as finished now, each with the
+// time since the start of the oldest fetch whose rows are not all
+// credited yet.
+func (s *slot) credit(n int64, ids []int64) {
+	b := s.b
+	if n <= 0 || b.stopped.Load() {
 		return
 	}
 	now := time.Now()
-	d := now.Sub(s.fetchStart)
+	s.mu.Lock()
 	for range n {
-		s.lat = append(s.lat, d)
+		start := s.last
+		if len(s.fetches) > 0 {
+			start = s.fetches[0].start
+			if s.fetches[0].left--; s.fetches[0].left == 0 {
+				s.fetches = s.fetches[1:]
+			}
+		}
+		s.lat = append(s.lat, now.Sub(start))
 	}
-	s.b.finish(n, now)
+	s.mu.Unlock()
+	b.completed(ids, now)
+	b.finish(n, now)
 }

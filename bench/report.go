@@ -21,12 +21,55 @@ type Report struct {
 	// Results holds one entry per system and case, medians over rounds.
 	Results []Result `json:"results"`
 	// Ratios maps each case to the measured system's rate divided by the
-	// baseline's (for the lease suite: leasehold / raw-sql).
+	// baseline's (for the lease suite: leasehold / raw-sql): the ratio of
+	// their medians, or for suites that pair rounds (queue) the median of
+	// the per-round ratios.
 	Ratios map[string]float64 `json:"ratios"`
 	// RatiosByPeer, for suites with more than one peer (queue: River and
 	// the raw-SQL limit), maps each peer to its ratios as in Ratios, which
 	// then holds the first peer's.
 	RatiosByPeer map[string]map[string]float64 `json:"ratios_by_peer,omitempty"`
+	// RatioSpread, for suites that pair rounds (queue), maps each case to
+	// the spread of its per-round ratios (round i's measured system over
+	// round i's baseline); Ratios then holds their medians.
+	RatioSpread map[string]Spread `json:"ratio_spread,omitempty"`
+	// RatioSpreadByPeer is RatioSpread for each peer, as RatiosByPeer.
+	RatioSpreadByPeer map[string]map[string]Spread `json:"ratio_spread_by_peer,omitempty"`
+	// SelfRatios compares the measured system with itself, one case over
+	// another in the same round, by name ("hot-key/noop-burndown"): the
+	// median of the per-round ratios.
+	SelfRatios map[string]float64 `json:"self_ratios,omitempty"`
+	// SelfRatioSpread is the spread of each self ratio's per-round ratios.
+	SelfRatioSpread map[string]Spread `json:"self_ratio_spread,omitempty"`
+	// Variants lists the results of systems run more than once in a case
+	// with different settings; Results holds the one chosen.
+	Variants []VariantResult `json:"variants,omitempty"`
+	// Server holds the server's durability settings.
+	Server *ServerSettings `json:"server,omitempty"`
+}
+
+// Spread sums up per-round ratios.
+type Spread struct {
+	// Min is the lowest per-round ratio.
+	Min float64 `json:"min"`
+	// Median is the median per-round ratio (the mean of the middle two for
+	// an even count).
+	Median float64 `json:"median"`
+	// Max is the highest per-round ratio.
+	Max float64 `json:"max"`
+	// Rounds is how many rounds were paired.
+	Rounds int `json:"rounds"`
+}
+
+// Straddles reports whether x lies within the spread, strictly between its
+// min and max: the rounds fall on both sides of it.
+func (s Spread) Straddles(x float64) bool { return s.Min < x && x < s.Max }
+
+// VariantResult is the median outcome of one variant of a system in a case.
+type VariantResult struct {
+	Result
+	// Chosen marks the variant whose result Results holds.
+	Chosen bool `json:"chosen"`
 }
 
 // Result is the median outcome of one case on one system.
@@ -41,11 +84,15 @@ type Result struct {
 	// P50Ms and P99Ms are operation latencies in milliseconds.
 	P50Ms float64 `json:"p50_ms"`
 	P99Ms float64 `json:"p99_ms"`
+	// Variant names the system's settings when it ran the case in more
+	// than one way (see Report.Variants).
+	Variant string `json:"variant,omitempty"`
 }
 
 // series collects the samples of one case on one system over the rounds.
 type series struct {
 	system, kase string
+	variant      string // settings, when the system runs the case in more than one way
 	samples      []sample
 }
 
@@ -57,7 +104,8 @@ func (s *series) result() Result {
 		p50 = append(p50, ms(x.quantile(0.50)))
 		p99 = append(p99, ms(x.quantile(0.99)))
 	}
-	return Result{System: s.system, Case: s.kase, JobsPerSec: median(rates), P50Ms: median(p50), P99Ms: median(p99)}
+	return Result{System: s.system, Case: s.kase, JobsPerSec: median(rates), P50Ms: median(p50), P99Ms: median(p99),
+		Variant: s.variant}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

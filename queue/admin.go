@@ -40,6 +40,12 @@ type JobInfo struct {
 	// Errors holds one entry per failed attempt: {"attempt", "at", "error"}.
 	Errors    json.RawMessage
 	UniqueKey string
+	// Ordering is the job's Ordering (see Job).
+	Ordering Ordering
+	// WaitingBehind, from JobInfo, is the id of the earlier pending job of
+	// the same key that this pending job waits behind (0: it waits for no
+	// job). List leaves it 0.
+	WaitingBehind int64
 }
 
 // JobInfo reads job id. It returns an error wrapping ErrNotFound for an
@@ -58,9 +64,16 @@ func (c *Client) JobInfo(ctx context.Context, id int64) (JobInfo, error) {
 // scanJob reads a row of the Inspect and List statements.
 func scanJob(r pgx.Row) (JobInfo, error) {
 	var j JobInfo
-	var tok *int64
+	var tok, behind *int64
+	var holds bool
 	err := r.Scan(&j.ID, &j.Group, &j.Partition, &j.Key, &j.Kind, &j.Args, &j.State,
-		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &j.Errors, &j.UniqueKey)
+		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &j.Errors, &j.UniqueKey, &holds, &behind)
+	if !holds {
+		j.Ordering = OrderNonBlocking
+	}
+	if behind != nil {
+		j.WaitingBehind = *behind
+	}
 	if tok != nil {
 		t := fence.Token(*tok)
 		j.FinishedToken = &t

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -43,6 +45,9 @@ type Client struct {
 	channel string
 	notify  *notifier
 
+	// spread places keyless jobs on partitions round robin.
+	spread atomic.Uint64
+
 	mu     sync.Mutex
 	counts map[string]int // partition count per group; fixed once a group exists
 }
@@ -66,8 +71,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	channel := NotifyChannel(cfg.Schema)
-	return &Client{pool: pool, cfg: cfg, q: q, channel: channel, notify: newNotifier(pool, channel, cfg.NotifyWindow),
-		counts: make(map[string]int)}, nil
+	c := &Client{pool: pool, cfg: cfg, q: q, channel: channel, notify: newNotifier(pool, channel, cfg.NotifyWindow),
+		counts: make(map[string]int)}
+	c.spread.Store(rand.Uint64()) // clients start at different partitions
+	return c, nil
 }
 
 // Querier runs a query: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
@@ -103,7 +110,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 	}
 	n := len(jobs)
 	groups, keys, kinds, uniques := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
-	parts, maxes := make([]int32, n), make([]int32, n)
+	parts, maxes, holds := make([]int32, n), make([]int32, n), make([]bool, n)
 	args, runAts := make([][]byte, n), make([]*time.Time, n)
 	out := make([]Enqueued, n)
 	for i, j := range jobs {
@@ -115,7 +122,8 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 			return nil, &JobError{Index: i, Field: "Args", Reason: "cannot encode as JSON", Err: err}
 		}
 		groups[i], keys[i], kinds[i], args[i] = j.Group, j.Key, j.Args.Kind(), b
-		parts[i] = int32(partition.OfString(j.Key, counts[j.Group]))
+		parts[i] = int32(c.partitionOf(j.Key, counts[j.Group]))
+		holds[i] = j.Key == "" || j.Ordering == OrderStrict
 		out[i].Partition = int(parts[i])
 		maxes[i] = int32(c.cfg.MaxAttempts)
 		if j.MaxAttempts > 0 {
@@ -140,9 +148,9 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 	}
 	var rows pgx.Rows
 	if slices.ContainsFunc(uniques, func(u *string) bool { return u != nil }) {
-		rows, err = db.Query(ctx, c.q.enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel)
+		rows, err = db.Query(ctx, c.q.enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds)
 	} else {
-		rows, err = db.Query(ctx, c.q.enqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel)
+		rows, err = db.Query(ctx, c.q.enqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds)
 	}
 	if err != nil {
 		return nil, enqueueErr(err)
@@ -173,6 +181,16 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 	return out, nil
 }
 
+// partitionOf returns the partition of a job with key among n:
+// partition.Of(key) for a keyed job, the next one round robin for a
+// keyless job.
+func (c *Client) partitionOf(key string, n int) int {
+	if key == "" {
+		return int(c.spread.Add(1) % uint64(n))
+	}
+	return partition.OfString(key, n)
+}
+
 // dueKeys returns the distinct partitions of the jobs due now (no RunAt, or
 // one already passed by this process's clock; a job that the database finds
 // due later is not worth a notification anyway).
@@ -201,6 +219,8 @@ func (c *Client) check(i int, j Job) error {
 		return bad("Key", fmt.Sprintf("%d bytes; at most 255 bytes of UTF-8", len(j.Key)))
 	case len(j.UniqueKey) > 255 || !utf8.ValidString(j.UniqueKey):
 		return bad("UniqueKey", "at most 255 bytes of UTF-8")
+	case j.Ordering != OrderStrict && j.Ordering != OrderNonBlocking:
+		return bad("Ordering", fmt.Sprintf("unknown ordering %d", int(j.Ordering)))
 	case j.MaxAttempts < 0 || j.MaxAttempts > MaxAttempts:
 		return bad("MaxAttempts", fmt.Sprintf("%d is not in 0..%d", j.MaxAttempts, MaxAttempts))
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-// When a transactional run of a batch is refused by the fence, the batch
-// takes no further job, and the runs that committed before it are still
+// When a transactional run is refused by the fence, the run takes no
+// further job (one job at a time here, so that none is running beside it), and the runs that committed before it are still
 // reported completed: every event agrees with the job's stored state
 // (completed ⇔ completed; fenced ⇒ still pending, for the newer owner).
 func TestFencedRunDoesNotRelabelCommittedRuns(t *testing.T) {
@@ -45,7 +45,7 @@ func TestFencedRunDoesNotRelabelCommittedRuns(t *testing.T) {
 	})
 	var mu sync.Mutex
 	var events []queue.JobEvent
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet, PollInterval: time.Hour,
+	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet, PollInterval: time.Hour, PartitionConcurrency: 1,
 		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
 			mu.Lock()
 			events = append(events, e)

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -17,10 +18,17 @@ type Job struct {
 	// Group is the partition group whose owners process the job. It must
 	// exist (a partition.Member creates it). Required.
 	Group string
-	// Key decides the job's partition, partition.Of(Key), and its order:
-	// jobs with the same key run one at a time, in the order they were
-	// enqueued. At most 255 bytes; "" is a key like any other.
+	// Key, if set, decides the job's partition, partition.Of(Key), and its
+	// order: jobs with the same key run one at a time, in the order they
+	// were enqueued (see Ordering for what a waiting job does to the later
+	// ones). At most 255 bytes. Defaults to none: a job without a key has
+	// no ordering constraint, never waits for another job, and is placed
+	// on the group's partitions round robin.
 	Key string
+	// Ordering says what this job does to the later jobs of its key while
+	// it waits for a retry, a snooze or its RunAt. Defaults to OrderStrict.
+	// Ignored for a job without a key.
+	Ordering Ordering
 	// Args are the job's arguments. Required.
 	Args Args
 	// RunAt is when the job becomes due. Defaults to now (the database's
@@ -33,6 +41,34 @@ type Job struct {
 	// the same group a no-op while the first job is pending. At most 255
 	// bytes.
 	UniqueKey string
+}
+
+// Ordering says what a keyed job that waits (for a retry after a failure,
+// after a Snooze, or for a RunAt in the future) does to the later jobs of
+// its key.
+type Ordering int
+
+const (
+	// OrderStrict keeps the later jobs of the key waiting behind the job
+	// until it is finished: a key's jobs run strictly in enqueue order,
+	// across retries. A job that fails for an hour holds its key for an hour.
+	OrderStrict Ordering = iota
+	// OrderNonBlocking steps the job out of line while it waits: the later
+	// jobs of its key run meanwhile. Once due again it runs one at a time
+	// with the key's other due jobs, in id order (so before the later ones
+	// still waiting).
+	OrderNonBlocking
+)
+
+// String returns "strict" or "non-blocking".
+func (o Ordering) String() string {
+	switch o {
+	case OrderStrict:
+		return "strict"
+	case OrderNonBlocking:
+		return "non-blocking"
+	}
+	return fmt.Sprintf("Ordering(%d)", int(o))
 }
 
 // Enqueued is the outcome of enqueuing one Job.

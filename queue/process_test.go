@@ -348,6 +348,7 @@ func TestFencedBatchReportsCommittedJobsAsCompleted(t *testing.T) {
 	var mu sync.Mutex
 	outcomes := map[int64]queue.Outcome{}
 	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: wsA, PollInterval: 20 * time.Millisecond, Logger: quiet,
+		PartitionConcurrency: 1, // job 3 can only start after job 2's commit was fenced
 		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -23,8 +23,21 @@ type ProcessorConfig struct {
 	Schema string
 	// Workers holds the handlers. Required.
 	Workers *Workers
-	// BatchSize is how many due jobs one fetch returns. Defaults to 100.
+	// BatchSize is how many due jobs one fetch looks at, and the most
+	// outcomes one completion statement records at once (a batch handler's
+	// batch is at most this long too). Defaults to 100.
 	BatchSize int
+	// Window is how many jobs of one partition the owner holds at once:
+	// fetched and not yet settled (waiting for their key's earlier job or
+	// for a handler slot, running, or waiting for their outcome to be
+	// recorded). The owner fetches again whenever the window has room, while
+	// jobs run. Defaults to 2 × max(BatchSize, PartitionConcurrency).
+	Window int
+	// CompleteInterval is how long an outcome may wait to be recorded
+	// together with later ones; BatchSize outcomes are recorded at once.
+	// While a completion statement runs, the outcomes that come meanwhile
+	// wait for it, and are recorded together after it. Defaults to 1ms.
+	CompleteInterval time.Duration
 	// PollInterval is how long an idle partition waits before fetching
 	// again when no notification wakes it (see Listen). Defaults to 500ms.
 	PollInterval time.Duration
@@ -32,8 +45,9 @@ type ProcessorConfig struct {
 	// partitions this Processor runs. Defaults to 100.
 	Concurrency int
 	// PartitionConcurrency is how many jobs of one partition run at once.
-	// They are jobs of different keys: a key's jobs always run one at a
-	// time, in order. Defaults to 1.
+	// They are jobs without a key or of different keys: a key's jobs always
+	// run one at a time, in order. Defaults to Concurrency (no cap below
+	// it); a larger value is capped at Concurrency, with a warning.
 	PartitionConcurrency int
 	// JobTimeout bounds each run of a handler (for a batch handler, each
 	// batch): its context's deadline. A run that times out is a failed
@@ -95,7 +109,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
 	case cfg.Workers == nil:
 		return nil, fmt.Errorf("%w: Workers required", ErrInvalidConfig)
-	case cfg.BatchSize < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
+	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
 		cfg.UnknownKindDelay < 0 || cfg.Retention < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
 		return nil, fmt.Errorf("%w: negative value", ErrInvalidConfig)
 	}
@@ -111,7 +125,15 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	}
 	defInt(&cfg.BatchSize, 100)
 	defInt(&cfg.Concurrency, 100)
-	defInt(&cfg.PartitionConcurrency, 1)
+	defInt(&cfg.PartitionConcurrency, cfg.Concurrency)
+	if cfg.PartitionConcurrency > cfg.Concurrency {
+		cfg.Logger = cmpLogger(cfg.Logger)
+		cfg.Logger.Warn("queue: PartitionConcurrency is above Concurrency; capped at Concurrency",
+			"partition_concurrency", cfg.PartitionConcurrency, "concurrency", cfg.Concurrency)
+		cfg.PartitionConcurrency = cfg.Concurrency
+	}
+	defInt(&cfg.Window, 2*max(cfg.BatchSize, cfg.PartitionConcurrency))
+	def(&cfg.CompleteInterval, time.Millisecond)
 	def(&cfg.PollInterval, 500*time.Millisecond)
 	def(&cfg.JobTimeout, time.Minute)
 	def(&cfg.StopGrace, 5*time.Second)
@@ -119,9 +141,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.MaxRetry, time.Hour)
 	def(&cfg.UnknownKindDelay, time.Minute)
 	def(&cfg.Retention, 24*time.Hour)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmpLogger(cfg.Logger)
 	q, err := render(cfg.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
@@ -141,10 +161,15 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 // Config returns the Processor's configuration, with defaults filled in.
 func (p *Processor) Config() ProcessorConfig { return p.cfg }
 
-// Run processes the due jobs of o's partition, in batches, until ctx is
-// cancelled: then it takes no new job, records the outcomes of the jobs it
-// ran, and returns. It returns at once when a fenced write is refused: a
-// newer owner has the partition.
+// Run processes the due jobs of o's partition until ctx is cancelled: then
+// it takes no new job, records the outcomes of the jobs it ran, and
+// returns. It returns at once when a fenced write is refused: a newer owner
+// has the partition.
+//
+// Jobs run in a continuous pipeline: the partition's owner keeps fetching
+// while jobs run, up to Window jobs held, runs jobs without a key (and jobs
+// of different keys) concurrently, a key's jobs one at a time in id order,
+// and records outcomes in batches as they come.
 //
 // Handlers' contexts are cancelled when the partition is handed off or its
 // lease is lost or released. When ctx is cancelled by partition.ErrStopped
@@ -152,37 +177,52 @@ func (p *Processor) Config() ProcessorConfig { return p.cfg }
 // finish their jobs.
 func (p *Processor) Run(ctx context.Context, o partition.Ownership) {
 	log := p.log.With("group", o.Group, "partition", o.Partition, "token", int64(o.Token))
+	if o.Lease == nil {
+		log.Error("queue: Run needs the partition's lease (partition.Ownership.Lease); not running")
+		<-ctx.Done()
+		return
+	}
 	hctx, cancel := handlerContext(ctx, o, p.cfg.StopGrace)
 	defer cancel()
 	wake := p.subscribe(o.Group, o.Partition)
 	defer p.unsubscribe(o.Group, o.Partition, wake)
+	var st runState
+	if !p.open(ctx, hctx, o, log, &st, wake) {
+		return // fenced, or ended before the previous run's jobs were recovered
+	}
+	clean := p.pipeline(ctx, hctx, o, log, wake)
+	if hctx.Err() != nil && ctx.Err() == nil {
+		<-ctx.Done() // the lease ended: no job can run under this grant
+		return
+	}
+	if clean {
+		// Every job this run started has its outcome recorded, or was
+		// interrupted without spending an attempt, and the jobs the
+		// previous run may have left running were recovered.
+		p.closeRun(ctx, o, log)
+	}
+}
+
+// open records o's grant as the partition's running one and, if the
+// previous run ended abruptly, recovers its jobs (see recover.go). It
+// reports whether the pipeline may start.
+func (p *Processor) open(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, st *runState, wake <-chan struct{}) bool {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var retained time.Time
-	var st runState
-	clean := true // the last batch's outcomes were recorded
-	for ctx.Err() == nil {
-		if hctx.Err() != nil {
-			<-ctx.Done() // the lease ended: no job can run under this grant
-			return
-		}
-		n, err := p.step(ctx, hctx, o, log, &st)
-		clean = err == nil || n == 0 && ctx.Err() != nil // a fetch cut short started nothing
+	<-timer.C
+	for ctx.Err() == nil && hctx.Err() == nil {
+		n, err := p.step(ctx, hctx, o, log, st)
 		switch {
 		case errors.Is(err, fence.ErrFenced):
 			log.Warn("queue: fenced: a newer owner has the partition", "err", err)
-			return
+			return false
 		case err != nil && ctx.Err() == nil:
-			log.Warn("queue: batch failed", "err", err)
+			log.Warn("queue: opening the run failed", "err", err)
+		case err == nil && st.opened && !st.recovering:
+			return true
 		}
 		if n > 0 && err == nil {
 			continue
-		}
-		if time.Since(retained) > time.Minute {
-			retained = time.Now()
-			if _, err := p.pool.Exec(ctx, p.q.retain, o.Group, o.Partition, p.cfg.Retention.Microseconds()); err != nil && ctx.Err() == nil {
-				log.Warn("queue: deleting old finished jobs failed", "err", err)
-			}
 		}
 		timer.Reset(p.cfg.PollInterval)
 		select {
@@ -191,12 +231,10 @@ func (p *Processor) Run(ctx context.Context, o partition.Ownership) {
 		case <-wake:
 		}
 	}
-	if st.opened && clean && !st.recovering {
-		// Every job this run started has its outcome recorded, or was
-		// interrupted without spending an attempt, and the jobs the
-		// previous run may have left running were recovered.
-		p.closeRun(ctx, o, log)
+	if hctx.Err() != nil && ctx.Err() == nil {
+		<-ctx.Done()
 	}
+	return false
 }
 
 // handlerContext returns the base of the handlers' contexts of one grant:
@@ -233,6 +271,14 @@ func handlerContext(ctx context.Context, o partition.Ownership, grace time.Durat
 	}
 }
 
+// cmpLogger returns l, or slog.Default() for nil.
+func cmpLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
+}
+
 // jobContext returns the context of one handler run: hctx with JobTimeout.
 func (p *Processor) jobContext(hctx context.Context) (context.Context, context.CancelFunc) {
 	if p.cfg.JobTimeout < 0 {
@@ -240,16 +286,3 @@ func (p *Processor) jobContext(hctx context.Context) (context.Context, context.C
 	}
 	return context.WithTimeoutCause(hctx, p.cfg.JobTimeout, p.timeoutCause)
 }
-
-// acquire takes one of the Processor's handler slots, or fails when ctx is
-// done.
-func (p *Processor) acquire(ctx context.Context) bool {
-	select {
-	case p.slots <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (p *Processor) release() { <-p.slots }

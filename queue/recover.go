@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -64,8 +66,8 @@ func (p *Processor) closeRun(ctx context.Context, o partition.Ownership, log *sl
 	}
 }
 
-// step runs one batch: after opening the run, and recovered if the previous
-// run ended abruptly.
+// step opens the run, then, if the previous run ended abruptly, recovers
+// one batch; st.recovering turns false once a batch is fully recovered.
 func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, st *runState) (int, error) {
 	if !st.opened {
 		abrupt, err := p.openRun(ctx, o)
@@ -78,7 +80,7 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 		}
 	}
 	if !st.recovering {
-		return p.batch(ctx, hctx, o, log)
+		return 0, nil
 	}
 	if st.charged == nil {
 		st.charged = make(map[int64]bool)
@@ -90,19 +92,26 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 	return n, err
 }
 
-// recoverBatch is batch after an abrupt end: the jobs run one at a time,
-// each after its attempt is spent (and the fence checked) in a write of its
-// own, and each outcome is recorded before the next job starts. done
-// reports that every job of the batch was run (or skipped) and recorded:
-// a batch cut short, by an error or a handoff, is still to be recovered.
+// recoverBatch runs the first fetch after an abrupt end: the jobs run one
+// at a time, each after its attempt is spent (and the fence checked) in a
+// write of its own, and each outcome is recorded before the next job
+// starts. A key whose job is left waiting (a retry, a snooze, an outcome
+// not recorded) runs no later job in the batch. done reports that every
+// job of the batch was run (or skipped) and recorded: a batch cut short,
+// by an error or a handoff, is still to be recovered.
 func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, charged map[int64]bool) (n int, done bool, err error) {
-	jobs, err := p.fetch(ctx, o)
+	res, err := p.fetch(ctx, o, p.cfg.BatchSize, nil, nil)
 	if err != nil {
 		return 0, false, err
 	}
+	jobs := res.jobs
+	waits := make(map[string]bool) // keys whose later jobs wait
 	for i, f := range jobs {
 		if ctx.Err() != nil || hctx.Err() != nil {
 			return i, false, nil
+		}
+		if waits[f.key] {
+			continue
 		}
 		if charged[f.id] {
 			// Charged by this run already; its run's outcome was not
@@ -121,10 +130,74 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 			}
 			f.charged, charged[f.id] = true, true
 		}
-		if err := p.process(ctx, hctx, o, log, []fetched{f}); err != nil {
+		left, err := p.process(ctx, hctx, o, log, f)
+		if err != nil {
 			return i + 1, false, err
+		}
+		if left && f.key != "" {
+			waits[f.key] = true
 		}
 		delete(charged, f.id) // its outcome spent the charge: due again, it is charged anew
 	}
 	return len(jobs), true, nil
+}
+
+// process runs one job and records its outcome before returning. left
+// reports that the job stays pending and holds its key (a retry or snooze
+// of a job that holds its place, or a run whose outcome was not recorded).
+func (p *Processor) process(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, f fetched) (left bool, err error) {
+	r := &run{p: p, o: o, log: log}
+	if !r.settle(f) {
+		h := p.cfg.Workers.handlers[f.kind]
+		if h.runBatch != nil {
+			r.runBatch(hctx, []fetched{f}, h)
+		} else {
+			r.runOne(hctx, f, h)
+		}
+	}
+	var outs []outcome
+	var evs []event
+	for _, res := range r.results {
+		evs = append(evs, res.ev)
+		switch {
+		case res.rec != nil:
+			outs = append(outs, *res.rec)
+			left = left || res.rec.state == "pending" && f.holds
+		case res.ev.Outcome != OutcomeCompleted && res.ev.Outcome != OutcomeSkipped:
+			left = true
+		}
+	}
+	override := func(oc Outcome, err error) {
+		for i := range evs {
+			if evs[i].plain {
+				evs[i].Outcome, evs[i].Err = oc, err
+			}
+		}
+	}
+	switch {
+	case r.fenced != nil:
+		override(OutcomeFenced, r.fenced)
+		p.report(evs...)
+		return true, r.fenced
+	case len(outs) == 0:
+		p.report(evs...)
+		if len(evs) > 0 && evs[0].Outcome == OutcomeUnrecorded {
+			// Wait before fetching the same job again.
+			return true, fmt.Errorf("queue: the outcome of job %d could not be recorded: %w", f.id, evs[0].Err)
+		}
+		return left, nil
+	}
+	// Record the outcome even when ctx was just cancelled: the lease is
+	// held until Run returns, and the fence refuses a stale owner.
+	cctx, cancel := recordContext(ctx)
+	defer cancel()
+	_, err = p.completeFenced(cctx, p.pool, o, outs)
+	switch {
+	case errors.Is(err, fence.ErrFenced):
+		override(OutcomeFenced, err)
+	case err != nil:
+		override(OutcomeUnrecorded, err)
+	}
+	p.report(evs...)
+	return left || err != nil, err
 }

@@ -54,7 +54,8 @@ func TestDueJobsRunInRunAtThenIDOrder(t *testing.T) {
 	}
 	_, err := c.EnqueueMany(ctx, jobs...) // all due before the owner's first fetch
 	pgtest.Must(t, err)
-	worker(t, pool, "w1", ws, nil)
+	// One at a time, so that the handlers record the order they started in.
+	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PartitionConcurrency: 1}, false)
 	waitFinished(t, pool, 10*time.Second)
 	mu.Lock()
 	defer mu.Unlock()

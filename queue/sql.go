@@ -8,7 +8,7 @@ import (
 // queries holds every statement of the package, rendered for one schema.
 // The statements, with the reasoning behind each, are in internal/queuesql.
 type queries struct {
-	groups, enqueue, enqueuePlain, fetch, openRun, closeRun, completeFenced, retain, inspect, retry, stats, cancel, list string
+	groups, enqueue, enqueuePlain, fetch, openRun, closeRun, completeFenced, retain, inspect, retry, stats, cancel, list, waits string
 }
 
 func render(schema string) (queries, error) {
@@ -31,5 +31,6 @@ func render(schema string) (queries, error) {
 		stats:          r(queuesql.Stats),
 		cancel:         r(queuesql.Cancel),
 		list:           r(queuesql.List),
+		waits:          r(queuesql.Waits),
 	}, nil
 }

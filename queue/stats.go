@@ -51,3 +51,46 @@ func (c *Client) Stats(ctx context.Context, group string) ([]PartitionStats, err
 	}
 	return stats, nil
 }
+
+// Wait is a key of a group whose later jobs wait behind a job that is not
+// due: a job that holds its place (OrderStrict) and is scheduled for later,
+// retrying after a failure, or snoozed.
+type Wait struct {
+	Partition int
+	Key       string
+	// JobID is the job the key's later jobs wait behind.
+	JobID int64
+	// RunAt is when that job is due (the database's clock).
+	RunAt time.Time
+	// Attempt is how many attempts that job has spent: more than 0 when it
+	// is retrying after a failure.
+	Attempt int
+	// Waiting counts the key's due jobs waiting behind it.
+	Waiting int64
+}
+
+// Waits returns the keys of group whose due jobs wait behind a job that is
+// not due, the most held up first, at most limit (0 means 10; at most
+// 1000). It reads the group's pending keyed jobs once. An unknown group has
+// none.
+func (c *Client) Waits(ctx context.Context, group string, limit int) ([]Wait, error) {
+	switch {
+	case limit == 0:
+		limit = 10
+	case limit < 0 || limit > 1000:
+		return nil, fmt.Errorf("%w: limit %d is not in 1..1000", ErrInvalidFilter, limit)
+	}
+	rows, err := c.pool.Query(ctx, c.q.waits, group, limit)
+	if err != nil {
+		return nil, fmt.Errorf("queue: waits %q: %w", group, err)
+	}
+	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Wait, error) {
+		var w Wait
+		err := r.Scan(&w.JobID, &w.Partition, &w.Key, &w.RunAt, &w.Attempt, &w.Waiting)
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: waits %q: %w", group, err)
+	}
+	return ws, nil
+}

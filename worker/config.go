@@ -40,8 +40,9 @@ type Config struct {
 	// the pool: size the pool accordingly. Defaults to 100.
 	Concurrency int
 	// PartitionConcurrency is how many jobs of one partition run at once.
-	// They are jobs of different keys: a key's jobs always run one at a
-	// time, in order. Defaults to 1.
+	// They are jobs without a key or of different keys: a key's jobs always
+	// run one at a time, in order. Defaults to Concurrency (no cap below
+	// it); a larger value is capped at Concurrency, with a warning.
 	PartitionConcurrency int
 	// JobTimeout bounds each run of a handler; a run that times out is a
 	// failed attempt. Defaults to 1m; negative means no timeout.
@@ -59,8 +60,8 @@ type Config struct {
 	// RenewInterval, SafetyMargin, Clock, Rand and Hooks. Its Owner,
 	// Schema and Logger are ignored (ID, Schema and Logger apply).
 	Lease lease.Config
-	// Queue holds further processing settings: BatchSize, PollInterval,
-	// retry delays, UnknownKindDelay, Retention, Fence timeouts, Hooks and
+	// Queue holds further processing settings: BatchSize, Window,
+	// CompleteInterval, PollInterval, retry delays, UnknownKindDelay, Retention, Fence timeouts, Hooks and
 	// Rand. Its Schema, Workers, Concurrency, PartitionConcurrency,
 	// JobTimeout, StopGrace and Logger are ignored (the fields above apply).
 	Queue queue.ProcessorConfig

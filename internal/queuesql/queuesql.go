@@ -9,18 +9,20 @@ const Groups = `SELECT name, partitions FROM {{schema}}.groups WHERE name = ANY(
 // batch) is skipped. Each partition that received a job due now is notified
 // on channel $9 (delivered at commit; one notification per partition per
 // transaction), so its owner fetches at once instead of at its next poll;
-// with $9 NULL, none is (the client notifies later). The result has one row per input, by ordinality n,
-// with its id, or NULL for a skipped duplicate.
+// with $9 NULL, none is (the client notifies later). $10 says whether each
+// job holds its key's later jobs while it waits (see migration 0006). The
+// result has one row per input, by ordinality n, with its id, or NULL for a
+// skipped duplicate.
 const Enqueue = `
 WITH t AS MATERIALIZED (
-    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, r, u, n
-    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[])
-         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, n)
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, r, u, h, n
+    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[], $10::bool[])
+         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, h, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key, holds)
     OVERRIDING SYSTEM VALUE
-    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u FROM t ORDER BY n
+    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u, h FROM t ORDER BY n
     ON CONFLICT (group_name, unique_key) WHERE unique_key IS NOT NULL AND state = 'pending' DO NOTHING
     RETURNING id, group_name, partition, run_at),
 woken AS (
@@ -31,37 +33,82 @@ SELECT t.n, ins.id FROM t LEFT JOIN ins USING (id) CROSS JOIN woken ORDER BY t.n
 
 // EnqueuePlain is Enqueue for jobs none of which has a unique key: every
 // row is inserted, so the ids map back to the inputs without a join, and no
-// conflict check runs. $8 is the notification channel (NULL: none).
+// conflict check runs. $8 is the notification channel (NULL: none), $9
+// the holds flags.
 const EnqueuePlain = `
 WITH t AS MATERIALIZED (
-    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, n
-    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[])
-         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, n)
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, h, n
+    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $9::bool[])
+         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, h, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds)
     OVERRIDING SYSTEM VALUE
-    SELECT id, g, p, k, kind, a, m, r FROM t ORDER BY n),
+    SELECT id, g, p, k, kind, a, m, r, h FROM t ORDER BY n),
 woken AS (
     SELECT count(*) AS partitions FROM (
         SELECT pg_notify($8, d.p || ':' || d.g)
         FROM (SELECT DISTINCT g, p FROM t WHERE $8::text IS NOT NULL AND r <= clock_timestamp()) AS d) AS x)
 SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 
-// Fetch reads the due jobs of one partition, without locks: only the
-// partition's owner reads them. A job waits while an earlier pending job of
-// its key exists, so jobs of a key run one at a time, in order, across
-// retries.
+// Fetch reads due jobs of one partition, without locks: only the
+// partition's owner reads them. $1 group, $2 partition, $3 how many due jobs
+// to look at (the window), $4 the ids the owner has in flight (fetched, not
+// yet recorded: never returned again), $5 keys to skip (the owner knows
+// they wait).
+//
+// A keyless job is returned as soon as it is in the window: it waits for no
+// other job. For each key in the window, the statement reads the key's first
+// pending jobs in id order (not in flight, and holding their place or due;
+// as many as the window has of the key, through jobs_key), and returns the
+// longest due prefix of that list: the key's consecutive due jobs, which
+// the owner runs one at a time in id order. A key whose first such job is
+// not due is returned as a row without kind, naming that job (the one the
+// key waits behind) and how long until it is due, so that the owner skips
+// the key for a while.
+//
+// Its cost is bounded by the window, the jobs in flight and the keys in the
+// window, never by a key's backlog: the window walks jobs_due in (run_at,
+// id) order past the ids in flight, and each key's probe reads at most the
+// key's jobs in flight plus its jobs in the window. Every step is a
+// MATERIALIZED CTE or a LATERAL probe with its index named by its ORDER BY,
+// so the plan needs no statistics. Rows come in (run_at, id) order, each
+// with the window's size; a key's jobs are run in id order.
 const Fetch = `
-SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at
-FROM {{schema}}.jobs AS j
-WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_at <= clock_timestamp()
-  AND NOT EXISTS (
-      SELECT FROM {{schema}}.jobs AS e
-      WHERE e.group_name = j.group_name AND e.partition = j.partition AND e.key = j.key
-        AND e.state = 'pending' AND e.id < j.id)
-ORDER BY j.run_at, j.id
-LIMIT $3`
+WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
+w AS MATERIALIZED (
+    SELECT j.id, j.key
+    FROM {{schema}}.jobs AS j
+    WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending'
+      AND j.run_at <= (SELECT now FROM c)
+      AND j.id <> ALL($4::bigint[]) AND j.key <> ALL($5::text[])
+    ORDER BY j.run_at, j.id
+    LIMIT $3),
+k AS MATERIALIZED (
+    SELECT w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.key),
+f AS MATERIALIZED (
+    SELECT k.key, e.id, e.run_at, e.run_at <= c.now AS due,
+           bool_and(e.run_at <= c.now) OVER (PARTITION BY k.key ORDER BY e.id) AS runs,
+           row_number() OVER (PARTITION BY k.key ORDER BY e.id) AS pos
+    FROM k CROSS JOIN c CROSS JOIN LATERAL (
+        SELECT e.id, e.run_at FROM {{schema}}.jobs AS e
+        WHERE e.group_name = $1 AND e.partition = $2 AND e.key = k.key AND e.key <> ''
+          AND e.state = 'pending' AND e.id <> ALL($4::bigint[]) AND (e.holds OR e.run_at <= c.now)
+        ORDER BY e.id
+        LIMIT k.n) AS e),
+ok AS (
+    SELECT f.id FROM f WHERE f.runs
+    UNION ALL
+    SELECT w.id FROM w WHERE w.key = '')
+SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.holds,
+       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at
+FROM ok CROSS JOIN LATERAL (
+    SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j -- LIMIT: a primary-key probe per row, never a join over the table
+UNION ALL
+SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
+       greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at
+FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
+ORDER BY 11, 1`
 
 // OpenRun records grant $3 as the one running partition $2 of group $1
 // (see migration 0005). It returns the token it found (NULL: no run was
@@ -137,11 +184,18 @@ DELETE FROM {{schema}}.jobs
 WHERE group_name = $1 AND partition = $2 AND state <> 'pending'
   AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
 
-// Inspect reads one job, with the columns of List.
+// Inspect reads one job, with the columns of List, and the job it waits
+// behind: for a pending keyed job, the first earlier pending job of its key
+// that holds its place or is due (NULL: none; the job is its key's next).
 const Inspect = `
-SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
-       finished_at, finished_token, errors, coalesce(unique_key, '')
-FROM {{schema}}.jobs WHERE id = $1`
+SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at, j.created_at,
+       j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
+       (SELECT e.id FROM {{schema}}.jobs AS e
+        WHERE j.state = 'pending' AND j.key <> '' AND e.group_name = j.group_name AND e.partition = j.partition
+          AND e.key = j.key AND e.key <> '' AND e.state = 'pending' AND e.id < j.id
+          AND (e.holds OR e.run_at <= clock_timestamp())
+        ORDER BY e.id LIMIT 1)
+FROM {{schema}}.jobs AS j WHERE j.id = $1`
 
 // Retry puts finished-but-failed jobs (discarded or cancelled) back to
 // pending, due now, with their attempts reset and their errors kept. A job
@@ -200,7 +254,7 @@ RETURNING id`
 // among recent jobs, a scan of the group's jobs when nothing matches.
 const List = `
 SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
-       finished_at, finished_token, errors, coalesce(unique_key, '')
+       finished_at, finished_token, errors, coalesce(unique_key, ''), holds, NULL::bigint
 FROM {{schema}}.jobs
 WHERE group_name = $1
   AND ($2::text IS NULL OR state = $2)
@@ -209,3 +263,25 @@ WHERE group_name = $1
   AND ($5::bigint IS NULL OR id < $5)
 ORDER BY id DESC
 LIMIT $6`
+
+// Waits lists the keys of group $1 whose next job waits (a job holding its
+// place, scheduled for later, retrying or snoozed) while later jobs of the
+// key are due: the job they wait behind, when it is due, its attempts, and
+// how many due jobs wait behind it; at most $2, the most held up first. It
+// walks the group's pending keyed jobs once, through jobs_key, so its cost
+// follows the keyed backlog (like Stats).
+const Waits = `
+WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
+heads AS MATERIALIZED (
+    SELECT DISTINCT ON (j.partition, j.key) j.id, j.partition, j.key, j.run_at, j.attempt
+    FROM {{schema}}.jobs AS j CROSS JOIN c
+    WHERE j.group_name = $1 AND j.state = 'pending' AND j.key <> '' AND (j.holds OR j.run_at <= c.now)
+    ORDER BY j.partition, j.key, j.id)
+SELECT h.id, h.partition, h.key, h.run_at, h.attempt, b.n
+FROM heads AS h CROSS JOIN c CROSS JOIN LATERAL (
+    SELECT count(*) AS n FROM {{schema}}.jobs AS e
+    WHERE e.group_name = $1 AND e.partition = h.partition AND e.key = h.key AND e.key <> ''
+      AND e.state = 'pending' AND e.id > h.id AND e.run_at <= c.now) AS b
+WHERE h.run_at > c.now AND b.n > 0
+ORDER BY b.n DESC, h.id
+LIMIT $2`

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/queuesql"
+)
+
+func init() {
+	register(suite{
+		name:    "explain",
+		summary: "EXPLAIN (ANALYZE, BUFFERS) of the queue's fetch, before and after issue 12, on unanalysed and analysed tables",
+		run:     runExplain,
+	})
+}
+
+// explainOldFetch is the fetch before issue 12: a job waits while an
+// earlier pending job of its key exists, checked per candidate.
+const explainOldFetch = `
+SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at
+FROM leasehold.jobs AS j
+WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_at <= clock_timestamp()
+  AND NOT EXISTS (
+      SELECT FROM leasehold.jobs AS e
+      WHERE e.group_name = j.group_name AND e.partition = j.partition AND e.key = j.key
+        AND e.state = 'pending' AND e.id < j.id)
+ORDER BY j.run_at, j.id
+LIMIT $3`
+
+// explainCase is one partition's backlog and the fetch the owner sends.
+type explainCase struct {
+	name      string
+	partition int
+	fill      string // INSERT of the partition's jobs ($1: partition)
+	inFlight  int    // the first ids of the partition, held by the owner
+	skip      []string
+}
+
+var explainCases = []explainCase{
+	{name: "hot key: 20,000 due jobs of one key, 200 in flight", partition: 0, inFlight: 200,
+		fill: `SELECT 'g', $1, 'hot', 'noop', '{}', 25, true, now() - interval '1 hour' + i * interval '1 ms' FROM generate_series(1, 20000) AS i`},
+	{name: "many keys: 560 due jobs of 560 keys", partition: 1,
+		fill: `SELECT 'g', $1, 'k' || i, 'noop', '{}', 25, true, now() - interval '1 hour' + i * interval '1 ms' FROM generate_series(1, 560) AS i`},
+	{name: "keyless: 20,000 due jobs without a key", partition: 2,
+		fill: `SELECT 'g', $1, '', 'noop', '{}', 25, true, now() - interval '1 hour' + i * interval '1 ms' FROM generate_series(1, 20000) AS i`},
+	{name: "waiting key: its head retries in an hour, 20,000 due jobs behind it, 100 other keys due; the key is skipped (known waiting)", partition: 3, skip: []string{"held"},
+		fill: `SELECT 'g', $1, CASE WHEN i <= 20001 THEN 'held' ELSE 'k' || i END, 'noop', '{}', 25, true,
+		       CASE WHEN i = 1 THEN now() + interval '1 hour' ELSE now() - interval '1 hour' + i * interval '1 ms' END
+		       FROM generate_series(1, 20101) AS i`},
+}
+
+func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newSuiteFlags("explain", stderr)
+	verbose := fs.Bool("plans", false, "print every plan in full, not only the summary")
+	if err := parseSuiteFlags(fs, args); err != nil {
+		return err
+	}
+	url, where, cleanup, err := database(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	fmt.Fprintf(stderr, "server: %s\n", where)
+	if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS leasehold CASCADE`); err != nil {
+		return err
+	}
+	if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{}); err != nil {
+		return err
+	}
+	setup := []string{
+		`ALTER TABLE leasehold.jobs SET (autovacuum_enabled = false)`,
+		`INSERT INTO leasehold.groups (name, partitions) VALUES ('g', 16)`,
+	}
+	for _, s := range setup {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	for _, c := range explainCases {
+		if _, err := pool.Exec(ctx, `INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, holds, run_at) `+c.fill, c.partition); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	q, err := migrations.Schema("")
+	if err != nil {
+		return err
+	}
+	fetch := migrations.Render(queuesql.Fetch, q)
+	fmt.Fprintf(stdout, "| case | table | fetch | returned | buffers | execution |\n|---|---|---|---|---|---|\n")
+	var plans strings.Builder
+	for _, analysed := range []bool{false, true} {
+		table := "never analysed"
+		if analysed {
+			table = "analysed"
+			if _, err := pool.Exec(ctx, `ANALYZE leasehold.jobs`); err != nil {
+				return err
+			}
+		}
+		for _, c := range explainCases {
+			var ids []int64
+			rows, err := pool.Query(ctx, `SELECT id FROM leasehold.jobs WHERE partition = $1 ORDER BY id LIMIT $2`, c.partition, c.inFlight)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			skip := c.skip
+			if skip == nil {
+				skip = []string{}
+			}
+			if ids == nil {
+				ids = []int64{}
+			}
+			for _, f := range []struct {
+				name, sql string
+				args      []any
+			}{
+				{"before (NOT EXISTS per candidate)", explainOldFetch, []any{"g", c.partition, 100}},
+				{"after (window and per-key probe)", fetch, []any{"g", c.partition, 100, ids, skip}},
+			} {
+				e, err := explainOne(ctx, pool, f.sql, f.args...)
+				if err != nil {
+					return fmt.Errorf("%s, %s: %w", c.name, f.name, err)
+				}
+				fmt.Fprintf(stdout, "| %s | %s | %s | %d | %d | %.2f ms |\n", c.name, table, f.name, e.rows, e.buffers, e.ms)
+				fmt.Fprintf(&plans, "\n### %s, %s, %s\n\n```\n%s```\n", c.name, table, f.name, e.text)
+			}
+		}
+	}
+	if *verbose {
+		fmt.Fprint(stdout, plans.String())
+	}
+	return nil
+}
+
+// explained is one EXPLAIN (ANALYZE, BUFFERS).
+type explained struct {
+	text    string
+	rows    int
+	buffers int
+	ms      float64
+}
+
+func explainOne(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (explained, error) {
+	var e explained
+	var doc string
+	if err := pool.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+sql, args...).Scan(&doc); err != nil {
+		return e, err
+	}
+	var parsed []struct {
+		Plan struct {
+			Rows int `json:"Actual Rows"`
+			Hit  int `json:"Shared Hit Blocks"`
+			Read int `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+		Execution float64 `json:"Execution Time"`
+	}
+	if err := json.Unmarshal([]byte(doc), &parsed); err != nil {
+		return e, err
+	}
+	e.rows, e.buffers, e.ms = parsed[0].Plan.Rows, parsed[0].Plan.Hit+parsed[0].Plan.Read, parsed[0].Execution
+	rows, err := pool.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF, SUMMARY ON) `+sql, args...)
+	if err != nil {
+		return e, err
+	}
+	var b strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return e, err
+		}
+		b.WriteString(line + "\n")
+	}
+	e.text = b.String()
+	return e, rows.Err()
+}

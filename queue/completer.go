@@ -1,0 +1,172 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/partition"
+)
+
+// A completer records the outcomes of one grant's runs, many at a time, in
+// the fenced statement of completeFenced, while the pipeline goes on running
+// jobs: a slow job delays no other job's completion, and a run that stalls
+// past the lease voids only its own outcome. Outcomes are recorded in the
+// order they were added. A statement that fails (other than by the fence)
+// is tried again with the outcomes added since, until it succeeds or the
+// grant ends, so a key's outcomes are never recorded out of order.
+
+// record is one outcome handed to the completer.
+type record struct {
+	rec outcome
+	ev  event
+	key string // the job's key ("" for none), for the pipeline's bookkeeping
+}
+
+// recorded is the completer's answer for records it is done with: recorded,
+// or refused (err, fenced or not).
+type recorded struct {
+	recs []record
+	err  error
+}
+
+type completer struct {
+	p     *Processor
+	o     partition.Ownership
+	log   *slog.Logger
+	lease context.Context // done when the grant's lease ends: stop retrying
+
+	mu      sync.Mutex
+	buf     []record
+	first   time.Time // when the oldest record in buf was added
+	closing bool
+	done    []recorded // answers not yet taken by the pipeline
+
+	kick  chan struct{} // cap 1: records added, or closing
+	ready chan struct{} // cap 1: answers to take
+	ended chan struct{} // closed when the completer has stopped
+}
+
+func newCompleter(p *Processor, o partition.Ownership, log *slog.Logger, lease context.Context) *completer {
+	c := &completer{p: p, o: o, log: log, lease: lease,
+		kick: make(chan struct{}, 1), ready: make(chan struct{}, 1), ended: make(chan struct{})}
+	go c.loop()
+	return c
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// add hands records to the completer.
+func (c *completer) add(rs ...record) {
+	if len(rs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	if len(c.buf) == 0 {
+		c.first = time.Now()
+	}
+	c.buf = append(c.buf, rs...)
+	c.mu.Unlock()
+	signal(c.kick)
+}
+
+// answers takes the answers ready so far.
+func (c *completer) answers() []recorded {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.done
+	c.done = nil
+	return a
+}
+
+// close records what is left, once, and stops; ended is closed then.
+func (c *completer) close() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	signal(c.kick)
+}
+
+func (c *completer) answer(a recorded) {
+	c.mu.Lock()
+	c.done = append(c.done, a)
+	c.mu.Unlock()
+	signal(c.ready)
+}
+
+func (c *completer) loop() {
+	defer close(c.ended)
+	interval, size := c.p.cfg.CompleteInterval, c.p.cfg.BatchSize
+	retry := time.Duration(0)
+	for {
+		c.mu.Lock()
+		n, closing, wait := len(c.buf), c.closing, time.Until(c.first.Add(interval))
+		c.mu.Unlock()
+		switch {
+		case n == 0 && closing:
+			return
+		case n == 0 || !closing && n < size && wait > 0:
+			t := time.NewTimer(max(wait, time.Millisecond))
+			if n == 0 {
+				t.Stop()
+			}
+			select {
+			case <-c.kick:
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
+		c.mu.Lock()
+		recs := c.buf[:min(len(c.buf), 10*size)]
+		c.mu.Unlock()
+		err := c.flush(recs)
+		var fe *fence.FencedError
+		switch {
+		case err == nil, errors.As(err, &fe), c.lease.Err() != nil, closing:
+			// Done with them: recorded, refused by the fence, or not
+			// recordable any more (the grant ended).
+			c.mu.Lock()
+			c.buf = c.buf[len(recs):]
+			if len(c.buf) > 0 {
+				c.first = time.Now()
+			}
+			c.mu.Unlock()
+			c.answer(recorded{recs: recs, err: err})
+			retry = 0
+			if err != nil && !errors.As(err, &fe) {
+				c.log.Warn("queue: outcomes not recorded; their jobs run again", "jobs", len(recs), "err", err)
+			}
+		default:
+			// A database error: try again, with the records added since.
+			retry = min(max(2*retry, 50*time.Millisecond), time.Second)
+			c.log.Warn("queue: recording outcomes failed; retrying", "jobs", len(recs), "retry_in", retry, "err", err)
+			t := time.NewTimer(retry)
+			select {
+			case <-t.C:
+			case <-c.lease.Done():
+			}
+			t.Stop()
+		}
+	}
+}
+
+// flush records recs in one fenced statement.
+func (c *completer) flush(recs []record) error {
+	outs := make([]outcome, len(recs))
+	for i, r := range recs {
+		outs[i] = r.rec
+	}
+	ctx, cancel := recordContext(c.lease)
+	defer cancel()
+	_, err := c.p.completeFenced(ctx, c.p.pool, c.o, outs)
+	return err
+}

@@ -1,0 +1,64 @@
+package queue
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/partition"
+)
+
+// waiting is a key whose next job is not due: the fetch's report that the
+// key's later jobs wait behind job id for wait.
+type waiting struct {
+	key  string
+	id   int64
+	wait time.Duration
+}
+
+// fetchResult is what one fetch found.
+type fetchResult struct {
+	jobs    []fetched // in (run_at, id) order
+	waiting []waiting
+	// scanned is how many due jobs the fetch looked at: less than it was
+	// asked to, and the partition has no more due jobs it could see.
+	scanned int
+}
+
+// fetch reads up to n due jobs of the partition (see queuesql.Fetch),
+// leaving out the jobs in flight and the keys in skip.
+func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string) (fetchResult, error) {
+	if inFlight == nil {
+		inFlight = []int64{}
+	}
+	if skip == nil {
+		skip = []string{}
+	}
+	rows, err := p.pool.Query(ctx, p.q.fetch, o.Group, o.Partition, n, inFlight, skip)
+	if err != nil {
+		return fetchResult{}, err
+	}
+	var res fetchResult
+	var f fetched
+	var kind *string
+	var attempt, max *int
+	var created *time.Time
+	var holds *bool
+	var wait *int64
+	var scanned int
+	var runAt time.Time
+	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt}, func() error {
+		res.scanned = scanned
+		if kind == nil {
+			res.waiting = append(res.waiting, waiting{key: f.key, id: f.id, wait: time.Duration(*wait) * time.Microsecond})
+			return nil
+		}
+		j := f
+		j.kind, j.attempt, j.max, j.created, j.holds = *kind, *attempt, *max, *created, *holds
+		res.jobs = append(res.jobs, j)
+		f.args = nil // ForEachRow scans into the same variables: do not share args
+		return nil
+	})
+	return res, err
+}

@@ -1,0 +1,109 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/queuesql"
+)
+
+// oldFetch is the fetch that the pipeline's replaced: a job waits while an
+// earlier pending job of its key exists, checked for every candidate, so a
+// fetch walks a key's whole backlog to return its head. It is the negative
+// control of the cost test.
+const oldFetch = `
+SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at
+FROM leasehold.jobs AS j
+WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_at <= clock_timestamp()
+  AND NOT EXISTS (
+      SELECT FROM leasehold.jobs AS e
+      WHERE e.group_name = j.group_name AND e.partition = j.partition AND e.key = j.key
+        AND e.state = 'pending' AND e.id < j.id)
+ORDER BY j.run_at, j.id
+LIMIT $3`
+
+// explain runs EXPLAIN (ANALYZE, BUFFERS) of sql and returns the buffers
+// the statement touched and the plan.
+func explain(t *testing.T, ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (int, string) {
+	t.Helper()
+	var plan string
+	pgtest.Must(t, pool.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+sql, args...).Scan(&plan))
+	var doc []struct {
+		Plan struct {
+			Hit  int `json:"Shared Hit Blocks"`
+			Read int `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+	}
+	pgtest.Must(t, json.Unmarshal([]byte(plan), &doc))
+	return doc[0].Plan.Hit + doc[0].Plan.Read, plan
+}
+
+// The fetch's cost does not grow with a key's backlog, on a table never
+// analysed: draining 20,000 jobs of one key touches about as many buffers
+// per fetch as draining 1,000, with the first 200 jobs in flight (as in the
+// pipeline), and the fetch returns the key's next 100 jobs at once. The
+// previous fetch, the control, touches many times more for the larger
+// backlog and returns one job.
+func TestFetchCostDoesNotGrowWithKeyBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, _ := setup(t)
+	_, err := pool.Exec(ctx, `ALTER TABLE leasehold.jobs SET (autovacuum_enabled = false)`) // never analysed
+	pgtest.Must(t, err)
+	backlogs := map[int]int{1: 1000, 2: 20000} // partition: jobs of key "hot"
+	for p, n := range backlogs {
+		_, err := pool.Exec(ctx, `INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at)
+			SELECT 'emails', $1, 'hot', 'step', '{}', 25, clock_timestamp() - interval '1 hour' + i * interval '1 microsecond'
+			FROM generate_series(1, $2) AS i`, p, n)
+		pgtest.Must(t, err)
+	}
+	var analysed bool
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL
+		FROM pg_stat_user_tables WHERE relname = 'jobs'`).Scan(&analysed))
+	if analysed {
+		t.Fatal("the jobs table was analysed; the test is about plans without statistics")
+	}
+	q, err := migrations.Schema("")
+	pgtest.Must(t, err)
+	fetch := migrations.Render(queuesql.Fetch, q)
+	cost := map[int]int{}
+	oldCost := map[int]int{}
+	for p := range backlogs {
+		var inFlight []int64
+		rows, err := pool.Query(ctx, `SELECT id FROM leasehold.jobs WHERE partition = $1 ORDER BY id LIMIT 200`, p)
+		pgtest.Must(t, err)
+		for rows.Next() {
+			var id int64
+			pgtest.Must(t, rows.Scan(&id))
+			inFlight = append(inFlight, id)
+		}
+		pgtest.Must(t, rows.Err())
+		var plan string
+		cost[p], plan = explain(t, ctx, pool, fetch, "emails", p, 100, inFlight, []string{})
+		if strings.Contains(plan, "Seq Scan") {
+			t.Errorf("the fetch plans a sequential scan on an unanalysed table:\n%s", plan)
+		}
+		var got int
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM (`+fetch+`) AS f WHERE f.kind IS NOT NULL`,
+			"emails", p, 100, inFlight, []string{}).Scan(&got))
+		if got != 100 {
+			t.Errorf("partition %d: the fetch returned %d of the key's next jobs; want 100", p, got)
+		}
+		oldCost[p], _ = explain(t, ctx, pool, oldFetch, "emails", p, 100)
+	}
+	t.Logf("buffers per fetch: 1,000 jobs of one key %d, 20,000: %d (control, the previous fetch: %d and %d)",
+		cost[1], cost[2], oldCost[1], oldCost[2])
+	if cost[2] > 2*cost[1]+20 {
+		t.Errorf("a fetch touches %d buffers with 20,000 jobs of one key, %d with 1,000: it grows with the backlog", cost[2], cost[1])
+	}
+	if oldCost[2] < 5*oldCost[1] {
+		t.Errorf("control: the previous fetch touched %d buffers with 20,000 jobs of one key and %d with 1,000; "+
+			"want it to grow with the backlog, or this test cannot tell", oldCost[2], oldCost[1])
+	}
+}

@@ -1,0 +1,396 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/partition"
+)
+
+// The pipeline runs one grant's jobs. It keeps fetching while jobs run, up
+// to Window jobs held (fetched and not yet settled: waiting for their key's
+// earlier job, waiting for a handler slot, running, or waiting for their
+// outcome to be recorded), and never fetches a job it holds. Keyless jobs
+// run as soon as a slot is free. A key's jobs form a line: they run one at
+// a time, in id order, the next starting when the one before it ended (for
+// a transactional job, once the outcomes of the key's earlier jobs are
+// recorded too). A job of a key that fails or snoozes and holds its place
+// stalls its line: the key's later jobs are dropped from memory (they stay
+// pending) and the key is skipped by fetches until that outcome is
+// recorded; the database then makes them wait behind it. Outcomes go to a
+// completer that records them in batches while jobs go on running.
+
+// maxSkip bounds how long a key found waiting is skipped by fetches, in
+// PollIntervals: a job that waits for an hour may be cancelled meanwhile.
+const maxSkip = 10
+
+// maxSkipKeys bounds the keys a fetch is asked to skip.
+const maxSkipKeys = 1000
+
+// line is the pipeline's state of one key.
+type line struct {
+	key        string
+	queue      []fetched // fetched jobs of the key waiting their turn, in id order
+	busy       bool      // a job of the key is ready or running
+	unrecorded int       // outcomes of the key's jobs handed to the completer, not yet recorded
+	stalled    bool      // a job of the key waits: the later ones are not run
+}
+
+type pipeline struct {
+	p         *Processor
+	o         partition.Ownership
+	log       *slog.Logger
+	ctx, hctx context.Context
+	comp      *completer
+	window    int
+
+	held    map[int64]bool       // fetched, not settled: never fetched again
+	cool    map[int64]time.Time  // held jobs whose run could not be recorded: fetched again after
+	lines   map[string]*line     // by key
+	skip    map[string]time.Time // keys that wait: skipped by fetches until then
+	ready   []fetched            // jobs whose turn it is, waiting for a slot
+	running int                  // units running
+	done    chan *run            // units that ended
+
+	fenced   error
+	lost     bool // an outcome could not be recorded: the run did not end cleanly
+	more     bool // the last fetch saw a full window: fetch again when there is room
+	poke     bool // woken, or polled: fetch when there is room
+	retained time.Time
+}
+
+// pipeline runs o's jobs until ctx or hctx ends or the fence refuses a
+// write, then waits for the running jobs and records their outcomes. It
+// reports whether it ended cleanly: every job it started has its outcome
+// recorded, or was interrupted without one.
+func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}) bool {
+	lctx := context.Background()
+	if o.Lease != nil {
+		lctx = o.Lease.Context()
+	}
+	pl := &pipeline{p: p, o: o, log: log, ctx: ctx, hctx: hctx, window: p.cfg.Window,
+		comp: newCompleter(p, o, log, lctx),
+		held: make(map[int64]bool), cool: make(map[int64]time.Time), lines: make(map[string]*line),
+		skip: make(map[string]time.Time), done: make(chan *run, p.cfg.Window+1), poke: true}
+	timer := time.NewTimer(p.cfg.PollInterval)
+	defer timer.Stop()
+	for {
+		stopping := ctx.Err() != nil || hctx.Err() != nil || pl.fenced != nil
+		if stopping && pl.running == 0 {
+			break
+		}
+		if !stopping {
+			pl.thaw()
+			if pl.room() > 0 && (pl.poke || pl.more) {
+				pl.fetch()
+				timer.Reset(p.cfg.PollInterval)
+				continue
+			}
+			pl.retain()
+		}
+		var slots chan struct{}
+		var ctxDone, hctxDone <-chan struct{}
+		if !stopping {
+			ctxDone, hctxDone = ctx.Done(), hctx.Done()
+			if len(pl.ready) > 0 && pl.running < p.cfg.PartitionConcurrency {
+				slots = p.slots
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+			pl.start()
+		case r := <-pl.done:
+			pl.finish(r)
+		case <-pl.comp.ready:
+			pl.answers()
+		case <-wake:
+			pl.poke = true
+		case <-timer.C:
+			pl.poke = true
+			timer.Reset(p.cfg.PollInterval)
+		case <-ctxDone:
+		case <-hctxDone:
+		}
+	}
+	pl.comp.close()
+	for {
+		select {
+		case <-pl.comp.ready:
+			pl.answers()
+			continue
+		case <-pl.comp.ended:
+			pl.answers()
+		}
+		break
+	}
+	return pl.fenced == nil && !pl.lost
+}
+
+// room is how many more jobs the pipeline may hold.
+func (pl *pipeline) room() int { return pl.window - len(pl.held) }
+
+// thaw lets go of the jobs and keys whose wait is over.
+func (pl *pipeline) thaw() {
+	if len(pl.cool) == 0 && len(pl.skip) == 0 {
+		return
+	}
+	now := time.Now()
+	for id, t := range pl.cool {
+		if now.After(t) {
+			delete(pl.cool, id)
+			delete(pl.held, id)
+			pl.poke = true
+		}
+	}
+	for k, t := range pl.skip {
+		if now.After(t) {
+			delete(pl.skip, k)
+			pl.poke = true
+		}
+	}
+}
+
+// fetch reads more due jobs and hands them out.
+func (pl *pipeline) fetch() {
+	n := min(pl.p.cfg.BatchSize, pl.room())
+	ids := make([]int64, 0, len(pl.held))
+	for id := range pl.held {
+		ids = append(ids, id)
+	}
+	skip := make([]string, 0, len(pl.skip))
+	for k := range pl.skip {
+		skip = append(skip, k)
+	}
+	for k, ln := range pl.lines {
+		if ln.stalled {
+			skip = append(skip, k)
+		}
+	}
+	pl.poke = false
+	res, err := pl.p.fetch(pl.ctx, pl.o, n, ids, skip[:min(len(skip), maxSkipKeys)])
+	if err != nil {
+		pl.more = false
+		if pl.ctx.Err() == nil {
+			pl.log.Warn("queue: fetch failed", "err", err)
+		}
+		return
+	}
+	now := time.Now()
+	for _, w := range res.waiting {
+		pl.skip[w.key] = now.Add(min(w.wait, maxSkip*pl.p.cfg.PollInterval))
+	}
+	// Every job into its line first, then the lines advance: a key's jobs
+	// come in (run_at, id) order but run in id order.
+	var touched []*line
+	for _, f := range res.jobs {
+		if ln := pl.dispatch(f); ln != nil {
+			touched = append(touched, ln)
+		}
+	}
+	for _, ln := range touched {
+		pl.advance(ln)
+	}
+	pl.more = res.scanned == n && (len(res.jobs) > 0 || len(res.waiting) > 0)
+}
+
+// dispatch takes in a fetched job: ready at once if it has no key, else
+// queued in its key's line, which it returns (to be advanced).
+func (pl *pipeline) dispatch(f fetched) *line {
+	if pl.held[f.id] {
+		return nil
+	}
+	pl.held[f.id] = true
+	if f.key == "" {
+		pl.ready = append(pl.ready, f)
+		return nil
+	}
+	ln := pl.lines[f.key]
+	if ln == nil {
+		ln = &line{key: f.key}
+		pl.lines[f.key] = ln
+	}
+	if ln.stalled {
+		delete(pl.held, f.id)
+		return nil
+	}
+	i, _ := slices.BinarySearchFunc(ln.queue, f.id, func(q fetched, id int64) int { return cmp.Compare(q.id, id) })
+	ln.queue = slices.Insert(ln.queue, i, f)
+	return ln
+}
+
+// advance makes the next job of a line ready, if it may start.
+func (pl *pipeline) advance(ln *line) {
+	if ln.busy || ln.stalled {
+		return
+	}
+	if len(ln.queue) == 0 {
+		if ln.unrecorded == 0 {
+			delete(pl.lines, ln.key)
+		}
+		return
+	}
+	f := ln.queue[0]
+	if h, ok := pl.p.cfg.Workers.handlers[f.kind]; ok && h.tx && ln.unrecorded > 0 {
+		// It commits on its own: not before the key's earlier outcomes.
+		return
+	}
+	ln.queue = ln.queue[1:]
+	ln.busy = true
+	pl.ready = append(pl.ready, f)
+}
+
+// stall stops a line: its queued jobs are let go (they stay pending), and
+// the key is skipped by fetches until its unrecorded outcomes are recorded.
+func (pl *pipeline) stall(ln *line) {
+	for _, f := range ln.queue {
+		delete(pl.held, f.id)
+	}
+	ln.queue, ln.busy, ln.stalled = nil, false, true
+	if ln.unrecorded == 0 {
+		delete(pl.lines, ln.key)
+	}
+}
+
+// start starts the first ready job (with the ready jobs of its kind, for a
+// batch handler) on the slot the caller took.
+func (pl *pipeline) start() {
+	p := pl.p
+	f := pl.ready[0]
+	pl.ready = pl.ready[1:]
+	pl.running++
+	r := &run{p: p, o: pl.o, log: pl.log}
+	if r.settle(f) {
+		<-p.slots
+		pl.finish(r)
+		return
+	}
+	h := p.cfg.Workers.handlers[f.kind]
+	fs := []fetched{f}
+	if h.runBatch != nil {
+		rest := pl.ready[:0]
+		for _, g := range pl.ready {
+			if g.kind == f.kind && len(fs) < p.cfg.BatchSize && g.attempt < g.max && h.decodes(r.work(g)) == nil {
+				fs = append(fs, g)
+			} else {
+				rest = append(rest, g)
+			}
+		}
+		pl.ready = rest
+	}
+	go func() {
+		if h.runBatch != nil {
+			r.runBatch(pl.hctx, fs, h)
+		} else {
+			r.runOne(pl.hctx, f, h)
+		}
+		<-p.slots
+		pl.done <- r
+	}()
+}
+
+// finish takes in the results of a unit that ended.
+func (pl *pipeline) finish(r *run) {
+	pl.running--
+	if r.fenced != nil && pl.fenced == nil {
+		pl.fenced = r.fenced
+		pl.log.Warn("queue: fenced: a newer owner has the partition", "err", r.fenced)
+	}
+	var recs []record
+	for _, res := range r.results {
+		f := res.f
+		ln := pl.lines[f.key] // nil for a keyless job
+		if ln != nil {
+			ln.busy = false
+		}
+		if res.rec != nil {
+			recs = append(recs, record{rec: *res.rec, ev: res.ev, key: f.key})
+			if ln == nil {
+				continue
+			}
+			ln.unrecorded++
+			if res.rec.state == "pending" && f.holds && res.ev.Outcome != OutcomeInterrupted {
+				pl.stall(ln) // it waits, and its key waits behind it
+			} else {
+				pl.advance(ln)
+			}
+			continue
+		}
+		pl.p.report(res.ev)
+		switch res.ev.Outcome {
+		case OutcomeCompleted, OutcomeSkipped:
+			delete(pl.held, f.id)
+			if ln != nil {
+				pl.advance(ln)
+			}
+		case OutcomeUnrecorded:
+			// The processor's own failure (a lock timeout at the fence
+			// check, a lost connection at commit): the job stays pending.
+			// Fetch it again a little later, and its key's jobs after it.
+			until := time.Now().Add(pl.p.cfg.PollInterval)
+			pl.cool[f.id] = until
+			if ln != nil {
+				pl.skip[f.key] = until
+				pl.stall(ln)
+			}
+		default: // fenced or interrupted: the run is ending
+			delete(pl.held, f.id)
+			if ln != nil {
+				pl.stall(ln)
+			}
+		}
+	}
+	pl.comp.add(recs...)
+}
+
+// answers takes in what the completer recorded.
+func (pl *pipeline) answers() {
+	var fe *fence.FencedError
+	for _, a := range pl.comp.answers() {
+		fenced := errors.As(a.err, &fe)
+		if fenced && pl.fenced == nil {
+			pl.fenced = a.err
+			pl.log.Warn("queue: fenced: a newer owner has the partition", "err", a.err)
+		}
+		if a.err != nil && !fenced {
+			pl.lost = true
+		}
+		for _, r := range a.recs {
+			delete(pl.held, r.rec.id)
+			ev := r.ev
+			switch {
+			case fenced && ev.plain:
+				ev.Outcome, ev.Err = OutcomeFenced, a.err
+			case a.err != nil && ev.plain:
+				ev.Outcome, ev.Err = OutcomeUnrecorded, a.err
+			}
+			pl.p.report(ev)
+			if ln := pl.lines[r.key]; ln != nil {
+				ln.unrecorded--
+				if ln.stalled && ln.unrecorded == 0 {
+					delete(pl.lines, ln.key)
+					pl.poke = true
+				} else {
+					pl.advance(ln)
+				}
+			}
+		}
+	}
+}
+
+// retain deletes the partition's old finished jobs, at most once a minute,
+// when the pipeline is idle.
+func (pl *pipeline) retain() {
+	if len(pl.held) > 0 || pl.running > 0 || time.Since(pl.retained) < time.Minute {
+		return
+	}
+	pl.retained = time.Now()
+	p := pl.p
+	if _, err := p.pool.Exec(pl.ctx, p.q.retain, pl.o.Group, pl.o.Partition, p.cfg.Retention.Microseconds()); err != nil && pl.ctx.Err() == nil {
+		pl.log.Warn("queue: deleting old finished jobs failed", "err", err)
+	}
+}
