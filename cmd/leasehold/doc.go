@@ -7,8 +7,8 @@
 //	leasehold demo [--json] [--database-url URL]
 //	leasehold chaos [--duration D] [--seed N] [--workers N] [--jobs M] [--json FILE] [--database-url URL]
 //	leasehold status [--group G]... [--all] [--json]
-//	leasehold enqueue --group G --kind K [--key K] [--args JSON] [--run-at T | --delay D]
-//	                  [--max-attempts N] [--unique-key U] [--json]
+//	leasehold enqueue --group G --kind K [--key K] [--ordering strict|non-blocking] [--args JSON]
+//	                  [--run-at T | --delay D] [--max-attempts N] [--unique-key U] [--json]
 //	leasehold enqueue - | --stdin [--group G] [--json]     (JSON lines on standard input)
 //	leasehold jobs show ID... [--json]
 //	leasehold jobs list --group G [--state S] [--kind K] [--partition P]... [--before ID] [--limit N] [--json]
@@ -45,7 +45,8 @@
 // an invariant fails.
 //
 // status shows, per group, each partition's owner, fencing token, lease
-// expiry and pending jobs, and each member's partitions and last heartbeat.
+// expiry and pending jobs, the keys whose due jobs wait behind a job that is
+// not due, and each member's partitions and last heartbeat.
 // enqueue enqueues a job given by flags, or JSON lines from standard input
 // (all of them in one transaction, or none; a malformed line is reported by
 // its number before anything is enqueued). jobs inspects, lists, retries and

@@ -32,7 +32,7 @@ type enqueueResult struct {
 
 func newEnqueueCmd() *cobra.Command {
 	var db dbFlags
-	var group, kind, key, args, runAt, uniqueKey string
+	var group, kind, key, ordering, args, runAt, uniqueKey string
 	var delay time.Duration
 	var maxAttempts int
 	var stdin bool
@@ -41,12 +41,15 @@ func newEnqueueCmd() *cobra.Command {
 		Short: "Enqueue jobs given by flags, or as JSON lines on standard input",
 		Long: "enqueue enqueues one job described by flags, or, with - or --stdin, one job per line of standard\n" +
 			"input, each a JSON object:\n\n" +
-			`  {"group":"emails","kind":"welcome","key":"user-42","args":{"user_id":42},` + "\n" +
+			`  {"group":"emails","kind":"welcome","key":"user-42","ordering":"strict","args":{"user_id":42},` + "\n" +
 			`   "run_at":"2026-12-01T09:00:00Z","delay":"5m","max_attempts":5,"unique_key":"welcome:42"}` + "\n\n" +
 			"Only kind is required (and group, unless --group gives it). All lines are read and checked first;\n" +
-			"a malformed line (bad JSON, an unknown field, no kind, an unknown group) fails the command, naming\n" +
-			"the line, and nothing is enqueued. The jobs are then enqueued in one transaction, in statements of\n" +
-			"1000: all of them or, on any error, none. Delays count on the database clock.",
+			"a malformed line (bad JSON, an unknown field, no kind, a bad ordering, an unknown group) fails the\n" +
+			"command, naming the line, and nothing is enqueued. The jobs are then enqueued in one transaction,\n" +
+			"in statements of 1000: all of them or, on any error, none. Delays count on the database clock.\n\n" +
+			"ordering (strict by default) says what a keyed job does to the later jobs of its key while it waits\n" +
+			"for a retry, a snooze or its run-at time: strict keeps them waiting behind it, non-blocking lets them\n" +
+			"run meanwhile. It is ignored for a job without a key, which waits for no job.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			if len(pos) == 1 {
@@ -57,7 +60,7 @@ func newEnqueueCmd() *cobra.Command {
 			}
 			var jobs []inputJob
 			if stdin {
-				for _, f := range []string{"kind", "key", "args", "run-at", "delay", "max-attempts", "unique-key"} {
+				for _, f := range []string{"kind", "key", "ordering", "args", "run-at", "delay", "max-attempts", "unique-key"} {
 					if cmd.Flags().Changed(f) {
 						return fmt.Errorf("--%s with --stdin: give it on each line (only --group is a default for the lines)", f)
 					}
@@ -67,7 +70,7 @@ func newEnqueueCmd() *cobra.Command {
 					return err
 				}
 			} else {
-				j, err := flagJob(cmd, group, kind, key, args, runAt, delay, maxAttempts, uniqueKey)
+				j, err := flagJob(cmd, group, kind, key, ordering, args, runAt, delay, maxAttempts, uniqueKey)
 				if err != nil {
 					return err
 				}
@@ -89,7 +92,8 @@ func newEnqueueCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&group, "group", "", "the job's group (with --stdin: of lines that name none)")
 	f.StringVar(&kind, "kind", "", "the job's kind (its handler's)")
-	f.StringVar(&key, "key", "", "the job's key: decides its partition and order")
+	f.StringVar(&key, "key", "", "the job's key: decides its partition and order (default none: no order)")
+	f.StringVar(&ordering, "ordering", "strict", "while the job waits, its key's later jobs wait behind it (strict) or run (non-blocking)")
 	f.StringVar(&args, "args", "{}", "the job's arguments, JSON")
 	f.StringVar(&runAt, "run-at", "", "when the job is due, RFC 3339 (default now)")
 	f.DurationVar(&delay, "delay", 0, "make the job due this long from now (database clock)")
@@ -100,7 +104,7 @@ func newEnqueueCmd() *cobra.Command {
 }
 
 // flagJob is the job described by enqueue's flags.
-func flagJob(cmd *cobra.Command, group, kind, key, args, runAt string, delay time.Duration,
+func flagJob(cmd *cobra.Command, group, kind, key, ordering, args, runAt string, delay time.Duration,
 	maxAttempts int, uniqueKey string) (inputJob, error) {
 	bad := func(err error) error { return fmt.Errorf("%w: %v", errBadInput, err) }
 	if group == "" || kind == "" {
@@ -122,7 +126,11 @@ func flagJob(cmd *cobra.Command, group, kind, key, args, runAt string, delay tim
 	if maxAttempts < 0 {
 		return inputJob{}, bad(fmt.Errorf("--max-attempts %d is negative", maxAttempts))
 	}
-	j, err := jobOf(group, kind, key, json.RawMessage(args), at, "", maxAttempts, uniqueKey)
+	ord, err := orderingOf("--ordering", ordering)
+	if err != nil {
+		return inputJob{}, bad(err)
+	}
+	j, err := jobOf(group, kind, key, ord, json.RawMessage(args), at, "", maxAttempts, uniqueKey)
 	if err != nil {
 		return inputJob{}, bad(err)
 	}

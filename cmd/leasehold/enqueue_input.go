@@ -35,6 +35,9 @@ type enqueueLine struct {
 	Delay       string          `json:"delay"`
 	MaxAttempts int             `json:"max_attempts"`
 	UniqueKey   string          `json:"unique_key"`
+	// Ordering is "strict" (the default when absent or "") or
+	// "non-blocking".
+	Ordering string `json:"ordering"`
 }
 
 // inputJob is a job read from the input, before the database clock turns
@@ -124,11 +127,15 @@ func parseLine(text []byte, group string) (inputJob, error) {
 	if l.RunAt != nil {
 		runAt = *l.RunAt
 	}
-	return jobOf(l.Group, l.Kind, l.Key, l.Args, runAt, l.Delay, l.MaxAttempts, l.UniqueKey)
+	ord, err := orderingOf("ordering", l.Ordering)
+	if err != nil {
+		return inputJob{}, err
+	}
+	return jobOf(l.Group, l.Kind, l.Key, ord, l.Args, runAt, l.Delay, l.MaxAttempts, l.UniqueKey)
 }
 
 // jobOf checks a job's fields that need no database and returns it.
-func jobOf(group, kind, key string, args json.RawMessage, runAt time.Time, delay string,
+func jobOf(group, kind, key string, ordering queue.Ordering, args json.RawMessage, runAt time.Time, delay string,
 	maxAttempts int, uniqueKey string) (inputJob, error) {
 	switch {
 	case group == "":
@@ -143,7 +150,7 @@ func jobOf(group, kind, key string, args json.RawMessage, runAt time.Time, delay
 	} else if !json.Valid(args) {
 		return inputJob{}, fmt.Errorf("args %q are not JSON", args)
 	}
-	j := inputJob{job: queue.Job{Group: group, Key: key, Args: rawArgs{kind, args}, RunAt: runAt,
+	j := inputJob{job: queue.Job{Group: group, Key: key, Ordering: ordering, Args: rawArgs{kind, args}, RunAt: runAt,
 		MaxAttempts: maxAttempts, UniqueKey: uniqueKey}}
 	if delay != "" {
 		if !runAt.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,13 +49,63 @@ func TestEnqueueFlags(t *testing.T) {
 	// An absolute run-at time, and the human table.
 	out, err := runIn(t, "", "enqueue", "--database-url", url, "--group", "g", "--kind", "k", "--run-at", "2030-01-02T03:04:05Z")
 	pgtest.Must(t, err)
-	if !strings.Contains(out, "PARTITION") || !strings.Contains(out, fmt.Sprint(res[0].Partition)) {
-		t.Errorf("table output %q", out)
-	}
 	var at time.Time
-	pgtest.Must(t, pool.QueryRow(ctx, `SELECT run_at FROM leasehold.jobs WHERE kind = 'k'`).Scan(&at))
+	var part int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT run_at, partition FROM leasehold.jobs WHERE kind = 'k'`).Scan(&at, &part))
+	if !strings.Contains(out, "PARTITION") || !strings.Contains(out, fmt.Sprintf("g      %d ", part)) {
+		t.Errorf("table output %q; want the keyless job's partition %d", out, part)
+	}
 	if !at.Equal(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) {
 		t.Errorf("--run-at stored as %v", at)
+	}
+}
+
+// --ordering and a line's "ordering" are stored; strict is the default.
+func TestEnqueueOrdering(t *testing.T) {
+	t.Parallel()
+	url, pool := adminDB(t)
+	ctx := context.Background()
+	q, err := queue.New(pool, queue.Config{})
+	pgtest.Must(t, err)
+	ordering := func(res []enqueueResult) ([]queue.Ordering, []int64) {
+		t.Helper()
+		out, behind := make([]queue.Ordering, len(res)), make([]int64, len(res))
+		for i, r := range res {
+			j, err := q.JobInfo(ctx, r.ID)
+			pgtest.Must(t, err)
+			out[i], behind[i] = j.Ordering, j.WaitingBehind
+		}
+		return out, behind
+	}
+	// Key a: a non-blocking job scheduled for later holds nothing up; the
+	// third job waits behind the second, due.
+	var res, more []enqueueResult
+	pgtest.Must(t, runJSON(t, &res, "", "enqueue", "--database-url", url, "--group", "g", "--kind", "k", "--key", "a",
+		"--ordering", "non-blocking", "--delay", "1h"))
+	pgtest.Must(t, runJSON(t, &more, "", "enqueue", "--database-url", url, "--group", "g", "--kind", "k", "--key", "a"))
+	res = append(res, more...)
+	pgtest.Must(t, runJSON(t, &more, "", "enqueue", "--database-url", url, "--group", "g", "--kind", "k", "--key", "a",
+		"--ordering", "strict"))
+	res = append(res, more...)
+	in := `{"kind":"k","key":"b","ordering":"non-blocking"}
+{"kind":"k","key":"b","ordering":"strict"}
+{"kind":"k","key":"b","ordering":""}
+{"kind":"k","key":"b"}`
+	pgtest.Must(t, runJSON(t, &more, in, "enqueue", "--database-url", url, "--group", "g", "-"))
+	res = append(res, more...)
+	want := []queue.Ordering{queue.OrderNonBlocking, queue.OrderStrict, queue.OrderStrict,
+		queue.OrderNonBlocking, queue.OrderStrict, queue.OrderStrict, queue.OrderStrict}
+	got, behind := ordering(res)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("orderings stored %v; want %v", got, want)
+	}
+	if w := []int64{0, 0, res[1].ID}; !slices.Equal(behind[:3], w) {
+		t.Errorf("key a's jobs wait behind %v; want %v", behind[:3], w)
+	}
+	var views []jobView
+	pgtest.Must(t, runJSON(t, &views, "", "jobs", "show", "--database-url", url, fmt.Sprint(res[0].ID), fmt.Sprint(res[1].ID)))
+	if len(views) != 2 || views[0].Ordering != "non-blocking" || views[1].Ordering != "strict" || views[1].WaitingBehind != 0 {
+		t.Errorf("jobs show of key a's first two jobs: %+v", views)
 	}
 }
 
@@ -76,6 +127,9 @@ func TestEnqueueFlagsBad(t *testing.T) {
 		{[]string{"--group", "nope", "--kind", "k"}, "unknown group"},
 		{[]string{"--group", "g", "--kind", "k", "extra"}, "unexpected argument"},
 		{[]string{"--stdin", "--kind", "k"}, "--kind with --stdin"},
+		{[]string{"--group", "g", "--kind", "k", "--key", "a", "--ordering", "fifo"}, `--ordering "fifo" is not strict or non-blocking`},
+		{[]string{"--group", "g", "--kind", "k", "--ordering", "Strict"}, `--ordering "Strict" is not strict or non-blocking`},
+		{[]string{"--stdin", "--ordering", "strict"}, "--ordering with --stdin"},
 	} {
 		_, err := runIn(t, "", append(base, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -151,6 +205,8 @@ func TestEnqueueStdinMalformed(t *testing.T) {
 		{`{"group":"g","kind":"a","run_at":"tomorrow"}`, 1, "invalid JSON"},
 		{`{"group":"g","kind":"a","max_attempts":-1}`, 1, "max attempts"},
 		{`{"group":"g","kind":"a","max_attempts":"3"}`, 1, "invalid JSON"},
+		{good + good + `{"group":"g","kind":"a","key":"k","ordering":"fifo"}`, 3, `ordering "fifo" is not strict or non-blocking`},
+		{`{"group":"g","kind":"a","key":"k","ordering":1}`, 1, "invalid JSON"},
 		{many + `{"group":"g","kind":"` + strings.Repeat("x", 101) + `"}`, 2*enqueueBatch + 6, "kind"},
 		{many + `{"group":"g","kind":"a","key":"` + strings.Repeat("x", 256) + `"}`, 2*enqueueBatch + 6, "key"},
 	} {

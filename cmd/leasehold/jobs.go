@@ -45,12 +45,20 @@ type jobView struct {
 	// Errors has one {"attempt", "at", "error"} object per recorded error.
 	Errors    json.RawMessage `json:"errors"`
 	UniqueKey string          `json:"unique_key"`
+	// Ordering is "strict" or "non-blocking": what the job does to the later
+	// jobs of its key while it waits (ignored for a job without a key).
+	Ordering string `json:"ordering"`
+	// WaitingBehind is the id of the earlier pending job of the same key
+	// that this pending job waits behind. It is omitted when the job waits
+	// for no job, and always by `jobs list`, which does not look.
+	WaitingBehind int64 `json:"waiting_behind,omitempty"`
 }
 
 func viewOf(j queue.JobInfo) jobView {
 	v := jobView{ID: j.ID, Group: j.Group, Partition: j.Partition, Key: j.Key, Kind: j.Kind, Args: j.Args,
 		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
-		FinishedAt: j.FinishedAt, Errors: j.Errors, UniqueKey: j.UniqueKey}
+		FinishedAt: j.FinishedAt, Errors: j.Errors, UniqueKey: j.UniqueKey, Ordering: j.Ordering.String(),
+		WaitingBehind: j.WaitingBehind}
 	if j.FinishedToken != nil {
 		t := int64(*j.FinishedToken)
 		v.FinishedToken = &t
@@ -112,8 +120,16 @@ func (v jobView) print(w io.Writer) {
 	t.row("group", v.Group)
 	t.row("partition", v.Partition)
 	t.row("key", fmt.Sprintf("%q", v.Key))
+	ordering := v.Ordering
+	if v.Key == "" {
+		ordering += " (ignored: no key)"
+	}
+	t.row("ordering", ordering)
 	t.row("kind", v.Kind)
 	t.row("state", v.State)
+	if v.WaitingBehind != 0 {
+		t.row("waits behind", fmt.Sprintf("job %d (key %q)", v.WaitingBehind, v.Key))
+	}
 	t.row("attempts", fmt.Sprintf("%d of %d", v.Attempt, v.MaxAttempts))
 	t.row("run at", v.RunAt.Format(time.RFC3339Nano))
 	t.row("created at", v.CreatedAt.Format(time.RFC3339Nano))
@@ -126,20 +142,22 @@ func (v jobView) print(w io.Writer) {
 	}
 	t.row("unique key", orDash(v.UniqueKey))
 	t.row("args", string(v.Args))
-	t.flush()
 	var errs []struct {
 		Attempt int       `json:"attempt"`
 		At      time.Time `json:"at"`
 		Error   string    `json:"error"`
 	}
 	if json.Unmarshal(v.Errors, &errs) != nil {
-		fmt.Fprintf(w, "errors      %s\n", v.Errors)
+		t.row("errors", string(v.Errors))
+		t.flush()
 		return
 	}
 	if len(errs) == 0 {
-		fmt.Fprintln(w, "errors      none")
+		t.row("errors", "none")
+		t.flush()
 		return
 	}
+	t.flush()
 	fmt.Fprintln(w, "errors")
 	for _, e := range errs {
 		msg := strings.ReplaceAll(strings.TrimRight(e.Error, "\n"), "\n", "\n      ")

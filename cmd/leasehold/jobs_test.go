@@ -146,3 +146,69 @@ func compact(t *testing.T, raw json.RawMessage) string {
 	pgtest.Must(t, json.Compact(&b, raw))
 	return b.String()
 }
+
+// A job behind a strict job scheduled for later shows the job it waits
+// behind; behind a non-blocking one it waits for none.
+func TestJobsShowWaitingBehind(t *testing.T) {
+	t.Parallel()
+	url, _ := adminDB(t)
+	in := `{"group":"g","kind":"a","key":"s","delay":"1h"}
+{"group":"g","kind":"a","key":"s"}
+{"group":"g","kind":"a","key":"n","delay":"1h","ordering":"non-blocking"}
+{"group":"g","kind":"a","key":"n"}
+{"group":"g","kind":"a"}`
+	var res []enqueueResult
+	pgtest.Must(t, runJSON(t, &res, in, "enqueue", "--database-url", url, "-"))
+	if len(res) != 5 {
+		t.Fatalf("enqueued %+v", res)
+	}
+	args := []string{"jobs", "show", "--database-url", url}
+	for _, r := range res {
+		args = append(args, fmt.Sprint(r.ID))
+	}
+	var views []jobView
+	pgtest.Must(t, runJSON(t, &views, "", args...))
+	type got struct {
+		Ordering string
+		Behind   int64
+	}
+	want := []got{{"strict", 0}, {"strict", res[0].ID}, {"non-blocking", 0}, {"strict", 0}, {"strict", 0}}
+	for i, v := range views {
+		if g := (got{v.Ordering, v.WaitingBehind}); i >= len(want) || v.ID != res[i].ID || g != want[i] {
+			t.Errorf("job %d (line %d): ordering %q, waiting behind %d; want %+v", v.ID, i+1, v.Ordering, v.WaitingBehind, want[min(i, len(want)-1)])
+		}
+	}
+	// The raw JSON: waiting_behind only where the job waits.
+	out, err := runIn(t, "", append(args[:4:4], fmt.Sprint(res[1].ID), fmt.Sprint(res[3].ID), "--json")...)
+	pgtest.Must(t, err)
+	if n := strings.Count(out, `"waiting_behind"`); n != 1 || !strings.Contains(out, fmt.Sprintf(`"waiting_behind": %d`, res[0].ID)) {
+		t.Errorf("waiting_behind appears %d times; want once, %d:\n%s", n, res[0].ID, out)
+	}
+
+	show := func(id int64) map[string]string {
+		t.Helper()
+		out, err := runIn(t, "", "jobs", "show", "--database-url", url, fmt.Sprint(id))
+		pgtest.Must(t, err)
+		rows := map[string]string{}
+		for _, l := range strings.Split(out, "\n") {
+			if name, value, ok := strings.Cut(l, "  "); ok {
+				rows[name] = strings.TrimSpace(value)
+			}
+		}
+		return rows
+	}
+	rows := show(res[1].ID)
+	if w := fmt.Sprintf(`job %d (key "s")`, res[0].ID); rows["waits behind"] != w || rows["ordering"] != "strict" {
+		t.Errorf("human output of the waiting job: %q; want waits behind %q, ordering strict", rows, w)
+	}
+	rows = show(res[3].ID)
+	if _, ok := rows["waits behind"]; ok || rows["ordering"] != "strict" {
+		t.Errorf("human output of the job behind a non-blocking one: %q; want no waits behind", rows)
+	}
+	if rows = show(res[2].ID); rows["ordering"] != "non-blocking" || rows["errors"] != "none" {
+		t.Errorf("human output of the non-blocking job: %q", rows)
+	}
+	if rows = show(res[4].ID); rows["ordering"] != "strict (ignored: no key)" {
+		t.Errorf("human output of the keyless job: %q", rows)
+	}
+}

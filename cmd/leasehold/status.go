@@ -32,6 +32,9 @@ type groupStatus struct {
 	OldestDueMS int64             `json:"oldest_due_ms"`
 	Partitions  []partitionStatus `json:"partitions"`
 	Members     []memberStatus    `json:"members"`
+	// Waits are the keys whose due jobs wait behind a job that is not due,
+	// the most held up first, at most waitsLimit.
+	Waits []waitStatus `json:"waits"`
 }
 
 type partitionStatus struct {
@@ -82,9 +85,10 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Show partition owners, leases, job backlogs and members",
 		Long: "status shows, per group (every group unless --group names some), each partition's owner, fencing\n" +
-			"token, lease expiry and pending jobs, and each member's partitions and last heartbeat. Times are\n" +
-			"relative to the database clock. Groups of more than 32 partitions list only the partitions that are\n" +
-			"not idle (idle: held by their desired owner, no pending job) unless --all; --json gives everything.",
+			"token, lease expiry and pending jobs, the keys whose due jobs wait behind a job that is not due\n" +
+			"(the 5 most held up), and each member's partitions and last heartbeat. Times are relative to the\n" +
+			"database clock. Groups of more than 32 partitions list only the partitions that are not idle\n" +
+			"(idle: held by their desired owner, no pending job) unless --all; --json gives everything.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pool, ctx, done, err := db.connect(cmd.Context())
@@ -134,7 +138,13 @@ func readStatus(ctx context.Context, pool *pgxpool.Pool, schema string, groups [
 		if err != nil {
 			return statusReport{}, err
 		}
-		rep.Groups = append(rep.Groups, groupOf(st, stats, now))
+		waits, err := q.Waits(ctx, g, waitsLimit)
+		if err != nil {
+			return statusReport{}, err
+		}
+		gs := groupOf(st, stats, now)
+		gs.Waits = waitsOf(waits, now)
+		rep.Groups = append(rep.Groups, gs)
 	}
 	return rep, nil
 }
@@ -236,6 +246,9 @@ func (g groupStatus) print(w io.Writer, all bool) error {
 		fmt.Fprintf(w, "(%d idle partitions not listed: held by their desired owner, no pending job; --all lists them)\n", hidden)
 	}
 	fmt.Fprintln(w)
+	if err := printWaits(w, g.Waits); err != nil {
+		return err
+	}
 	if len(g.Members) == 0 {
 		fmt.Fprintln(w, "no members")
 		return nil

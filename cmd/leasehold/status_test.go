@@ -196,3 +196,92 @@ func TestStatusGroups(t *testing.T) {
 		t.Errorf("unknown group: %v; want ErrGroupNotFound", err)
 	}
 }
+
+// Keys whose due jobs wait behind a job that is not due are listed, the
+// most held up first; a non-blocking job holds nothing up.
+func TestStatusWaits(t *testing.T) {
+	t.Parallel()
+	url, pool := adminDB(t)
+	in := `{"group":"g","kind":"a","key":"s","delay":"1h"}
+{"group":"g","kind":"a","key":"s"}
+{"group":"g","kind":"a","key":"s"}
+{"group":"g","kind":"a","key":"r"}
+{"group":"g","kind":"a","key":"r"}
+{"group":"g","kind":"a","key":"n","delay":"1h","ordering":"non-blocking"}
+{"group":"g","kind":"a","key":"n"}`
+	var res []enqueueResult
+	pgtest.Must(t, runJSON(t, &res, in, "enqueue", "--database-url", url, "-"))
+	// r's first job failed once and retries in 10 minutes.
+	_, err := pool.Exec(context.Background(), `UPDATE leasehold.jobs SET attempt = 1, run_at = clock_timestamp() + interval '10 minutes' WHERE id = $1`, res[3].ID)
+	pgtest.Must(t, err)
+
+	var rep statusReport
+	pgtest.Must(t, runJSON(t, &rep, "", "status", "--database-url", url))
+	if len(rep.Groups) != 1 {
+		t.Fatalf("groups %+v", rep.Groups)
+	}
+	ws := rep.Groups[0].Waits
+	want := []waitStatus{
+		{Partition: partition.OfString("s", 8), Key: "s", JobID: res[0].ID, Waiting: 2},
+		{Partition: partition.OfString("r", 8), Key: "r", JobID: res[3].ID, Attempt: 1, Waiting: 1},
+	}
+	if len(ws) != len(want) {
+		t.Fatalf("waits %+v; want %+v", ws, want)
+	}
+	for i, w := range ws {
+		due := []time.Duration{time.Hour, 10 * time.Minute}[i]
+		in := time.Duration(w.DueInMS) * time.Millisecond
+		if in <= due-time.Minute || in > due || (w.RunAt.Sub(rep.Now)-in).Abs() >= time.Millisecond {
+			t.Errorf("wait %d: due in %v at %v (now %v); want about %v", i, in, w.RunAt, rep.Now, due)
+		}
+		w.RunAt, w.DueInMS = time.Time{}, 0
+		if w != want[i] {
+			t.Errorf("wait %d: %+v; want %+v", i, w, want[i])
+		}
+	}
+
+	out, err := runIn(t, "", "status", "--database-url", url)
+	pgtest.Must(t, err)
+	sec := strings.Index(out, "keys waiting behind a job:\n")
+	members := strings.Index(out, "no members")
+	if sec < 0 || members < sec {
+		t.Fatalf("no waits section before the members:\n%s", out)
+	}
+	var lines [][]string
+	for _, l := range strings.Split(out[sec:members], "\n")[2:] {
+		if f := strings.Fields(l); len(f) > 0 {
+			lines = append(lines, f)
+		}
+	}
+	wantRows := [][]string{
+		{fmt.Sprint(want[0].Partition), `"s"`, fmt.Sprint(res[0].ID), "", "0", "(scheduled)", "2"},
+		{fmt.Sprint(want[1].Partition), `"r"`, fmt.Sprint(res[3].ID), "", "1", "(retrying)", "1"},
+	}
+	for i, f := range lines {
+		if i >= len(wantRows) || len(f) != 7 {
+			t.Errorf("waits row %q; want %d rows like %q", f, len(wantRows), wantRows[0])
+			continue
+		}
+		f[3] = "" // due in
+		if !slices.Equal(f, wantRows[i]) {
+			t.Errorf("waits row %q; want %q", f, wantRows[i])
+		}
+	}
+	if len(lines) != len(wantRows) {
+		t.Errorf("%d waits rows; want %d:\n%s", len(lines), len(wantRows), out)
+	}
+
+	// No waits: no section, and an empty array.
+	_, err = pool.Exec(context.Background(), `UPDATE leasehold.jobs SET run_at = clock_timestamp() WHERE id = ANY($1)`, []int64{res[0].ID, res[3].ID})
+	pgtest.Must(t, err)
+	var due statusReport
+	pgtest.Must(t, runJSON(t, &due, "", "status", "--database-url", url))
+	if len(due.Groups) != 1 || due.Groups[0].Waits == nil || len(due.Groups[0].Waits) != 0 {
+		t.Errorf("waits once due: %+v", due.Groups)
+	}
+	out, err = runIn(t, "", "status", "--database-url", url)
+	pgtest.Must(t, err)
+	if strings.Contains(out, "waiting behind") {
+		t.Errorf("a waits section without waits:\n%s", out)
+	}
+}
