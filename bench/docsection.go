@@ -9,7 +9,8 @@ import (
 )
 
 // docMarkers returns the lines that open and close suite's generated
-// section of a Markdown document.
+// section of a Markdown document. suite may carry flags ("queue
+// --non-durable"): a section of its own, with the command that makes it.
 func docMarkers(suite string) (begin, end string) {
 	return "<!-- BEGIN GENERATED: " + suite + " (cd bench && go run . " + suite + " --doc FILE); do not edit -->",
 		"<!-- END GENERATED: " + suite + " -->"

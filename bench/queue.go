@@ -88,7 +88,11 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}
 	}
 	if f.docPath != "" {
-		if err := writeDocSection(f.docPath, "queue", queueDoc(machine, q.systems, tables, f)); err != nil {
+		section := "queue" // the durable server's; the non-durable one's is a section of its own
+		if f.nonDurable {
+			section = "queue --non-durable"
+		}
+		if err := writeDocSection(f.docPath, section, queueDoc(machine, q.systems, tables, f)); err != nil {
 			return err
 		}
 	}

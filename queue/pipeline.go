@@ -86,7 +86,7 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 		}
 		if !stopping {
 			pl.thaw()
-			if pl.room() > 0 && (pl.poke || pl.more) {
+			if pl.wantsFetch() {
 				pl.fetch()
 				timer.Reset(p.cfg.PollInterval)
 				continue
@@ -133,6 +133,19 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 
 // room is how many more jobs the pipeline may hold.
 func (pl *pipeline) room() int { return pl.window - len(pl.held) }
+
+// wantsFetch reports whether to fetch now: when woken or polled, or when
+// the last fetch saw more due jobs than it could take, and the window has
+// room for a good batch (half the window, or BatchSize if smaller); any
+// room will do when nothing runs or waits for a slot. (Refilling the window
+// one job at a time, as each job settles, would cost a fetch per job.)
+func (pl *pipeline) wantsFetch() bool {
+	room := pl.room()
+	if room <= 0 || !pl.poke && !pl.more {
+		return false
+	}
+	return room >= min(pl.p.cfg.BatchSize, (pl.window+1)/2) || pl.running == 0 && len(pl.ready) == 0
+}
 
 // thaw lets go of the jobs and keys whose wait is over.
 func (pl *pipeline) thaw() {
@@ -282,7 +295,7 @@ func (pl *pipeline) start() {
 		}
 		pl.ready = rest
 	}
-	go func() {
+	p.spawn(func() {
 		if h.runBatch != nil {
 			r.runBatch(pl.hctx, fs, h)
 		} else {
@@ -290,7 +303,7 @@ func (pl *pipeline) start() {
 		}
 		<-p.slots
 		pl.done <- r
-	}()
+	})
 }
 
 // finish takes in the results of a unit that ended.

@@ -95,6 +95,7 @@ type Processor struct {
 	retry   *backoff.Backoff
 	log     *slog.Logger
 	slots   chan struct{} // Concurrency
+	work    chan func()   // to an idle runner goroutine (see spawn)
 	// timeoutCause is the cause of a handler context that timed out.
 	timeoutCause error
 
@@ -154,7 +155,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	}
 	return &Processor{pool: pool, cfg: cfg, q: q, channel: NotifyChannel(cfg.Schema), fence: f,
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: cfg.Logger,
-		slots: make(chan struct{}, cfg.Concurrency), wakes: make(map[wakeKey][]chan struct{}),
+		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),
 		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}, nil
 }
 
@@ -285,4 +286,33 @@ func (p *Processor) jobContext(hctx context.Context) (context.Context, context.C
 		return context.WithCancel(hctx)
 	}
 	return context.WithTimeoutCause(hctx, p.cfg.JobTimeout, p.timeoutCause)
+}
+
+// runnerIdle is how long a runner goroutine waits for more work.
+const runnerIdle = 10 * time.Second
+
+// spawn runs f on an idle runner goroutine, or a new one. Runners are kept
+// for a while between jobs, so that a job does not start on a fresh
+// goroutine whose stack has to grow again; there are never more of them
+// busy than handler slots.
+func (p *Processor) spawn(f func()) {
+	select {
+	case p.work <- f:
+	default:
+		go p.runner(f)
+	}
+}
+
+func (p *Processor) runner(f func()) {
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		idle.Reset(runnerIdle)
+		select {
+		case f = <-p.work:
+		case <-idle.C:
+			return
+		}
+	}
 }

@@ -92,7 +92,8 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 	return n, err
 }
 
-// recoverBatch runs the first fetch after an abrupt end: the jobs run one
+// recoverBatch runs the first fetch after an abrupt end (up to Window
+// jobs): the jobs run one
 // at a time, each after its attempt is spent (and the fence checked) in a
 // write of its own, and each outcome is recorded before the next job
 // starts. A key whose job is left waiting (a retry, a snooze, an outcome
@@ -100,7 +101,9 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 // job of the batch was run (or skipped) and recorded: a batch cut short,
 // by an error or a handoff, is still to be recovered.
 func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, charged map[int64]bool) (n int, done bool, err error) {
-	res, err := p.fetch(ctx, o, p.cfg.BatchSize, nil, nil)
+	// Window jobs: as many as the previous run may have held (with the same
+	// configuration), so that the jobs it had running are among them.
+	res, err := p.fetch(ctx, o, p.cfg.Window, nil, nil)
 	if err != nil {
 		return 0, false, err
 	}
