@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
@@ -21,19 +24,6 @@ func init() {
 		run:     runExplain,
 	})
 }
-
-// explainOldFetch is the fetch before issue 12: a job waits while an
-// earlier pending job of its key exists, checked per candidate.
-const explainOldFetch = `
-SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at
-FROM leasehold.jobs AS j
-WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_at <= clock_timestamp()
-  AND NOT EXISTS (
-      SELECT FROM leasehold.jobs AS e
-      WHERE e.group_name = j.group_name AND e.partition = j.partition AND e.key = j.key
-        AND e.state = 'pending' AND e.id < j.id)
-ORDER BY j.run_at, j.id
-LIMIT $3`
 
 // explainCase is one partition's backlog and the fetch the owner sends.
 type explainCase struct {
@@ -68,16 +58,13 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer cleanup()
-	pool, err := pgxpool.New(ctx, url)
+	fmt.Fprintf(stderr, "server: %s\n", where)
+	pool, drop, err := explainDatabase(ctx, url)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	fmt.Fprintf(stderr, "server: %s\n", where)
-	if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS leasehold CASCADE`); err != nil {
-		return err
-	}
-	if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{}); err != nil {
+	defer drop()
+	if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		return err
 	}
 	setup := []string{
@@ -136,7 +123,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				name, sql string
 				args      []any
 			}{
-				{"before (NOT EXISTS per candidate)", explainOldFetch, []any{"g", c.partition, 100}},
+				{"before (NOT EXISTS per candidate)", migrations.Render(queuesql.FetchBefore12, q), []any{"g", c.partition, 100}},
 				{"after (window and per-key probe)", fetch, []any{"g", c.partition, 100, ids, skip}},
 			} {
 				e, err := explainOne(ctx, pool, f.sql, f.args...)
@@ -194,4 +181,41 @@ func explainOne(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any
 	}
 	e.text = b.String()
 	return e, rows.Err()
+}
+
+// explainDatabase creates a database of its own on the server at url and
+// returns a pool on it, and a function that closes the pool and drops the
+// database.
+func explainDatabase(ctx context.Context, url string) (*pgxpool.Pool, func(), error) {
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	name := fmt.Sprintf("leasehold_bench_explain_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(name)); err != nil {
+		admin.Close(ctx)
+		return nil, nil, fmt.Errorf("create the bench database (the role needs CREATEDB): %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err == nil {
+		cfg.ConnConfig.Database = name
+	}
+	var pool *pgxpool.Pool
+	if err == nil {
+		pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	}
+	drop := func() {
+		if pool != nil {
+			pool.Close()
+		}
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin.Exec(dctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
+		admin.Close(dctx)
+	}
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return pool, drop, nil
 }

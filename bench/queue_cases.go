@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -147,6 +148,10 @@ func (q *queueBench) burndown(ctx context.Context, sys queueSystem, c string, n 
 	return smp, q.check(ctx, sys, c, n, smp, !smp.short)
 }
 
+// errCheck marks a measurement whose outcome in the database disagrees
+// with what was counted.
+var errCheck = errors.New("check")
+
 // check verifies sys's tables after a measurement; see checkTally.
 func (q *queueBench) check(ctx context.Context, sys queueSystem, c string, want int, smp sample, complete bool) error {
 	t, err := sys.tally(ctx)
@@ -154,7 +159,7 @@ func (q *queueBench) check(ctx context.Context, sys queueSystem, c string, want 
 		return fmt.Errorf("check: %w", err)
 	}
 	if err := checkTally(t, c, want, smp, complete); err != nil {
-		return fmt.Errorf("check: %w", err)
+		return fmt.Errorf("%w: %w", errCheck, err)
 	}
 	return nil
 }
@@ -247,7 +252,7 @@ func (q *queueBench) enqueueCase(ctx context.Context, sys queueSystem, c string,
 	case err != nil:
 		return smp, fmt.Errorf("check: %w", err)
 	case t.total != smp.ops || t.waiting != t.total:
-		return smp, fmt.Errorf("check: %d jobs in the table (%d waiting), %d enqueued", t.total, t.waiting, smp.ops)
+		return smp, fmt.Errorf("%w: %d jobs in the table (%d waiting), %d enqueued", errCheck, t.total, t.waiting, smp.ops)
 	}
 	return smp, nil
 }
@@ -319,7 +324,7 @@ func (q *queueBench) idleLatency(ctx context.Context, sys queueSystem, n int, d 
 	}
 	slices.Sort(smp.lat)
 	if len(starts) > 0 {
-		return smp, fmt.Errorf("check: %d handler starts more than jobs", len(starts))
+		return smp, fmt.Errorf("%w: %d handler starts more than jobs", errCheck, len(starts))
 	}
 	return smp, q.check(ctx, sys, caseIdleLatency, smp.ops, smp, true)
 }

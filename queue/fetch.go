@@ -35,7 +35,17 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 	if skip == nil {
 		skip = []string{}
 	}
-	rows, err := p.pool.Query(ctx, p.q.fetch, o.Group, o.Partition, n, inFlight, skip)
+	// In a read-only transaction without JIT: statistics that no longer fit
+	// the table (say from a backlog of one key, kept after it was gone) can
+	// make the planner estimate the per-key probes at many rows each, and
+	// the estimate past jit_above_cost makes every fetch compile the plan:
+	// measured at 770 ms a fetch instead of 3.6 ms.
+	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: "BEGIN READ ONLY; SET LOCAL jit = off"})
+	if err != nil {
+		return fetchResult{}, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // after the commit: a no-op
+	rows, err := tx.Query(ctx, p.q.fetch, o.Group, o.Partition, n, inFlight, skip)
 	if err != nil {
 		return fetchResult{}, err
 	}
@@ -60,5 +70,8 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 		f.args = nil // ForEachRow scans into the same variables: do not share args
 		return nil
 	})
-	return res, err
+	if err != nil {
+		return fetchResult{}, err
+	}
+	return res, tx.Commit(ctx)
 }

@@ -13,21 +13,6 @@ import (
 	"github.com/leasehold/leasehold/internal/queuesql"
 )
 
-// oldFetch is the fetch that the pipeline's replaced: a job waits while an
-// earlier pending job of its key exists, checked for every candidate, so a
-// fetch walks a key's whole backlog to return its head. It is the negative
-// control of the cost test.
-const oldFetch = `
-SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at
-FROM leasehold.jobs AS j
-WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_at <= clock_timestamp()
-  AND NOT EXISTS (
-      SELECT FROM leasehold.jobs AS e
-      WHERE e.group_name = j.group_name AND e.partition = j.partition AND e.key = j.key
-        AND e.state = 'pending' AND e.id < j.id)
-ORDER BY j.run_at, j.id
-LIMIT $3`
-
 // explain runs EXPLAIN (ANALYZE, BUFFERS) of sql and returns the buffers
 // the statement touched and the plan.
 func explain(t *testing.T, ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (int, string) {
@@ -95,7 +80,7 @@ func TestFetchCostDoesNotGrowWithKeyBacklog(t *testing.T) {
 		if got != 100 {
 			t.Errorf("partition %d: the fetch returned %d of the key's next jobs; want 100", p, got)
 		}
-		oldCost[p], _ = explain(t, ctx, pool, oldFetch, "emails", p, 100)
+		oldCost[p], _ = explain(t, ctx, pool, migrations.Render(queuesql.FetchBefore12, q), "emails", p, 100)
 	}
 	t.Logf("buffers per fetch: 1,000 jobs of one key %d, 20,000: %d (control, the previous fetch: %d and %d)",
 		cost[1], cost[2], oldCost[1], oldCost[2])

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -248,6 +249,10 @@ func TestNewProcessorRejectsBadConfig(t *testing.T) {
 		{Workers: ws, PollInterval: -time.Second},
 		{Workers: ws, Schema: "bad schema"},
 		{Workers: ws, Fence: fence.PostgresConfig{IdleTimeout: -1}},
+		{Workers: ws, PartitionConcurrency: -1},
+		{Workers: ws, Concurrency: -1},
+		{Workers: ws, Window: -1},
+		{Workers: ws, CompleteInterval: -time.Millisecond},
 	} {
 		if _, err := queue.NewProcessor(pool, cfg); !errors.Is(err, queue.ErrInvalidConfig) {
 			t.Errorf("NewProcessor(%+v) = %v; want ErrInvalidConfig", cfg, err)
@@ -255,5 +260,30 @@ func TestNewProcessorRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := queue.NewProcessor(nil, queue.ProcessorConfig{Workers: ws}); !errors.Is(err, queue.ErrInvalidConfig) {
 		t.Errorf("NewProcessor(nil pool) = %v; want ErrInvalidConfig", err)
+	}
+}
+
+// The concurrency defaults: no per-partition cap below Concurrency, a
+// window of two fetches; a PartitionConcurrency above Concurrency is capped
+// and says so.
+func TestProcessorConcurrencyDefaults(t *testing.T) {
+	pool := pgtest.Pool(t)
+	ws := queue.NewWorkers()
+	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet})
+	pgtest.Must(t, err)
+	if c := p.Config(); c.Concurrency != 100 || c.PartitionConcurrency != 100 || c.Window != 200 ||
+		c.BatchSize != 100 || c.CompleteInterval != time.Millisecond {
+		t.Errorf("defaults: Concurrency %d, PartitionConcurrency %d, Window %d, BatchSize %d, CompleteInterval %v; "+
+			"want 100, 100, 200, 100, 1ms", c.Concurrency, c.PartitionConcurrency, c.Window, c.BatchSize, c.CompleteInterval)
+	}
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	p, err = queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: log, Concurrency: 8, PartitionConcurrency: 50})
+	pgtest.Must(t, err)
+	if c := p.Config(); c.PartitionConcurrency != 8 || c.Window != 200 {
+		t.Errorf("PartitionConcurrency 50 over Concurrency 8: got %d (window %d); want capped at 8 (window 200)", c.PartitionConcurrency, c.Window)
+	}
+	if !strings.Contains(logs.String(), "capped at Concurrency") {
+		t.Errorf("the cap was not logged: %q", logs.String())
 	}
 }

@@ -58,9 +58,10 @@ type pipeline struct {
 	done    chan *run            // units that ended
 
 	fenced   error
-	lost     bool // an outcome could not be recorded: the run did not end cleanly
-	more     bool // the last fetch saw a full window: fetch again when there is room
-	poke     bool // woken, or polled: fetch when there is room
+	lost     bool      // an outcome could not be recorded: the run did not end cleanly
+	more     bool      // the last fetch saw a full window: fetch again when there is room
+	poke     bool      // woken, or polled: fetch when there is room
+	thawAt   time.Time // the earliest end of a wait in cool or skip (zero: none)
 	retained time.Time
 }
 
@@ -147,24 +148,37 @@ func (pl *pipeline) wantsFetch() bool {
 	return room >= min(pl.p.cfg.BatchSize, (pl.window+1)/2) || pl.running == 0 && len(pl.ready) == 0
 }
 
-// thaw lets go of the jobs and keys whose wait is over.
+// later notes that a cooling job or a skipped key waits until t.
+func (pl *pipeline) later(t time.Time) {
+	if pl.thawAt.IsZero() || t.Before(pl.thawAt) {
+		pl.thawAt = t
+	}
+}
+
+// thaw lets go of the jobs and keys whose wait is over. It looks at them
+// only once the earliest wait is over.
 func (pl *pipeline) thaw() {
-	if len(pl.cool) == 0 && len(pl.skip) == 0 {
+	now := time.Now()
+	if pl.thawAt.IsZero() || now.Before(pl.thawAt) {
 		return
 	}
-	now := time.Now()
+	pl.thawAt = time.Time{}
 	for id, t := range pl.cool {
-		if now.After(t) {
-			delete(pl.cool, id)
-			delete(pl.held, id)
-			pl.poke = true
+		if !now.After(t) {
+			pl.later(t)
+			continue
 		}
+		delete(pl.cool, id)
+		delete(pl.held, id)
+		pl.poke = true
 	}
 	for k, t := range pl.skip {
-		if now.After(t) {
-			delete(pl.skip, k)
-			pl.poke = true
+		if !now.After(t) {
+			pl.later(t)
+			continue
 		}
+		delete(pl.skip, k)
+		pl.poke = true
 	}
 }
 
@@ -195,7 +209,9 @@ func (pl *pipeline) fetch() {
 	}
 	now := time.Now()
 	for _, w := range res.waiting {
-		pl.skip[w.key] = now.Add(min(w.wait, maxSkip*pl.p.cfg.PollInterval))
+		t := now.Add(min(w.wait, maxSkip*pl.p.cfg.PollInterval))
+		pl.skip[w.key] = t
+		pl.later(t)
 	}
 	// Every job into its line first, then the lines advance: a key's jobs
 	// come in (run_at, id) order but run in id order.
@@ -346,6 +362,7 @@ func (pl *pipeline) finish(r *run) {
 			// Fetch it again a little later, and its key's jobs after it.
 			until := time.Now().Add(pl.p.cfg.PollInterval)
 			pl.cool[f.id] = until
+			pl.later(until)
 			if ln != nil {
 				pl.skip[f.key] = until
 				pl.stall(ln)

@@ -110,6 +110,22 @@ SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
 FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
 ORDER BY 11, 1`
 
+// FetchBefore12 is the fetch the pipeline replaced (issue 12), kept as the
+// baseline of the fetch-cost test and of bench's explain suite, never run
+// by the queue: a job waits while an earlier pending job of its key exists,
+// checked for every candidate, so to return a key's head it walks the key's
+// whole due backlog. $1 group, $2 partition, $3 limit.
+const FetchBefore12 = `
+SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at
+FROM {{schema}}.jobs AS j
+WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_at <= clock_timestamp()
+  AND NOT EXISTS (
+      SELECT FROM {{schema}}.jobs AS e
+      WHERE e.group_name = j.group_name AND e.partition = j.partition AND e.key = j.key
+        AND e.state = 'pending' AND e.id < j.id)
+ORDER BY j.run_at, j.id
+LIMIT $3`
+
 // OpenRun records grant $3 as the one running partition $2 of group $1
 // (see migration 0005). It returns the token it found (NULL: no run was
 // ever recorded), whether that run was still open (it ended abruptly), and
