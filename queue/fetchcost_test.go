@@ -92,3 +92,64 @@ func TestFetchCostDoesNotGrowWithKeyBacklog(t *testing.T) {
 			"want it to grow with the backlog, or this test cannot tell", oldCost[2], oldCost[1])
 	}
 }
+
+// The completion statement finds its jobs by primary key even with
+// statistics taken when no job was pending (a drained table, refilled):
+// the planner would otherwise take the pending-only index for one row and
+// walk every pending job for each completion. The control, the same
+// statement testing state = 'pending' plainly, does walk them.
+func TestCompletionPlanWithStaleStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, _ := setup(t)
+	for _, s := range []string{
+		`ALTER TABLE leasehold.jobs SET (autovacuum_enabled = false)`,
+		`INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at, state, finished_at)
+		 SELECT 'emails', i % 8, 'k' || i, 'step', '{}', 25, now(), 'completed', now() FROM generate_series(1, 40) AS i`,
+		`ANALYZE leasehold.jobs`, // every job finished
+		`TRUNCATE leasehold.jobs`,
+		`INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at)
+		 SELECT 'emails', i % 8, 'k' || (i % 1000), 'step', '{}', 25, now() FROM generate_series(1, 100000) AS i`,
+	} {
+		_, err := pool.Exec(ctx, s)
+		pgtest.Must(t, err)
+	}
+	var ids []int64
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT array_agg(id) FROM (SELECT id FROM leasehold.jobs ORDER BY id LIMIT 100) AS x`).Scan(&ids))
+	q, err := migrations.Schema("")
+	pgtest.Must(t, err)
+	complete := migrations.Render(queuesql.Complete, q)
+	plain := strings.Replace(complete, "coalesce(j.state = 'pending', false)", "j.state = 'pending'", 1)
+	if plain == complete {
+		t.Fatal("the control could not be made: the completion statement's state test changed")
+	}
+	n := len(ids)
+	states, spent := make([]string, n), make([]int32, n)
+	for i := range ids {
+		states[i], spent[i] = "completed", 1
+	}
+	buffers := func(sql string) int {
+		tx, err := pool.Begin(ctx)
+		pgtest.Must(t, err)
+		defer tx.Rollback(ctx)
+		var plan string
+		pgtest.Must(t, tx.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+sql,
+			ids, states, spent, make([]*int64, n), make([]*string, n), int64(1)).Scan(&plan))
+		var doc []struct {
+			Plan struct {
+				Hit  int `json:"Shared Hit Blocks"`
+				Read int `json:"Shared Read Blocks"`
+			} `json:"Plan"`
+		}
+		pgtest.Must(t, json.Unmarshal([]byte(plan), &doc))
+		return doc[0].Plan.Hit + doc[0].Plan.Read
+	}
+	got, control := buffers(complete), buffers(plain)
+	t.Logf("buffers to complete 100 of 100,000 pending jobs on stale statistics: %d (control: %d)", got, control)
+	if got > 2500 {
+		t.Errorf("completing 100 jobs touched %d buffers: it walks the pending jobs", got)
+	}
+	if control < 5*got {
+		t.Errorf("control: the plain state test touched %d buffers, the statement %d; want the control to walk the pending jobs, or this test cannot tell", control, got)
+	}
+}

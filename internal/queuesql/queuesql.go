@@ -154,6 +154,14 @@ WHERE group_name = $1 AND partition = $2 AND token = $3`
 // last one with no attempt spent since (a job whose kind has no handler,
 // looked at again); a recovered run's failure spends 0 here, its attempt
 // having been spent before it, and is appended.
+//
+// The jobs are found by primary key. Their state is tested in a form
+// (coalesce) from which the planner cannot prove state = 'pending', so that
+// it cannot choose a pending-only partial index instead: with statistics
+// taken when no job was pending (a drained table, or one truncated and
+// refilled), it estimates such an index at one row and walks all of it,
+// every pending job, for every completion (measured: 194 ms for 100 jobs
+// with 200,000 pending, instead of about 1 ms).
 const completeJobs = `
 UPDATE {{schema}}.jobs AS j
 SET state          = o.state,
@@ -168,7 +176,7 @@ SET state          = o.state,
                      ELSE j.errors || jsonb_build_array(jsonb_build_object(
                           'attempt', j.attempt + o.spent, 'at', clock_timestamp(), 'error', o.error)) END
 FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[]) AS o(id, state, spent, delay, error)
-WHERE j.id = o.id AND j.state = 'pending'`
+WHERE j.id = o.id AND coalesce(j.state = 'pending', false)`
 
 // Complete records the outcomes of jobs in one statement, without a fence:
 // the benchmarks' raw-SQL limit runs it. (The queue runs CompleteFenced.)
@@ -260,7 +268,7 @@ UPDATE {{schema}}.jobs
 SET state = 'cancelled', finished_at = clock_timestamp(),
     errors = errors || jsonb_build_array(jsonb_build_object(
              'attempt', attempt, 'at', clock_timestamp(), 'error', 'cancelled by an operator'))
-WHERE id = ANY($1::bigint[]) AND state = 'pending'
+WHERE id = ANY($1::bigint[]) AND coalesce(state = 'pending', false) -- by primary key: see completeJobs
 RETURNING id`
 
 // List reads the jobs of group $1, newest first, filtered by state ($2),
