@@ -189,14 +189,16 @@ func (pl *pipeline) fetch() {
 	for id := range pl.held {
 		ids = append(ids, id)
 	}
+	// The stalled keys first: if the list is cut, a stalled key's jobs
+	// would be fetched only to be dropped.
 	skip := make([]string, 0, len(pl.skip))
-	for k := range pl.skip {
-		skip = append(skip, k)
-	}
 	for k, ln := range pl.lines {
 		if ln.stalled {
 			skip = append(skip, k)
 		}
+	}
+	for k := range pl.skip {
+		skip = append(skip, k)
 	}
 	pl.poke = false
 	res, err := pl.p.fetch(pl.ctx, pl.o, n, ids, skip[:min(len(skip), maxSkipKeys)])
@@ -208,7 +210,11 @@ func (pl *pipeline) fetch() {
 		return
 	}
 	now := time.Now()
+	fresh := 0 // waiting keys not skipped before
 	for _, w := range res.waiting {
+		if _, ok := pl.skip[w.key]; !ok {
+			fresh++
+		}
 		t := now.Add(min(w.wait, maxSkip*pl.p.cfg.PollInterval))
 		pl.skip[w.key] = t
 		pl.later(t)
@@ -216,6 +222,7 @@ func (pl *pipeline) fetch() {
 	// Every job into its line first, then the lines advance: a key's jobs
 	// come in (run_at, id) order but run in id order.
 	var touched []*line
+	before := len(pl.held)
 	for _, f := range res.jobs {
 		if ln := pl.dispatch(f); ln != nil {
 			touched = append(touched, ln)
@@ -224,7 +231,9 @@ func (pl *pipeline) fetch() {
 	for _, ln := range touched {
 		pl.advance(ln)
 	}
-	pl.more = res.scanned == n && (len(res.jobs) > 0 || len(res.waiting) > 0)
+	// More may be due when the window was full and the fetch got somewhere:
+	// took a job, or learned of a waiting key to skip next time.
+	pl.more = res.scanned == n && (len(pl.held) > before || fresh > 0)
 }
 
 // dispatch takes in a fetched job: ready at once if it has no key, else
