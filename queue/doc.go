@@ -1,7 +1,10 @@
 // Package queue is leasehold's PostgreSQL job queue.
 //
-// A job belongs to one partition of its group, partition.Of(key): only the
-// owner of that partition processes it, so no job needs a per-job claim.
+// A job belongs to one partition of its group, partition.Of(key) (a job
+// without a key: one placed round robin): only the owner of that partition
+// processes it, so no job needs a per-job claim. Ordering is opt-in: jobs
+// without a key wait for nothing; jobs sharing a key run one at a time, in
+// order (see Ordering for what a waiting job does to the later ones).
 //
 // A Client enqueues: Enqueue, EnqueueMany (one statement) and EnqueueTx
 // (inside your transaction, committed or rolled back with it), with typed
@@ -10,7 +13,9 @@
 // Processor, whose Run is a partition.Member's Run, processes the jobs of
 // the partitions the member owns with the handlers registered by Handle
 // (plain), HandleTx (transactional: exactly-once effects in this database)
-// and HandleTxBatch.
+// and HandleTxBatch, in a continuous pipeline per partition: it fetches
+// while jobs run, up to a window of jobs held, and records outcomes in
+// fenced batches as they come.
 //
 // See docs/queue.md.
 package queue
