@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
@@ -202,5 +203,48 @@ func TestStalledJobVoidsOnlyItsOwnOutcome(t *testing.T) {
 	pgtest.Must(t, err)
 	if n := l.count(res[2].ID); n != 2 || info.FinishedToken == nil || *info.FinishedToken == a.lease.Token() {
 		t.Errorf("the stalled job ran %d times and was finished by token %v; want 2 runs, finished by the new owner", n, info.FinishedToken)
+	}
+}
+
+// A completion statement that fails (here: a lock timeout on the lease row,
+// held by another transaction) is retried until it succeeds: the plain job's
+// outcome is recorded once it can be, and the job does not run again. (Had
+// the completer dropped the outcome, the job would stay pending and run a
+// second time.)
+func TestFailedCompletionIsRetried(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	l := newRunLog()
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		l.start(w.ID, w.Attempt)
+		l.end(w.ID)
+		return nil
+	})
+	a := newAfterCrash(t, ctx, pool, false)
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	defer tx.Rollback(context.Background()) // on failure: frees the row and the connection
+	_, err = tx.Exec(ctx, `SELECT FROM leasehold.leases WHERE name = $1 FOR UPDATE`, a.lease.Name())
+	pgtest.Must(t, err)
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "retry")[0], Args: step{"x"}})
+	pgtest.Must(t, err)
+	a.run(ctx, queue.ProcessorConfig{Workers: ws, Fence: fence.PostgresConfig{LockTimeout: 20 * time.Millisecond}})
+	for start := time.Now(); l.count(res.ID) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the job did not run")
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // several completion statements time out meanwhile
+	if info, err := c.JobInfo(ctx, res.ID); err != nil || info.State != "pending" {
+		t.Fatalf("job %+v, %v while its completion cannot lock the lease row; want pending", info, err)
+	}
+	pgtest.Must(t, tx.Rollback(ctx))
+	if info := waitJob(t, ctx, c, res.ID, "completed"); info.Attempt != 1 || *info.FinishedToken != a.lease.Token() {
+		t.Errorf("job completed on attempt %d by token %v; want attempt 1 by the running grant %d", info.Attempt, *info.FinishedToken, a.lease.Token())
+	}
+	if bad := onceEach(l, []int64{res.ID}, nil); len(bad) > 0 {
+		t.Errorf("%v", bad)
 	}
 }
