@@ -70,12 +70,8 @@ type pipeline struct {
 // reports whether it ended cleanly: every job it started has its outcome
 // recorded, or was interrupted without one.
 func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}) bool {
-	lctx := context.Background()
-	if o.Lease != nil {
-		lctx = o.Lease.Context()
-	}
 	pl := &pipeline{p: p, o: o, log: log, ctx: ctx, hctx: hctx, window: p.cfg.Window,
-		comp: newCompleter(p, o, log, lctx),
+		comp: newCompleter(p, o, log, o.Lease.Context()), // Run refuses a nil Lease
 		held: make(map[int64]bool), cool: make(map[int64]time.Time), lines: make(map[string]*line),
 		skip: make(map[string]time.Time), done: make(chan *run, p.cfg.Window+1), poke: true}
 	timer := time.NewTimer(p.cfg.PollInterval)

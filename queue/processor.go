@@ -128,7 +128,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	defInt(&cfg.Concurrency, 100)
 	defInt(&cfg.PartitionConcurrency, cfg.Concurrency)
 	if cfg.PartitionConcurrency > cfg.Concurrency {
-		cfg.Logger = cmpLogger(cfg.Logger)
+		cfg.Logger = loggerOrDefault(cfg.Logger)
 		cfg.Logger.Warn("queue: PartitionConcurrency is above Concurrency; capped at Concurrency",
 			"partition_concurrency", cfg.PartitionConcurrency, "concurrency", cfg.Concurrency)
 		cfg.PartitionConcurrency = cfg.Concurrency
@@ -142,7 +142,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.MaxRetry, time.Hour)
 	def(&cfg.UnknownKindDelay, time.Minute)
 	def(&cfg.Retention, 24*time.Hour)
-	cfg.Logger = cmpLogger(cfg.Logger)
+	cfg.Logger = loggerOrDefault(cfg.Logger)
 	q, err := render(cfg.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
@@ -272,8 +272,8 @@ func handlerContext(ctx context.Context, o partition.Ownership, grace time.Durat
 	}
 }
 
-// cmpLogger returns l, or slog.Default() for nil.
-func cmpLogger(l *slog.Logger) *slog.Logger {
+// loggerOrDefault returns l, or slog.Default() for nil.
+func loggerOrDefault(l *slog.Logger) *slog.Logger {
 	if l == nil {
 		return slog.Default()
 	}
