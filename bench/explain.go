@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/internal/queuesql"
 )
 
@@ -81,11 +81,11 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
 	}
-	q, err := migrations.Schema("")
+	q, err := store.Quote("")
 	if err != nil {
 		return err
 	}
-	fetch := migrations.Render(queuesql.Fetch, q)
+	fetch := store.Render(queuesql.Fetch, q)
 	fmt.Fprintf(stdout, "| case | table | fetch | returned | buffers | execution |\n|---|---|---|---|---|---|\n")
 	var plans strings.Builder
 	for _, analysed := range []bool{false, true} {
@@ -123,7 +123,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				name, sql string
 				args      []any
 			}{
-				{"before (NOT EXISTS per candidate)", migrations.Render(queuesql.FetchBefore12, q), []any{"g", c.partition, 100}},
+				{"before (NOT EXISTS per candidate)", store.Render(queuesql.FetchBefore12, q), []any{"g", c.partition, 100}},
 				{"after (window and per-key probe)", fetch, []any{"g", c.partition, 100, ids, skip}},
 			} {
 				e, err := explainOne(ctx, pool, f.sql, f.args...)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/fencesql"
 	"github.com/leasehold/leasehold/internal/kafkasql"
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // kafkaBegin is fence.Postgres.Begin's BEGIN with the default timeouts
@@ -27,14 +27,14 @@ type kafkaSQL struct {
 // renderKafkaSQL renders the statements for schema ("" for the default):
 // the offset advance comes from internal/kafkasql, as in queue/kafka.
 func renderKafkaSQL(schema string) (kafkaSQL, error) {
-	q, err := migrations.Schema(schema)
+	q, err := store.Quote(schema)
 	if err != nil {
 		return kafkaSQL{}, err
 	}
 	return kafkaSQL{
-		check:       migrations.Render(fencesql.Check, q),
-		advance:     migrations.Render(kafkasql.Advance, q),
-		createGroup: migrations.Render(`INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2)`, q),
+		check:       store.Render(fencesql.Check, q),
+		advance:     store.Render(kafkasql.Advance, q),
+		createGroup: store.Render(`INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2)`, q),
 	}, nil
 }
 

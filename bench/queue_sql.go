@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/internal/queuesql"
 )
 
@@ -55,17 +55,17 @@ type queueSQL struct {
 // renderQueueSQL renders the statements for schema ("" for the default),
 // the way package queue renders them.
 func renderQueueSQL(schema string) (queueSQL, error) {
-	q, err := migrations.Schema(schema)
+	q, err := store.Quote(schema)
 	if err != nil {
 		return queueSQL{}, err
 	}
 	return queueSQL{
-		fetch:          migrations.Render(queueFetch, q),
-		complete:       migrations.Render(queueComplete, q),
-		completeFenced: migrations.Render(queueCompleteFenced, q),
-		insertOne:      migrations.Render(rawInsertOne, q),
-		insertMany:     migrations.Render(rawInsertMany, q),
-		insertNotify:   migrations.Render(rawInsertNotify, q),
+		fetch:          store.Render(queueFetch, q),
+		complete:       store.Render(queueComplete, q),
+		completeFenced: store.Render(queueCompleteFenced, q),
+		insertOne:      store.Render(rawInsertOne, q),
+		insertMany:     store.Render(rawInsertMany, q),
+		insertNotify:   store.Render(rawInsertNotify, q),
 		jobs:           q + ".jobs",
 		groups:         q + ".groups",
 	}, nil

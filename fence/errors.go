@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ErrFenced means a write carried a token lower than the resource's current
@@ -36,36 +34,33 @@ func (e *FencedError) Error() string {
 // Unwrap returns ErrFenced.
 func (e *FencedError) Unwrap() error { return ErrFenced }
 
-// IndeterminateError wraps a failed COMMIT whose outcome is unknown: the
-// request may have reached the database and committed, but no reply came.
-// The effects may or may not be applied; make them idempotent, or check.
-type IndeterminateError struct{ Err error }
+// IndeterminateError wraps an error after which the outcome of a write is
+// unknown: the request may have reached the database and committed, but no
+// reply came (a lost connection, a FATAL answer, a deadline that passed
+// while the request was in flight). The effects may or may not be applied:
+// make them idempotent, or read back. Never assume either outcome. Every
+// component of leasehold reports an unknown outcome with this one type.
+type IndeterminateError struct {
+	Op       string // what ran: "lease: acquire", "queue: enqueue", "commit" ...
+	Resource string // the lease, job or row it ran on; may be empty
+	Err      error
+}
 
 // Error returns the error message.
-func (e *IndeterminateError) Error() string { return "fence: commit outcome unknown: " + e.Err.Error() }
+func (e *IndeterminateError) Error() string {
+	s := e.Op
+	if e.Resource != "" {
+		s += fmt.Sprintf(" %q", e.Resource)
+	}
+	return s + ": outcome unknown: " + e.Err.Error()
+}
 
 // Unwrap returns the underlying error.
 func (e *IndeterminateError) Unwrap() error { return e.Err }
 
-// IsIndeterminate reports whether err leaves a commit's outcome unknown.
+// IsIndeterminate reports whether err leaves the outcome of a write
+// unknown.
 func IsIndeterminate(err error) bool {
 	var ie *IndeterminateError
 	return errors.As(err, &ie)
-}
-
-// commitErr classifies an error from COMMIT: a server error means the
-// transaction rolled back; a failure before anything was sent is plain;
-// anything else leaves the outcome unknown.
-func commitErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	var pe *pgconn.PgError
-	switch {
-	case errors.As(err, &pe) && pe.Severity == "ERROR", // the server rolled back
-		errors.Is(err, pgx.ErrTxCommitRollback), // an earlier error aborted the transaction
-		pgconn.SafeToRetry(err):                 // COMMIT was never sent
-		return fmt.Errorf("fence: commit: %w", err)
-	}
-	return &IndeterminateError{Err: err} // FATAL, PANIC or a lost connection: unknown
 }

@@ -11,9 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Execer runs statements: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
-type Execer interface {
+// Querier runs statements: a *pgxpool.Pool, *pgx.Conn or pgx.Tx. It is
+// the one database interface of leasehold's APIs.
+type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
@@ -43,7 +45,7 @@ type Table struct {
 // passed in args. It returns a *FencedError (wrapping ErrFenced) when the
 // row carries a higher token, and an error wrapping pgx.ErrNoRows when there
 // is no row with that key.
-func (t Table) Update(ctx context.Context, db Execer, key any, token Token, set string, args ...any) error {
+func (t Table) Update(ctx context.Context, db Querier, key any, token Token, set string, args ...any) error {
 	name, keyCol, tokCol, err := t.idents()
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -195,18 +196,17 @@ func TestConfigValidation(t *testing.T) {
 		{"MaxBackoff", lease.Config{MinBackoff: time.Second, MaxBackoff: time.Millisecond}},
 		{"MaxConns", lease.Config{MaxConns: -1}},
 		{"Owner", lease.Config{Owner: strings.Repeat("o", 300)}},
-		{"Schema", lease.Config{Schema: "no spaces"}},
 	} {
-		_, err := lease.New(pool, tc.cfg)
+		_, err := lease.New(pgtest.Open(t, pool, leasehold.Config{}), tc.cfg)
 		var ce *lease.ConfigError
 		if !errors.Is(err, lease.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != tc.field {
 			t.Errorf("New(%+v) = %v; want *ConfigError for %s", tc.cfg, err, tc.field)
 		}
 	}
 	if _, err := lease.New(nil, lease.Config{}); !errors.Is(err, lease.ErrInvalidConfig) {
-		t.Errorf("New(nil pool) = %v; want ErrInvalidConfig", err)
+		t.Errorf("New(nil db) = %v; want ErrInvalidConfig", err)
 	}
-	c, err := lease.New(pool, lease.Config{})
+	c, err := lease.New(pgtest.Open(t, pool, leasehold.Config{}), lease.Config{})
 	pgtest.Must(t, err)
 	defer c.Close(context.Background())
 	cfg := c.Config()
@@ -222,7 +222,7 @@ func TestUnmigratedDatabaseAndClosedClient(t *testing.T) {
 	bare := pgtest.PoolURL(t, pgtest.URL(t)) // never migrated
 	c := newClient(t, bare, lease.Config{})
 	start := time.Now()
-	if _, err := c.Acquire(ctx, "x"); !errors.Is(err, lease.ErrNotMigrated) {
+	if _, err := c.Acquire(ctx, "x"); !errors.Is(err, leasehold.ErrNotMigrated) {
 		t.Fatalf("Acquire on an unmigrated database = %v; want ErrNotMigrated", err)
 	}
 	if time.Since(start) > 5*time.Second {

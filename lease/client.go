@@ -13,9 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
-	"github.com/leasehold/leasehold/internal/dbpool"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // Client acquires and holds leases for one owner. It renews every lease it
@@ -25,7 +26,7 @@ import (
 type Client struct {
 	cfg     Config
 	pool    *pgxpool.Pool
-	q       queries
+	q       store.LeaseSQL
 	log     *slog.Logger
 	backoff *backoff.Backoff
 
@@ -38,31 +39,30 @@ type Client struct {
 	wg       sync.WaitGroup
 }
 
-// New returns a Client for the leases in the database pool connects to. The
-// Client opens its own pool (Config.MaxConns connections) from pool's
-// configuration, with server-side statement, lock and idle-in-transaction
+// New returns a Client for the leases of db. The Client opens its own pool
+// (Config.MaxConns connections) from the configuration of db's pool,
 // timeouts set to Config.StatementTimeout. New does no I/O.
-func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
-	if pool == nil {
-		return nil, &ConfigError{Field: "pool", Reason: "nil *pgxpool.Pool"}
+func New(db *leasehold.DB, cfg Config) (*Client, error) {
+	if db == nil {
+		return nil, &ConfigError{Field: "db", Reason: "nil *leasehold.DB"}
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	q, err := render(cfg.Schema)
+	st, err := store.For(db.Schema())
 	if err != nil {
-		return nil, &ConfigError{Field: "Schema", Reason: err.Error()}
+		return nil, &ConfigError{Field: "db", Reason: err.Error()}
 	}
-	own, err := dbpool.Derive(pool, cfg.MaxConns, cfg.StatementTimeout)
+	own, err := store.DerivePool(db.Pool(), cfg.MaxConns, cfg.StatementTimeout)
 	if err != nil {
 		return nil, err
 	}
 	return &Client{
 		cfg:     cfg,
 		pool:    own,
-		q:       q,
-		log:     cfg.Logger.With("owner", cfg.Owner),
+		q:       st.Lease,
+		log:     db.Logger().With("owner", cfg.Owner),
 		backoff: backoff.New(cfg.MinBackoff, cfg.MaxBackoff, cfg.Rand),
 		held:    make(map[string]*Lease),
 		pending: make(map[string]struct{}),
@@ -141,7 +141,7 @@ func (c *Client) acquireWait(ctx context.Context, names []string) ([]*Lease, err
 		if ctx.Err() != nil {
 			// An attempt cut short by ctx (its grant, if any, is released)
 			// says less than the attempt before it.
-			if prev != nil && (IsIndeterminate(err) || errors.Is(err, ctx.Err())) {
+			if prev != nil && (fence.IsIndeterminate(err) || errors.Is(err, ctx.Err())) {
 				err = prev
 			}
 			return nil, fmt.Errorf("lease: acquire %q: %w (last attempt: %w)", names, context.Cause(ctx), err)
@@ -222,7 +222,7 @@ func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Leas
 	sent := c.cfg.Clock.Now()
 	granted, tokens, acquired, err := c.grant(ctx, names, all)
 	latency := c.cfg.Clock.Now().Sub(sent)
-	if IsIndeterminate(err) {
+	if fence.IsIndeterminate(err) {
 		c.abandon(names) // unreserves when done
 	} else {
 		defer c.unreserve(names)
@@ -266,7 +266,7 @@ func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string,
 		var tok int64
 		var name string
 		var at, exp time.Time
-		err := c.pool.QueryRow(ctx, c.q.acquire, names[0], c.cfg.Owner, ttl).Scan(&name, &tok, &at, &exp)
+		err := c.pool.QueryRow(ctx, c.q.Acquire, names[0], c.cfg.Owner, ttl).Scan(&name, &tok, &at, &exp)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil, nil, fmt.Errorf("%w: %q", ErrHeld, names[0])
 		}
@@ -287,7 +287,7 @@ func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string,
 		defer c.rollback(ctx, tx)
 		q = tx
 	}
-	rows, err := q.Query(ctx, c.q.acquireMany, names, c.cfg.Owner, ttl)
+	rows, err := q.Query(ctx, c.q.AcquireMany, names, c.cfg.Owner, ttl)
 	if err != nil {
 		return nil, nil, nil, classify("acquire", label, err)
 	}
@@ -360,7 +360,7 @@ func (c *Client) abandon(names []string) {
 		defer c.unreserve(names)
 		ctx, cancel := c.stmtCtx(context.Background())
 		defer cancel()
-		if _, err := c.pool.Exec(ctx, c.q.releaseOrphans, names, c.cfg.Owner); err != nil {
+		if _, err := c.pool.Exec(ctx, c.q.ReleaseOrphans, names, c.cfg.Owner); err != nil {
 			c.log.Warn("lease: could not free a grant of unknown outcome; it frees itself at expiry",
 				"leases", names, "err", err)
 		}
@@ -492,7 +492,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	defer cancel()
 	i := Info{Name: name}
 	var tok int64
-	err := c.pool.QueryRow(ctx, c.q.inspect, name).Scan(&i.Owner, &tok, &i.AcquiredAt, &i.RenewedAt, &i.ExpiresAt, &i.Now)
+	err := c.pool.QueryRow(ctx, c.q.Inspect, name).Scan(&i.Owner, &tok, &i.AcquiredAt, &i.RenewedAt, &i.ExpiresAt, &i.Now)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Info{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
@@ -514,7 +514,7 @@ func (c *Client) InspectMany(ctx context.Context, names ...string) ([]Info, erro
 	}
 	ctx, cancel := c.stmtCtx(ctx)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, c.q.inspectMany, names)
+	rows, err := c.pool.Query(ctx, c.q.InspectMany, names)
 	if err != nil {
 		return nil, classify("inspect", fmt.Sprint(names), err)
 	}
@@ -564,10 +564,10 @@ func (c *Client) DeleteExpired(ctx context.Context, olderThan time.Duration) (in
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '50ms'`); err != nil {
 		return 0, classify("delete expired", "", err)
 	}
-	if _, err := tx.Exec(ctx, c.q.lockTable); err != nil {
+	if _, err := tx.Exec(ctx, c.q.LockTable); err != nil {
 		return 0, classify("delete expired", "", err)
 	}
-	tag, err := tx.Exec(ctx, c.q.deleteExpired, olderThan.Microseconds())
+	tag, err := tx.Exec(ctx, c.q.DeleteExpired, olderThan.Microseconds())
 	if err != nil {
 		return 0, classify("delete expired", "", err)
 	}

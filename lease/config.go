@@ -2,14 +2,11 @@ package lease
 
 import (
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"github.com/leasehold/leasehold/internal/migrations"
 )
 
 // MinTTL is the shortest lease TTL a Client accepts.
@@ -24,9 +21,6 @@ const MaxNameLen = 255
 // Config configures a Client. The zero value of every field means its
 // default.
 type Config struct {
-	// Schema is the PostgreSQL schema holding leasehold's tables.
-	// Defaults to "leasehold".
-	Schema string
 	// Owner identifies this Client as a holder. It must be unique among all
 	// Clients using the same leases: two Clients with one owner id take
 	// leases from each other. Defaults to "<hostname>-<pid>-<random hex>".
@@ -64,9 +58,6 @@ type Config struct {
 	// shared with another Client. Defaults to a randomly seeded source; set
 	// a seeded one for reproducible tests.
 	Rand *rand.Rand
-	// Logger receives acquire, renew, loss and release records. Defaults to
-	// slog.Default().
-	Logger *slog.Logger
 	// Hooks observe acquire and renew latency, losses and releases.
 	// Defaults to none.
 	Hooks Hooks
@@ -74,9 +65,6 @@ type Config struct {
 
 // withDefaults validates c and returns it with defaults filled in.
 func (c Config) withDefaults() (Config, error) {
-	if _, err := migrations.Schema(c.Schema); err != nil {
-		return c, &ConfigError{Field: "Schema", Reason: err.Error()}
-	}
 	if c.Owner == "" {
 		c.Owner = DefaultOwner()
 	} else if err := validName(c.Owner); err != nil {
@@ -138,9 +126,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	return c, nil
 }

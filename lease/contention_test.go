@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/internal/fakeclock"
 	"github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -75,7 +76,7 @@ func contend(t testing.TB, c *lease.Client, seed uint64, end time.Time) map[stri
 // server's statement or lock timeout.
 func overloaded(err error) bool {
 	var pe *pgconn.PgError
-	return lease.IsIndeterminate(err) || errors.Is(err, context.DeadlineExceeded) ||
+	return fence.IsIndeterminate(err) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.As(err, &pe) && (pe.Code == "57014" || pe.Code == "55P03")
 }
 

@@ -2,12 +2,8 @@ package lease
 
 import (
 	"errors"
-	"fmt"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/puddle/v2"
-
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 var (
@@ -21,15 +17,14 @@ var (
 	ErrReleased = errors.New("lease: released")
 	// ErrNotFound is returned by Inspect for a name that has no row.
 	ErrNotFound = errors.New("lease: not found")
-	// ErrClosed is returned by a Client after Close.
-	ErrClosed = errors.New("lease: client closed")
+	// ErrClosed is returned by a Client after Close, or when its pool was
+	// closed. It is leasehold.ErrClosed.
+	ErrClosed = store.ErrClosed
 	// ErrInvalidName is returned for an empty, over-long or malformed lease
 	// name or owner id.
 	ErrInvalidName = errors.New("lease: invalid name")
 	// ErrInvalidConfig is wrapped by every *ConfigError.
 	ErrInvalidConfig = errors.New("lease: invalid config")
-	// ErrNotMigrated means leasehold's tables are missing from the schema.
-	ErrNotMigrated = migrations.ErrNotMigrated
 )
 
 // ConfigError reports an invalid Config field.
@@ -44,55 +39,11 @@ func (e *ConfigError) Error() string { return "lease: invalid config: " + e.Fiel
 // Unwrap returns ErrInvalidConfig.
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
-// IndeterminateError wraps an error after which the outcome of a statement is
-// unknown: the request may have reached the database and committed, but no
-// reply arrived. After an indeterminate acquire, retry with the same Client
-// (acquiring a lease the same owner already holds succeeds with a new token)
-// or let the possible grant expire. Never assume either outcome.
-type IndeterminateError struct {
-	Op   string // "acquire", "renew", "release", "inspect" or "delete expired"
-	Name string
-	Err  error
-}
-
-// Error returns the error message.
-func (e *IndeterminateError) Error() string {
-	return fmt.Sprintf("lease: %s %q: outcome unknown: %v", e.Op, e.Name, e.Err)
-}
-
-// Unwrap returns the underlying error.
-func (e *IndeterminateError) Unwrap() error { return e.Err }
-
-// IsIndeterminate reports whether err leaves the outcome of a lease
-// statement unknown.
-func IsIndeterminate(err error) bool {
-	var ie *IndeterminateError
-	return errors.As(err, &ie)
-}
-
-// classify wraps a database error of operation op on name: ErrClosed for a
-// closed pool, ErrNotMigrated for missing tables, *IndeterminateError when
-// the statement may have run, a plain wrap when it certainly did not commit.
-func classify(op, name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, puddle.ErrClosedPool) {
-		return fmt.Errorf("lease: %s %q: %w", op, name, ErrClosed)
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		if migrations.IsUndefined(err) {
-			return fmt.Errorf("lease: %s %q: %w: %v", op, name, ErrNotMigrated, err)
-		}
-		// The server answered: a single statement that failed rolled back.
-		return fmt.Errorf("lease: %s %q: %w", op, name, err)
-	}
-	if pgconn.SafeToRetry(err) {
-		return fmt.Errorf("lease: %s %q: %w", op, name, err)
-	}
-	return &IndeterminateError{Op: op, Name: name, Err: err}
-}
+// classify wraps a database error of operation op on name with the one
+// classifier of every component (store.Classify): ErrClosed for a closed
+// pool, ErrNotMigrated for missing tables, a *fence.IndeterminateError when
+// the statement may have run, a plain wrap when it certainly did not.
+func classify(op, name string, err error) error { return store.Classify("lease", op, name, err) }
 
 // transient reports whether retrying the operation later may succeed: the
 // lease is held, the outcome is unknown, the connection failed, or the server
@@ -100,23 +51,10 @@ func classify(op, name string, err error) error {
 // shutdown, resource shortage).
 func transient(err error) bool {
 	switch {
-	case errors.Is(err, ErrHeld), errors.Is(err, ErrLost), IsIndeterminate(err):
+	case errors.Is(err, ErrHeld), errors.Is(err, ErrLost):
 		return true
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrInvalidName), errors.Is(err, ErrInvalidConfig),
-		errors.Is(err, ErrNotMigrated):
+	case errors.Is(err, ErrInvalidName), errors.Is(err, ErrInvalidConfig):
 		return false
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		if len(pe.Code) < 2 {
-			return true
-		}
-		switch pe.Code[:2] {
-		case "08", "40", "53", "57", "58":
-			return true
-		}
-		// lock_not_available, idle_in_transaction_session_timeout
-		return pe.Code == "55P03" || pe.Code == "25P03"
-	}
-	return true // not a server answer: a connection or network failure
+	return store.Transient(err)
 }

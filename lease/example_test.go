@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -22,11 +23,15 @@ func Example() {
 		panic(err)
 	}
 	defer pool.Close()
-	if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{}); err != nil {
+	db, err := leasehold.Open(pool, leasehold.Config{})
+	if err != nil {
+		panic(err)
+	}
+	if err := db.Migrate(ctx); err != nil {
 		panic(err)
 	}
 
-	leases, err := lease.New(pool, lease.Config{TTL: 15 * time.Second})
+	leases, err := lease.New(db, lease.Config{TTL: 15 * time.Second})
 	if err != nil {
 		panic(err)
 	}
@@ -53,14 +58,15 @@ func Example() {
 func ExampleClient_TryAcquire() {
 	ctx := context.Background()
 	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	leases, _ := lease.New(pool, lease.Config{})
+	db, _ := leasehold.Open(pool, leasehold.Config{})
+	leases, _ := lease.New(db, lease.Config{})
 	defer leases.Close(ctx)
 
 	l, err := leases.TryAcquire(ctx, "singleton")
 	switch {
 	case errors.Is(err, lease.ErrHeld):
 		fmt.Println("another owner holds it")
-	case lease.IsIndeterminate(err):
+	case fence.IsIndeterminate(err):
 		fmt.Println("outcome unknown: retry with the same client, or let it expire")
 	case err != nil:
 		fmt.Println(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/fakeclock"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -65,7 +66,7 @@ func pausedHolder(t *testing.T) (fc *fakeclock.Clock, paused *lease.Lease, next 
 	fc = fakeclock.New(time.Now())
 	a := newClient(t, pool, lease.Config{Owner: "paused", TTL: time.Second, Clock: fc})
 	la, err := a.TryAcquire(ctx, "job")
-	for i := 0; i < 20 && (lease.IsIndeterminate(err) || errors.Is(err, lease.ErrHeld)); i++ {
+	for i := 0; i < 20 && (fence.IsIndeterminate(err) || errors.Is(err, lease.ErrHeld)); i++ {
 		// A statement timeout (378ms at this TTL) on an overloaded
 		// machine; the Client frees the orphan grant, if any, and keeps
 		// the name reserved (ErrHeld) until it has.
@@ -129,7 +130,7 @@ func TestDatabaseGoneLeaseLostByLocalDeadlineThenRecovers(t *testing.T) {
 	ctx := ctxT(t)
 	cl := pgtest.Cluster(t)
 	pool := pgtest.PoolURL(t, cl.URL("postgres"))
-	pgtest.Must(t, leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{}))
+	pgtest.Must(t, pgtest.Open(t, pool, leasehold.Config{}).Migrate(ctx))
 	var losses sync.WaitGroup
 	losses.Add(1)
 	c := newClient(t, pool, lease.Config{TTL: 2 * time.Second, MaxBackoff: 100 * time.Millisecond,
@@ -246,7 +247,7 @@ func TestIndeterminateAcquireFreesOrphanGrant(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err = c.TryAcquire(short, "job")
 	cancel()
-	if !lease.IsIndeterminate(err) {
+	if !fence.IsIndeterminate(err) {
 		t.Fatalf("TryAcquire through a partition = %v; want an indeterminate error", err)
 	}
 	proxy.Heal()

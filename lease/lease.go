@@ -203,7 +203,7 @@ func (l *Lease) release(ctx context.Context) error {
 	ctx, cancel := l.c.stmtCtx(ctx)
 	defer cancel()
 	start := l.c.cfg.Clock.Now()
-	_, err := l.c.pool.Exec(ctx, l.c.q.release, l.name, l.c.cfg.Owner, int64(l.token))
+	_, err := l.c.pool.Exec(ctx, l.c.q.Release, l.name, l.c.cfg.Owner, int64(l.token))
 	err = classify("release", l.name, err)
 	latency := l.c.cfg.Clock.Now().Sub(start)
 	held := start.Sub(l.granted)

@@ -3,13 +3,13 @@ package lease_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
@@ -24,10 +24,7 @@ func newClient(t testing.TB, pool *pgxpool.Pool, cfg lease.Config) *lease.Client
 	if cfg.TTL == 0 {
 		cfg.TTL = 2 * time.Second
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	c, err := lease.New(pool, cfg)
+	c, err := lease.New(pgtest.Open(t, pool, leasehold.Config{}), cfg)
 	if err != nil {
 		t.Fatalf("lease.New: %v", err)
 	}

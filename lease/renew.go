@@ -82,7 +82,7 @@ func (c *Client) renew(ctx context.Context, ls []*Lease) error {
 	}
 	sent := c.cfg.Clock.Now()
 	renewed := make(map[string]bool, len(ls))
-	rows, err := c.pool.Query(ctx, c.q.renew, names, tokens, c.cfg.Owner, c.cfg.TTL.Microseconds())
+	rows, err := c.pool.Query(ctx, c.q.Renew, names, tokens, c.cfg.Owner, c.cfg.TTL.Microseconds())
 	if err == nil {
 		for rows.Next() {
 			var name string

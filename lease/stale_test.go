@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/fakeclock"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -87,7 +88,7 @@ func TestAcquireWithLostReplyIsIndeterminate(t *testing.T) {
 	if acqErr == nil {
 		t.Fatal("TryAcquire through a blackhole succeeded")
 	}
-	if !lease.IsIndeterminate(acqErr) {
+	if !fence.IsIndeterminate(acqErr) {
 		t.Errorf("TryAcquire whose reply never came = %v; want an *IndeterminateError", acqErr)
 	}
 	// The held request now reaches the database. When pgconn gave up it also

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -129,7 +129,7 @@ func (c Config) withDefaults() (Config, error) {
 	case c.PollInterval < 0 || c.HandoffTimeout < 0:
 		return c, bad("PollInterval/HandoffTimeout", "negative duration")
 	}
-	if _, err := migrations.Schema(c.Lease.Schema); err != nil {
+	if _, err := store.Quote(c.Lease.Schema); err != nil {
 		return c, bad("Lease.Schema", err.Error())
 	}
 	if c.ID == "" {

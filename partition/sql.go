@@ -5,7 +5,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 type queries struct {
@@ -66,11 +66,11 @@ FROM {{schema}}.members WHERE group_name = $1 ORDER BY id`
 const sqlGroups = `SELECT name FROM {{schema}}.groups ORDER BY name`
 
 func render(schema string) (queries, string, error) {
-	q, err := migrations.Schema(schema)
+	q, err := store.Quote(schema)
 	if err != nil {
 		return queries{}, "", err
 	}
-	r := func(s string) string { return migrations.Render(s, q) }
+	r := func(s string) string { return store.Render(s, q) }
 	return queries{
 		createGroup: r(sqlCreateGroup),
 		groupCount:  r(sqlGroupCount),
@@ -89,7 +89,7 @@ func render(schema string) (queries, string, error) {
 // of each notification is the group's name.
 func NotifyChannel(schema string) string {
 	if schema == "" {
-		schema = migrations.DefaultSchema
+		schema = store.DefaultSchema
 	}
 	return fmt.Sprintf("leasehold_partitions_%016x", xxhash.Sum64String(schema))
 }

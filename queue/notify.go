@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/internal/backoff"
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // NotifyChannel returns the LISTEN/NOTIFY channel on which enqueues in
@@ -20,7 +20,7 @@ import (
 // "<partition>:<group>".
 func NotifyChannel(schema string) string {
 	if schema == "" {
-		schema = migrations.DefaultSchema
+		schema = store.DefaultSchema
 	}
 	return fmt.Sprintf("leasehold_jobs_%016x", xxhash.Sum64String(schema))
 }

@@ -1,7 +1,7 @@
 package queue
 
 import (
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/internal/queuesql"
 )
 
@@ -12,11 +12,11 @@ type queries struct {
 }
 
 func render(schema string) (queries, error) {
-	q, err := migrations.Schema(schema)
+	q, err := store.Quote(schema)
 	if err != nil {
 		return queries{}, err
 	}
-	r := func(s string) string { return migrations.Render(s, q) }
+	r := func(s string) string { return store.Render(s, q) }
 	return queries{
 		groups:         r(queuesql.Groups),
 		enqueue:        r(queuesql.Enqueue),

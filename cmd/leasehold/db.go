@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -30,7 +30,7 @@ func (f *dbFlags) add(cmd *cobra.Command, persistent bool) {
 		fs = cmd.PersistentFlags()
 	}
 	fs.StringVar(&f.url, "database-url", "", "PostgreSQL connection URL (default $DATABASE_URL)")
-	fs.StringVar(&f.schema, "schema", migrations.DefaultSchema, "schema holding leasehold's tables")
+	fs.StringVar(&f.schema, "schema", store.DefaultSchema, "schema holding leasehold's tables")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 10*time.Second, "give up reaching the database after this long")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "give up the command's database work after this long")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of tables")

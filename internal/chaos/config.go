@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // Config configures a run. The zero value of every optional field means
@@ -92,7 +92,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Schema == "" {
 		c.Schema = "leasehold_chaos"
 	}
-	if _, err := migrations.Schema(c.Schema); err != nil {
+	if _, err := store.Quote(c.Schema); err != nil {
 		return c, bad("Schema", err.Error())
 	}
 	if c.Workload == "" {

@@ -3,7 +3,7 @@ package chaos
 import (
 	"fmt"
 
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // The workloads' statements. {{schema}} is the run's schema.
@@ -58,11 +58,11 @@ type queries struct {
 }
 
 func render(schema string) (queries, error) {
-	q, err := migrations.Schema(schema)
+	q, err := store.Quote(schema)
 	if err != nil {
 		return queries{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	r := func(sql string) string { return migrations.Render(sql, q) }
+	r := func(sql string) string { return store.Render(sql, q) }
 	return queries{ledger: r(sqlLedger), group: r(sqlGroup), apply: r(sqlApply), outstanding: r(sqlOutstanding),
 		applied: r(sqlApplied), jobs: r(sqlJobs), entries: r(sqlEntries),
 		kafkaLedger: r(sqlKafkaLedger), kafkaApply: r(sqlKafkaApply), kafkaApplied: r(sqlKafkaApplied),

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 const sqlInstall = `
@@ -34,21 +34,21 @@ CREATE TRIGGER lease_audit AFTER INSERT OR UPDATE ON {{schema}}.leases
 // Install adds the audit table and trigger to schema (empty: the default).
 // Only tests install it: it doubles the writes of every lease statement.
 func Install(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	q, err := migrations.Schema(schema)
+	q, err := store.Quote(schema)
 	if err != nil {
 		return err
 	}
-	_, err = pool.Exec(ctx, migrations.Render(sqlInstall, q))
+	_, err = pool.Exec(ctx, store.Render(sqlInstall, q))
 	return err
 }
 
 // Load reads the recorded history in write order.
 func Load(ctx context.Context, pool *pgxpool.Pool, schema string) ([]Version, error) {
-	q, err := migrations.Schema(schema)
+	q, err := store.Quote(schema)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := pool.Query(ctx, migrations.Render(
+	rows, err := pool.Query(ctx, store.Render(
 		`SELECT seq, name, owner, token, acquired_at, expires_at FROM {{schema}}.lease_audit ORDER BY seq`, q))
 	if err != nil {
 		return nil, fmt.Errorf("history: load: %w", err)

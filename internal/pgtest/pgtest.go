@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/internal/pgcluster"
 )
 
@@ -120,7 +120,7 @@ func MigratedURL(t testing.TB) string {
 	p := PoolURL(t, u)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := migrations.Apply(ctx, p, ""); err != nil {
+	if _, err := store.Apply(ctx, p, ""); err != nil {
 		t.Fatalf("pgtest: migrate: %v", err)
 	}
 	p.Close()

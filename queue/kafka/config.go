@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
@@ -209,7 +209,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		seen[t] = true
 	}
-	if _, err := migrations.Schema(c.Schema); err != nil {
+	if _, err := store.Quote(c.Schema); err != nil {
 		return c, bad("Schema", err.Error())
 	}
 	def := func(d *time.Duration, v time.Duration) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/kafkasql"
-	"github.com/leasehold/leasehold/internal/migrations"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // queries holds every statement of the package, rendered for one schema.
@@ -19,11 +19,11 @@ type queries struct {
 }
 
 func render(schema string) (queries, error) {
-	q, err := migrations.Schema(schema)
+	q, err := store.Quote(schema)
 	if err != nil {
 		return queries{}, err
 	}
-	r := func(s string) string { return migrations.Render(s, q) }
+	r := func(s string) string { return store.Render(s, q) }
 	return queries{read: r(kafkasql.Read), advance: r(kafkasql.Advance), list: r(kafkasql.List)}, nil
 }
 

@@ -7,11 +7,20 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+func open(t *testing.T, pool *pgxpool.Pool, schema string) *leasehold.DB {
+	t.Helper()
+	db, err := leasehold.Open(pool, leasehold.Config{Schema: schema})
+	pgtest.Must(t, err)
+	return db
+}
 
 func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	t.Parallel()
@@ -24,7 +33,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{Schema: "custom_lh"})
+			errs <- open(t, pool, "custom_lh").Migrate(ctx)
 		}()
 	}
 	wg.Wait()
@@ -34,7 +43,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 			t.Fatalf("concurrent migrate: %v", err)
 		}
 	}
-	v, err := leasehold.SchemaVersion(ctx, pool, "custom_lh")
+	v, err := open(t, pool, "custom_lh").SchemaVersion(ctx)
 	if err != nil || v != leasehold.LatestSchemaVersion() {
 		t.Fatalf("version = %d, %v; want %d", v, err, leasehold.LatestSchemaVersion())
 	}
@@ -44,7 +53,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 		t.Fatalf("schema_migrations has %d rows, want one per version (%d)", rows, leasehold.LatestSchemaVersion())
 	}
 	// The default schema is untouched.
-	if v, err := leasehold.SchemaVersion(ctx, pool, ""); err != nil || v != 0 {
+	if v, err := open(t, pool, "").SchemaVersion(ctx); err != nil || v != 0 {
 		t.Fatalf("default schema version = %d, %v; want 0", v, err)
 	}
 }
@@ -53,12 +62,12 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.PoolURL(t, pgtest.URL(t))
-	pgtest.Must(t, leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{}))
+	pgtest.Must(t, open(t, pool, "").Migrate(ctx))
 	_, err := pool.Exec(ctx, `INSERT INTO leasehold.schema_migrations (version, name) VALUES ($1, 'from_the_future')`,
 		leasehold.LatestSchemaVersion()+1)
 	pgtest.Must(t, err)
 
-	err = leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{})
+	err = open(t, pool, "").Migrate(ctx)
 	var ve *leasehold.SchemaVersionError
 	if !errors.Is(err, leasehold.ErrSchemaTooNew) || !errors.As(err, &ve) || ve.Database != leasehold.LatestSchemaVersion()+1 {
 		t.Fatalf("Migrate on a newer schema = %v; want *SchemaVersionError wrapping ErrSchemaTooNew", err)
@@ -69,8 +78,8 @@ func TestMigrateRejectsBadSchemaName(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.PoolURL(t, pgtest.URL(t))
 	for _, s := range []string{"x; DROP TABLE y", "1abc", "has-dash", string(make([]byte, 64))} {
-		if err := leasehold.Migrate(context.Background(), pool, leasehold.MigrateConfig{Schema: s}); err == nil {
-			t.Errorf("Migrate(schema %q) = nil; want an error", s)
+		if _, err := leasehold.Open(pool, leasehold.Config{Schema: s}); !errors.Is(err, leasehold.ErrInvalidSchema) {
+			t.Errorf("Open(schema %q) = %v; want an error wrapping ErrInvalidSchema", s, err)
 		}
 	}
 }

@@ -1,13 +1,13 @@
-package leasesql
+package store
 
-// AcquireCommon ends both acquire statements. They take a row that is free
+// leaseAcquireCommon ends both acquire statements. They take a row that is free
 // (expired or released) or already held by the same owner, in one atomic
 // statement. A new token is drawn with nextval after the row lock is taken,
 // so it is larger than the row's previous token; on the insert path the token
 // drawn before the insert is larger than any token of a deleted row because
-// DeleteExpired runs after LockTable, which locks the table against
+// leaseDeleteExpired runs after leaseLockTable, which locks the table against
 // concurrent acquires. No row back means the lease is held.
-const AcquireCommon = `
+const leaseAcquireCommon = `
 ON CONFLICT (name) DO UPDATE
 SET owner       = EXCLUDED.owner,
     token       = nextval('{{schema}}.lease_token_seq'),
@@ -17,28 +17,28 @@ SET owner       = EXCLUDED.owner,
 WHERE l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner
 RETURNING l.name, l.token, l.acquired_at, l.expires_at`
 
-// Acquire takes one lease: $1 name, $2 owner, $3 TTL in microseconds.
-const Acquire = `
+// leaseAcquire takes one lease: $1 name, $2 owner, $3 TTL in microseconds.
+const leaseAcquire = `
 INSERT INTO {{schema}}.leases AS l (name, owner, token, acquired_at, renewed_at, expires_at)
 VALUES ($1, $2, nextval('{{schema}}.lease_token_seq'),
         clock_timestamp(), clock_timestamp(), clock_timestamp() + $3 * interval '1 microsecond')` +
-	AcquireCommon
+	leaseAcquireCommon
 
-// AcquireMany takes several names in one statement, locking rows in name
+// leaseAcquireMany takes several names in one statement, locking rows in name
 // order (the canonical order) so that concurrent multi-acquires cannot
 // deadlock. For all-or-nothing it runs inside a transaction that is rolled
 // back unless every name came back; otherwise whichever names came back are
 // granted.
-const AcquireMany = `
+const leaseAcquireMany = `
 INSERT INTO {{schema}}.leases AS l (name, owner, token, acquired_at, renewed_at, expires_at)
 SELECT n, $2, nextval('{{schema}}.lease_token_seq'),
        clock_timestamp(), clock_timestamp(), clock_timestamp() + $3 * interval '1 microsecond'
 FROM unnest($1::text[]) AS n
-ORDER BY n` + AcquireCommon
+ORDER BY n` + leaseAcquireCommon
 
-// Renew renews every lease of one owner whose token is unchanged and that has
+// leaseRenew renews every lease of one owner whose token is unchanged and that has
 // not expired, in one statement, locking rows in name order.
-const Renew = `
+const leaseRenew = `
 UPDATE {{schema}}.leases AS l
 SET renewed_at = clock_timestamp(), expires_at = clock_timestamp() + $4 * interval '1 microsecond'
 FROM (
@@ -52,37 +52,54 @@ FROM (
 WHERE l.name = mine.name
 RETURNING l.name, l.expires_at`
 
-// Release frees one grant; it checks owner and token: releasing twice, or a
+// leaseRelease frees one grant; it checks owner and token: releasing twice, or a
 // lease that expired or was taken over, changes nothing.
-const Release = `
+const leaseRelease = `
 UPDATE {{schema}}.leases
 SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`
 
-// ReleaseOrphans frees grants to this owner that no *Lease holds: the ones an
+// leaseReleaseOrphans frees grants to this owner that no *Lease holds: the ones an
 // acquire with an unknown outcome may have committed. Only called while the
 // Client holds none of names and keeps them reserved.
-const ReleaseOrphans = `
+const leaseReleaseOrphans = `
 UPDATE {{schema}}.leases
 SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
 WHERE name = ANY($1::text[]) AND owner = $2 AND expires_at > clock_timestamp()`
 
-// Inspect reads one lease row and the database time: $1 name.
-const Inspect = `
+// leaseInspect reads one lease row and the database time: $1 name.
+const leaseInspect = `
 SELECT owner, token, acquired_at, renewed_at, expires_at, clock_timestamp()
 FROM {{schema}}.leases WHERE name = $1`
 
-// InspectMany reads the rows of the names in $1.
-const InspectMany = `
+// leaseInspectMany reads the rows of the names in $1.
+const leaseInspectMany = `
 SELECT name, owner, token, acquired_at, renewed_at, expires_at, clock_timestamp()
 FROM {{schema}}.leases WHERE name = ANY($1::text[])`
 
-// LockTable takes SHARE ROW EXCLUSIVE, which conflicts with the ROW EXCLUSIVE
+// leaseLockTable takes SHARE ROW EXCLUSIVE, which conflicts with the ROW EXCLUSIVE
 // lock every acquire holds from before it draws its token until it commits,
 // so no acquire can straddle a deletion with a token drawn before it.
-const LockTable = `LOCK TABLE {{schema}}.leases IN SHARE ROW EXCLUSIVE MODE`
+const leaseLockTable = `LOCK TABLE {{schema}}.leases IN SHARE ROW EXCLUSIVE MODE`
 
-// DeleteExpired deletes rows that expired more than $1 microseconds ago; run
-// it after LockTable in the same transaction.
-const DeleteExpired = `
+// leaseDeleteExpired deletes rows that expired more than $1 microseconds ago; run
+// it after leaseLockTable in the same transaction.
+const leaseDeleteExpired = `
 DELETE FROM {{schema}}.leases WHERE expires_at < clock_timestamp() - $1 * interval '1 microsecond'`
+
+// leaseCheck locks a lease row FOR SHARE inside the effect transaction and
+// returns its token and whether it is unexpired; $1 is the lease name, $2 to
+// $4 the lock, idle-in-transaction and statement timeouts.
+//
+// leaseCheck sets the transaction's timeouts and reads the lease row in one
+// statement (one round trip). The row lock is taken by the LockRows step on
+// top of the plan, after the settings subquery has run, so lock_timeout
+// already bounds the wait for it.
+const leaseCheck = `
+SELECT l.token, l.expires_at > clock_timestamp()
+FROM (SELECT set_config('lock_timeout', $2, true),
+             set_config('idle_in_transaction_session_timeout', $3, true),
+             set_config('statement_timeout', $4, true)) AS settings,
+     {{schema}}.leases AS l
+WHERE l.name = $1
+FOR SHARE OF l`

@@ -1,76 +1,27 @@
-package migrations
+package store
 
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasehold/leasehold/fence"
 )
 
 //go:embed sql/*.sql
 var files embed.FS
-
-// DefaultSchema is the schema leasehold uses unless configured otherwise.
-const DefaultSchema = "leasehold"
-
-// ErrSchemaTooNew is returned when the database carries a schema version newer
-// than this code knows: an older binary must not run against a newer schema.
-var ErrSchemaTooNew = errors.New("leasehold: database schema is newer than this version of leasehold")
-
-// ErrInvalidSchema is returned for a schema name that is not a plain identifier.
-var ErrInvalidSchema = errors.New("leasehold: invalid schema name")
-
-// ErrNotMigrated is returned when leasehold's tables are missing.
-var ErrNotMigrated = errors.New("leasehold: schema not migrated (run `leasehold migrate` or leasehold.Migrate)")
-
-// VersionError reports a database schema version this code cannot use.
-type VersionError struct {
-	Schema   string
-	Database int // version recorded in the database
-	Known    int // newest version this code knows
-}
-
-// Error returns the error message.
-func (e *VersionError) Error() string {
-	return fmt.Sprintf("leasehold: schema %q is at version %d, this build knows up to %d: upgrade leasehold",
-		e.Schema, e.Database, e.Known)
-}
-
-// Unwrap returns ErrSchemaTooNew.
-func (e *VersionError) Unwrap() error { return ErrSchemaTooNew }
 
 // Migration is one versioned schema change.
 type Migration struct {
 	Version int
 	Name    string
 	SQL     string // with {{schema}} placeholders
-}
-
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
-// Schema validates a schema name and returns it quoted for use in SQL. An
-// empty name means DefaultSchema.
-func Schema(name string) (quoted string, err error) {
-	if name == "" {
-		name = DefaultSchema
-	}
-	if !identRE.MatchString(name) {
-		return "", fmt.Errorf("%w %q: use letters, digits and underscores, at most 63 bytes", ErrInvalidSchema, name)
-	}
-	return pgx.Identifier{name}.Sanitize(), nil
-}
-
-// Render replaces {{schema}} in sql with the quoted schema name.
-func Render(sql, quotedSchema string) string {
-	return strings.ReplaceAll(sql, "{{schema}}", quotedSchema)
 }
 
 // All returns every known migration in version order.
@@ -100,16 +51,16 @@ func Latest() int {
 	return all[len(all)-1].Version
 }
 
-// Querier is the part of a pool or connection that migrations need.
-type Querier interface {
+// Beginner starts a transaction: a *pgxpool.Pool or *pgx.Conn.
+type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // Apply brings schema up to the newest version, in one transaction holding a
 // transaction-scoped advisory lock, so concurrent callers serialise and the
 // schema is never half migrated. It returns the versions it applied.
-func Apply(ctx context.Context, db Querier, schema string) (applied []int, err error) {
-	q, err := Schema(schema)
+func Apply(ctx context.Context, db Beginner, schema string) (applied []int, err error) {
+	q, err := Quote(schema)
 	if err != nil {
 		return nil, err
 	}
@@ -161,10 +112,8 @@ func Apply(ctx context.Context, db Querier, schema string) (applied []int, err e
 
 // Version returns the schema version recorded in the database, 0 when the
 // schema has never been migrated.
-func Version(ctx context.Context, db interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, schema string) (int, error) {
-	q, err := Schema(schema)
+func Version(ctx context.Context, db fence.Querier, schema string) (int, error) {
+	q, err := Quote(schema)
 	if err != nil {
 		return 0, err
 	}
@@ -174,11 +123,4 @@ func Version(ctx context.Context, db interface {
 		return 0, nil
 	}
 	return v, err
-}
-
-// IsUndefined reports whether err says a schema, table or sequence does not
-// exist: the sign of an unmigrated database.
-func IsUndefined(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000")
 }

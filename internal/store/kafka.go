@@ -1,12 +1,12 @@
-package kafkasql
+package store
 
-// Read returns a partition's stored offset and the token that wrote it.
+// kafkaRead returns a partition's stored offset and the token that wrote it.
 // $1 group, $2 topic, $3 partition.
-const Read = `
+const kafkaRead = `
 SELECT next_offset, token FROM {{schema}}.kafka_offsets
 WHERE group_name = $1 AND topic = $2 AND partition = $3`
 
-// Advance moves a partition's offset from $6 (NULL: no row yet) to $4 for
+// kafkaAdvance moves a partition's offset from $6 (NULL: no row yet) to $4 for
 // token $5, in the transaction that holds the handler's effects, after the
 // fence check. The conditional write is the second line of defence behind
 // the lease check: it refuses an owner whose view of the offset is stale
@@ -14,7 +14,7 @@ WHERE group_name = $1 AND topic = $2 AND partition = $3`
 // than the last writer's. It returns 1 when it applied, 0 otherwise.
 // $1 group, $2 topic, $3 partition, $4 new next_offset, $5 token,
 // $6 previous next_offset or NULL.
-const Advance = `
+const kafkaAdvance = `
 WITH upd AS (
     UPDATE {{schema}}.kafka_offsets
     SET next_offset = $4, token = $5, updated_at = clock_timestamp()
@@ -28,8 +28,8 @@ ins AS (
     RETURNING 1)
 SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)`
 
-// List returns the stored offsets of a group: topic, partition,
+// kafkaList returns the stored offsets of a group: topic, partition,
 // next_offset, token, updated_at. $1 group.
-const List = `
+const kafkaList = `
 SELECT topic, partition, next_offset, token, updated_at FROM {{schema}}.kafka_offsets
 WHERE group_name = $1 ORDER BY topic, partition`

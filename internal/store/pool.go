@@ -1,4 +1,4 @@
-package dbpool
+package store
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Derive opens a new pool of at most maxConns connections to the database
+// DerivePool opens a new pool of at most maxConns connections to the database
 // of pool, with the server-side statement_timeout, lock_timeout and
 // idle_in_transaction_session_timeout all set to timeout, and
 // application_name set to "leasehold" unless pool's configuration names one,
 // and plan_cache_mode set to force_generic_plan.
 // It does no I/O.
-func Derive(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgxpool.Pool, error) {
+func DerivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgxpool.Pool, error) {
 	pc := pool.Config()
 	pc.MaxConns, pc.MinConns, pc.MinIdleConns = maxConns, 0, 0 // no eager dialing
 	ms := strconv.FormatInt(timeout.Milliseconds(), 10)

@@ -1,9 +1,9 @@
-package queuesql
+package store
 
-// Groups reads the partition counts of the groups named in $1.
-const Groups = `SELECT name, partitions FROM {{schema}}.groups WHERE name = ANY($1::text[])`
+// queueGroups reads the partition counts of the groups named in $1.
+const queueGroups = `SELECT name, partitions FROM {{schema}}.groups WHERE name = ANY($1::text[])`
 
-// Enqueue inserts many jobs in one statement. Ids are drawn first, in input
+// queueEnqueue inserts many jobs in one statement. Ids are drawn first, in input
 // order (so a key's jobs get increasing ids), then the rows inserted; a job
 // whose unique key is already pending in its group (or earlier in the same
 // batch) is skipped. Each partition that received a job due now is notified
@@ -13,7 +13,7 @@ const Groups = `SELECT name, partitions FROM {{schema}}.groups WHERE name = ANY(
 // job holds its key's later jobs while it waits (see migration 0006). The
 // result has one row per input, by ordinality n, with its id, or NULL for a
 // skipped duplicate.
-const Enqueue = `
+const queueEnqueue = `
 WITH t AS MATERIALIZED (
     SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, r, u, h, n
     FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[], $10::bool[])
@@ -31,11 +31,11 @@ woken AS (
         FROM (SELECT DISTINCT group_name, partition FROM ins WHERE $9::text IS NOT NULL AND run_at <= clock_timestamp()) AS d) AS x)
 SELECT t.n, ins.id FROM t LEFT JOIN ins USING (id) CROSS JOIN woken ORDER BY t.n`
 
-// EnqueuePlain is Enqueue for jobs none of which has a unique key: every
+// queueEnqueuePlain is queueEnqueue for jobs none of which has a unique key: every
 // row is inserted, so the ids map back to the inputs without a join, and no
 // conflict check runs. $8 is the notification channel (NULL: none), $9
 // the holds flags.
-const EnqueuePlain = `
+const queueEnqueuePlain = `
 WITH t AS MATERIALIZED (
     SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, h, n
     FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $9::bool[])
@@ -51,7 +51,7 @@ woken AS (
         FROM (SELECT DISTINCT g, p FROM t WHERE $8::text IS NOT NULL AND r <= clock_timestamp()) AS d) AS x)
 SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 
-// Fetch reads due jobs of one partition, without locks: only the
+// queueFetch reads due jobs of one partition, without locks: only the
 // partition's owner reads them. $1 group, $2 partition, $3 how many due jobs
 // to look at (the window), $4 the ids the owner has in flight (fetched, not
 // yet recorded: never returned again), $5 keys to skip (the owner knows
@@ -74,7 +74,7 @@ SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 // MATERIALIZED CTE or a LATERAL probe with its index named by its ORDER BY,
 // so the plan needs no statistics. Rows come in (run_at, id) order, each
 // with the window's size; a key's jobs are run in id order.
-const Fetch = `
+const queueFetch = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
 w AS MATERIALIZED (
     SELECT j.id, j.key
@@ -110,12 +110,12 @@ SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
 FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
 ORDER BY 11, 1`
 
-// FetchBefore12 is the fetch the pipeline replaced (issue 12), kept as the
+// queueFetchBefore12 is the fetch the pipeline replaced (issue 12), kept as the
 // baseline of the fetch-cost test and of bench's explain suite, never run
 // by the queue: a job waits while an earlier pending job of its key exists,
 // checked for every candidate, so to return a key's head it walks the key's
 // whole due backlog. $1 group, $2 partition, $3 limit.
-const FetchBefore12 = `
+const queueFetchBefore12 = `
 SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at
 FROM {{schema}}.jobs AS j
 WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_at <= clock_timestamp()
@@ -126,12 +126,12 @@ WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_a
 ORDER BY j.run_at, j.id
 LIMIT $3`
 
-// OpenRun records grant $3 as the one running partition $2 of group $1
+// queueOpenRun records grant $3 as the one running partition $2 of group $1
 // (see migration 0005). It returns the token it found (NULL: no run was
 // ever recorded), whether that run was still open (it ended abruptly), and
 // whether $3 was recorded: a token lower than the recorded one changes
 // nothing (a stale run's late start).
-const OpenRun = `
+const queueOpenRun = `
 WITH prev AS (
     SELECT token, open FROM {{schema}}.queue_runs WHERE group_name = $1 AND partition = $2 FOR UPDATE),
 up AS (
@@ -141,14 +141,14 @@ up AS (
     RETURNING 1)
 SELECT (SELECT token FROM prev), coalesce((SELECT open FROM prev), false), EXISTS (SELECT FROM up)`
 
-// CloseRun marks the run of grant $3 on partition $2 of group $1 as ended
+// queueCloseRun marks the run of grant $3 on partition $2 of group $1 as ended
 // cleanly; it changes nothing once a newer grant recorded its own.
-const CloseRun = `
+const queueCloseRun = `
 UPDATE {{schema}}.queue_runs SET open = false
 WHERE group_name = $1 AND partition = $2 AND token = $3`
 
-// completeJobs records the outcomes of jobs: the UPDATE of Complete and
-// CompleteFenced. A retry's delay is added to the database clock. Only
+// queueCompleteJobs records the outcomes of jobs: the UPDATE of queueComplete and
+// queueCompleteFenced. A retry's delay is added to the database clock. Only
 // pending jobs change: a job finished by anyone else is left alone (and not
 // counted). An error is appended to the job's errors unless it repeats the
 // last one with no attempt spent since (a job whose kind has no handler,
@@ -162,7 +162,7 @@ WHERE group_name = $1 AND partition = $2 AND token = $3`
 // refilled), it estimates such an index at one row and walks all of it,
 // every pending job, for every completion (measured: 194 ms for 100 jobs
 // with 200,000 pending, instead of about 1 ms).
-const completeJobs = `
+const queueCompleteJobs = `
 UPDATE {{schema}}.jobs AS j
 SET state          = o.state,
     attempt        = j.attempt + o.spent,
@@ -178,11 +178,11 @@ SET state          = o.state,
 FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[]) AS o(id, state, spent, delay, error)
 WHERE j.id = o.id AND coalesce(j.state = 'pending', false)`
 
-// Complete records the outcomes of jobs in one statement, without a fence:
-// the benchmarks' raw-SQL limit runs it. (The queue runs CompleteFenced.)
-const Complete = completeJobs
+// queueComplete records the outcomes of jobs in one statement, without a fence:
+// the benchmarks' raw-SQL limit runs it. (The queue runs queueCompleteFenced.)
+const queueComplete = queueCompleteJobs
 
-// CompleteFenced is Complete, fenced, as one statement: it locks the
+// queueCompleteFenced is queueComplete, fenced, as one statement: it locks the
 // partition's lease row $7 FOR SHARE (so no takeover or renewal can commit
 // before this statement's transaction does), waiting at most $8
 // milliseconds for the lock, and changes the jobs only if the lease carries
@@ -191,27 +191,27 @@ const Complete = completeJobs
 // handler's transaction, the lock is held until that commits. It returns
 // the lease's token and liveness (no row: no such lease) and how many jobs
 // changed.
-const CompleteFenced = `
+const queueCompleteFenced = `
 WITH l AS MATERIALIZED (
     SELECT l.token, l.expires_at > clock_timestamp() AS live
     FROM (SELECT set_config('lock_timeout', $8, true)) AS settings, {{schema}}.leases AS l
     WHERE l.name = $7
     FOR SHARE OF l),
-u AS (` + completeJobs + `
+u AS (` + queueCompleteJobs + `
       AND EXISTS (SELECT FROM l WHERE l.token = $6::bigint AND l.live)
     RETURNING 1)
 SELECT l.token, l.live, (SELECT count(*) FROM u) FROM l`
 
-// Retain deletes jobs of one partition finished before the retention period.
-const Retain = `
+// queueRetain deletes jobs of one partition finished before the retention period.
+const queueRetain = `
 DELETE FROM {{schema}}.jobs
 WHERE group_name = $1 AND partition = $2 AND state <> 'pending'
   AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
 
-// Inspect reads one job, with the columns of List, and the job it waits
+// queueInspect reads one job, with the columns of queueList, and the job it waits
 // behind: for a pending keyed job, the first earlier pending job of its key
 // that holds its place or is due (NULL: none; the job is its key's next).
-const Inspect = `
+const queueInspect = `
 SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at, j.created_at,
        j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
        (SELECT e.id FROM {{schema}}.jobs AS e
@@ -221,10 +221,10 @@ SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attemp
         ORDER BY e.id LIMIT 1)
 FROM {{schema}}.jobs AS j WHERE j.id = $1`
 
-// Retry puts finished-but-failed jobs (discarded or cancelled) back to
+// queueRetry puts finished-but-failed jobs (discarded or cancelled) back to
 // pending, due now, with their attempts reset and their errors kept. A job
 // whose unique key is pending again in its group is left alone.
-const Retry = `
+const queueRetry = `
 UPDATE {{schema}}.jobs AS j
 SET state = 'pending', attempt = 0, run_at = clock_timestamp(), finished_at = NULL, finished_token = NULL
 WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled')
@@ -233,13 +233,13 @@ WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled')
       WHERE o.group_name = j.group_name AND o.unique_key = j.unique_key AND o.state = 'pending'))
 RETURNING j.id`
 
-// Stats counts the pending jobs of every partition of group $1, idle
+// queueStats counts the pending jobs of every partition of group $1, idle
 // partitions included (no rows at all: the group does not exist). It reads
 // only pending jobs, through the jobs_due partial index and their heap rows
 // (for attempt), so its cost follows the backlog, never the retained
 // finished jobs. One database time t splits due from scheduled jobs;
 // oldest_us is the age of the oldest due job's run_at, in microseconds.
-const Stats = `
+const queueStats = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS t),
 s AS (
     SELECT j.partition,
@@ -259,24 +259,24 @@ LEFT JOIN s ON s.partition = p
 WHERE g.name = $1
 ORDER BY p`
 
-// Cancel finishes pending jobs as cancelled, recording why. It leaves
+// queueCancel finishes pending jobs as cancelled, recording why. It leaves
 // finished_token NULL: no grant finished them. A job whose completion is in
 // flight (an owner's transaction holds its row) is waited for, then left
 // alone if that completion finished it.
-const Cancel = `
+const queueCancel = `
 UPDATE {{schema}}.jobs
 SET state = 'cancelled', finished_at = clock_timestamp(),
     errors = errors || jsonb_build_array(jsonb_build_object(
              'attempt', attempt, 'at', clock_timestamp(), 'error', 'cancelled by an operator'))
-WHERE id = ANY($1::bigint[]) AND coalesce(state = 'pending', false) -- by primary key: see completeJobs
+WHERE id = ANY($1::bigint[]) AND coalesce(state = 'pending', false) -- by primary key: see queueCompleteJobs
 RETURNING id`
 
-// List reads the jobs of group $1, newest first, filtered by state ($2),
+// queueList reads the jobs of group $1, newest first, filtered by state ($2),
 // kind ($3) and partitions ($4) when not NULL, below id $5 when not NULL
 // (paging), at most $6. The plan walks the primary key from the newest id,
 // filtering, until the limit is reached: cheap when matches are common
 // among recent jobs, a scan of the group's jobs when nothing matches.
-const List = `
+const queueList = `
 SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
        finished_at, finished_token, errors, coalesce(unique_key, ''), holds, NULL::bigint
 FROM {{schema}}.jobs
@@ -288,13 +288,13 @@ WHERE group_name = $1
 ORDER BY id DESC
 LIMIT $6`
 
-// Waits lists the keys of group $1 whose next job waits (a job holding its
+// queueWaits lists the keys of group $1 whose next job waits (a job holding its
 // place, scheduled for later, retrying or snoozed) while later jobs of the
 // key are due: the job they wait behind, when it is due, its attempts, and
 // how many due jobs wait behind it; at most $2, the most held up first. It
 // walks the group's pending keyed jobs once, through jobs_key, so its cost
-// follows the keyed backlog (like Stats).
-const Waits = `
+// follows the keyed backlog (like queueStats).
+const queueWaits = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
 heads AS MATERIALIZED (
     SELECT DISTINCT ON (j.partition, j.key) j.id, j.partition, j.key, j.run_at, j.attempt

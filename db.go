@@ -1,0 +1,105 @@
+package leasehold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+var (
+	// ErrInvalidConfig is wrapped by the errors of Open.
+	ErrInvalidConfig = errors.New("leasehold: invalid config")
+	// ErrClosed means a component, or the pool it runs on, was closed.
+	ErrClosed = store.ErrClosed
+	// ErrNotMigrated means leasehold's tables are missing from the schema:
+	// every component returns an error wrapping it then.
+	ErrNotMigrated = store.ErrNotMigrated
+	// ErrSchemaTooNew is returned (wrapped in a *SchemaVersionError) when
+	// the database schema is newer than this build of leasehold knows.
+	ErrSchemaTooNew = store.ErrSchemaTooNew
+	// ErrInvalidSchema is wrapped by the error of Open for a schema name
+	// that is not a plain identifier.
+	ErrInvalidSchema = store.ErrInvalidSchema
+)
+
+// SchemaVersionError reports a database schema version this build cannot
+// use.
+type SchemaVersionError = store.VersionError
+
+// Config configures a DB: what every component shares. The zero value of
+// every field means its default.
+type Config struct {
+	// Schema is the PostgreSQL schema holding leasehold's tables. It must
+	// be a plain identifier (letters, digits, underscores; at most 63
+	// bytes). Defaults to "leasehold".
+	Schema string
+	// Logger receives the structured logs of every component built on the
+	// DB, each adding its own attributes (lease, group, partition, token
+	// ...). Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// DB is leasehold's handle on one database and schema, shared by every
+// component: lease.New, partition.New, queue.New, queue.NewProcessor,
+// kafka.New and worker.New take it. It holds the application's pool (each
+// component derives a small pool of its own from it for its own statements),
+// the schema and the logger. A DB is safe for concurrent use.
+type DB struct {
+	pool   *pgxpool.Pool
+	schema string
+	log    *slog.Logger
+}
+
+// Open returns a DB on pool, with cfg validated. It does no I/O: call
+// Migrate to create or upgrade the schema.
+func Open(pool *pgxpool.Pool, cfg Config) (*DB, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+	}
+	st, err := store.For(cfg.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Schema: %w", ErrInvalidConfig, err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &DB{pool: pool, schema: st.Schema, log: cfg.Logger}, nil
+}
+
+// Pool returns the pool the DB was opened on.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// Schema returns the schema's name.
+func (db *DB) Schema() string { return db.schema }
+
+// Logger returns the logger of every component built on the DB.
+func (db *DB) Logger() *slog.Logger { return db.log }
+
+// Migrate creates or upgrades leasehold's schema to the version this build
+// knows. It is safe to call from several processes at once: they serialise
+// on an advisory lock and all but the first find nothing to do. A database
+// whose schema is newer than this build gives a *SchemaVersionError.
+func (db *DB) Migrate(ctx context.Context) error {
+	applied, err := store.Apply(ctx, db.pool, db.schema)
+	if err != nil {
+		return err
+	}
+	for _, v := range applied {
+		db.log.InfoContext(ctx, "leasehold: schema migrated", "schema", db.schema, "version", v)
+	}
+	return nil
+}
+
+// SchemaVersion returns the version of leasehold's schema in the database,
+// 0 when it has not been migrated.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	return store.Version(ctx, db.pool, db.schema)
+}
+
+// LatestSchemaVersion returns the newest schema version this build knows.
+func LatestSchemaVersion() int { return store.Latest() }

@@ -1,0 +1,54 @@
+package store
+
+// Creating a group records its partition count once; later members read it.
+const partitionCreateGroup = `
+INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`
+
+const partitionGroupCount = `SELECT partitions FROM {{schema}}.groups WHERE name = $1`
+
+// Join or heartbeat: extend this incarnation's membership, or take over a
+// row whose previous incarnation expired. No row back: another live process
+// uses the id. joined_at = heartbeat_at in the result means a (re)join; one
+// timestamp is taken (clock_timestamp() differs between calls).
+const partitionHeartbeat = `
+WITH c AS (SELECT clock_timestamp() AS t)
+INSERT INTO {{schema}}.members AS m (group_name, id, incarnation, joined_at, heartbeat_at, expires_at)
+SELECT $1, $2, $3, c.t, c.t, c.t + $4 * interval '1 microsecond' FROM c
+ON CONFLICT (group_name, id) DO UPDATE
+SET joined_at    = CASE WHEN m.incarnation = EXCLUDED.incarnation AND m.expires_at > EXCLUDED.heartbeat_at
+                        THEN m.joined_at ELSE EXCLUDED.heartbeat_at END,
+    incarnation  = EXCLUDED.incarnation,
+    heartbeat_at = EXCLUDED.heartbeat_at,
+    expires_at   = EXCLUDED.expires_at
+WHERE m.incarnation = EXCLUDED.incarnation OR m.expires_at <= EXCLUDED.heartbeat_at
+RETURNING m.joined_at = m.heartbeat_at`
+
+const partitionLeave = `
+DELETE FROM {{schema}}.members WHERE group_name = $1 AND id = $2 AND incarnation = $3`
+
+// The live view: the group's partition count, its unexpired members, and
+// how long until the first of the others expires (so a crash is noticed
+// then, not at the next poll).
+const partitionView = `
+SELECT g.partitions,
+       coalesce(array_agg(m.id ORDER BY m.id) FILTER (WHERE m.id IS NOT NULL), '{}'),
+       extract(epoch FROM min(m.expires_at) FILTER (WHERE m.id <> $2) - clock_timestamp())
+FROM {{schema}}.groups AS g
+LEFT JOIN {{schema}}.members AS m ON m.group_name = g.name AND m.expires_at > clock_timestamp()
+WHERE g.name = $1
+GROUP BY g.partitions`
+
+// One row per partition of the group, with its lease if it has one.
+const partitionStatus = `
+SELECT p, l.owner, l.token, l.acquired_at, l.expires_at, coalesce(l.expires_at > clock_timestamp(), false)
+FROM {{schema}}.groups AS g
+CROSS JOIN LATERAL generate_series(0, g.partitions - 1) AS p
+LEFT JOIN {{schema}}.leases AS l ON l.name = 'partition/' || g.name || '/' || p
+WHERE g.name = $1
+ORDER BY p`
+
+const partitionMembers = `
+SELECT id, incarnation, joined_at, heartbeat_at, expires_at, expires_at > clock_timestamp()
+FROM {{schema}}.members WHERE group_name = $1 ORDER BY id`
+
+const partitionGroups = `SELECT name FROM {{schema}}.groups ORDER BY name`

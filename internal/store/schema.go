@@ -1,0 +1,125 @@
+package store
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultSchema is the schema leasehold uses unless configured otherwise.
+const DefaultSchema = "leasehold"
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// Quote validates a schema name and returns it quoted for use in SQL. An
+// empty name means DefaultSchema.
+func Quote(name string) (quoted string, err error) {
+	if name == "" {
+		name = DefaultSchema
+	}
+	if !identRE.MatchString(name) {
+		return "", fmt.Errorf("%w %q: use letters, digits and underscores, at most 63 bytes", ErrInvalidSchema, name)
+	}
+	return pgx.Identifier{name}.Sanitize(), nil
+}
+
+// Render replaces {{schema}} in sql with the quoted schema name.
+func Render(sql, quotedSchema string) string {
+	return strings.ReplaceAll(sql, "{{schema}}", quotedSchema)
+}
+
+// Statements are every statement of every component, rendered for one
+// schema.
+type Statements struct {
+	// Schema is the schema's name, DefaultSchema when none was given.
+	Schema    string
+	Lease     LeaseSQL
+	Partition PartitionSQL
+	Queue     QueueSQL
+	Kafka     KafkaSQL
+}
+
+var rendered sync.Map // schema name -> *Statements
+
+// For returns the statements rendered for schema ("" means DefaultSchema).
+// They are rendered once per schema and shared: do not modify them.
+func For(schema string) (*Statements, error) {
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if s, ok := rendered.Load(schema); ok {
+		return s.(*Statements), nil
+	}
+	q, err := Quote(schema)
+	if err != nil {
+		return nil, err
+	}
+	r := func(sql string) string { return Render(sql, q) }
+	s := &Statements{
+		Schema: schema,
+		Lease: LeaseSQL{
+			Acquire: r(leaseAcquire), AcquireMany: r(leaseAcquireMany), Renew: r(leaseRenew),
+			Release: r(leaseRelease), ReleaseOrphans: r(leaseReleaseOrphans), Inspect: r(leaseInspect),
+			InspectMany: r(leaseInspectMany), DeleteExpired: r(leaseDeleteExpired),
+			LockTable: r(leaseLockTable), Check: r(leaseCheck),
+		},
+		Partition: PartitionSQL{
+			CreateGroup: r(partitionCreateGroup), GroupCount: r(partitionGroupCount),
+			Heartbeat: r(partitionHeartbeat), Leave: r(partitionLeave), View: r(partitionView),
+			Status: r(partitionStatus), Members: r(partitionMembers), Groups: r(partitionGroups),
+			Channel: channel("leasehold_partitions_", schema),
+		},
+		Queue: QueueSQL{
+			Groups: r(queueGroups), Enqueue: r(queueEnqueue), EnqueuePlain: r(queueEnqueuePlain),
+			Fetch: r(queueFetch), FetchBefore12: r(queueFetchBefore12), OpenRun: r(queueOpenRun),
+			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced),
+			Retain: r(queueRetain), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
+			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits),
+			Channel: channel("leasehold_jobs_", schema),
+		},
+		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList)},
+	}
+	v, _ := rendered.LoadOrStore(schema, s)
+	return v.(*Statements), nil
+}
+
+// channel returns a LISTEN/NOTIFY channel name: prefix and 16 hex digits of
+// XXH64 of the schema name, short enough for any schema name.
+func channel(prefix, schema string) string {
+	return fmt.Sprintf("%s%016x", prefix, xxhash.Sum64String(schema))
+}
+
+// LeaseSQL are the statements of package lease.
+type LeaseSQL struct {
+	Acquire, AcquireMany, Renew, Release, ReleaseOrphans, Inspect, InspectMany, DeleteExpired, LockTable string
+	// Check is the fence check of an effect transaction.
+	Check string
+}
+
+// PartitionSQL are the statements of package partition.
+type PartitionSQL struct {
+	CreateGroup, GroupCount, Heartbeat, Leave, View, Status, Members, Groups string
+	// Channel is the LISTEN/NOTIFY channel of membership changes; the
+	// payload of each notification is the group's name.
+	Channel string
+}
+
+// QueueSQL are the statements of package queue.
+type QueueSQL struct {
+	Groups, Enqueue, EnqueuePlain, Fetch, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
+	Retry, Stats, Cancel, List, Waits string
+	// FetchBefore12 and Complete are not run by the queue: they are the
+	// baselines of tests and benchmarks.
+	FetchBefore12, Complete string
+	// Channel is the LISTEN/NOTIFY channel of new jobs.
+	Channel string
+}
+
+// KafkaSQL are the statements of package kafka.
+type KafkaSQL struct {
+	Read, Advance, List string
+}

@@ -1,0 +1,166 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+// FenceConfig configures a Fence. The zero value of every field means its
+// default.
+type FenceConfig struct {
+	// LockTimeout is the effect transaction's lock_timeout: it bounds the
+	// wait for the lease row's lock (a takeover holds it for the length of
+	// one statement) and every other lock wait of the transaction, since a
+	// transaction holding the lease row must not wait indefinitely either.
+	// Defaults to 1s.
+	LockTimeout time.Duration
+	// IdleTimeout is the effect transaction's
+	// idle_in_transaction_session_timeout: a holder that stalls between
+	// statements of an effect transaction (a GC pause, a stuck handler) is
+	// cut off after it, so it cannot hold back a takeover. Keep it below the
+	// lease TTL. Defaults to 5s.
+	IdleTimeout time.Duration
+	// StatementTimeout is the effect transaction's statement_timeout: it
+	// bounds each statement, so a stuck statement cannot hold back a
+	// takeover either. (A transaction of many short statements can still
+	// last long: keep effect transactions short.) Defaults to IdleTimeout.
+	StatementTimeout time.Duration
+}
+
+// Fence fences effects that live in the same PostgreSQL database as the
+// leases: an effect transaction commits only if the lease still carries the
+// effect's token and has not expired.
+//
+// The check locks the lease row FOR SHARE until the transaction ends. That
+// closes the READ COMMITTED hole of a plain check (a takeover committing
+// between the check and the commit): a takeover must update the row, so it
+// waits until the effect transaction has committed or rolled back, and an
+// effect transaction that starts after a takeover sees the new token and is
+// refused. FOR KEY SHARE would not do: a takeover updates no key column and
+// does not wait for it. The lock also delays renewals of the lease for the
+// length of the transaction: keep effect transactions short.
+type Fence struct {
+	cfg   FenceConfig
+	pool  *pgxpool.Pool
+	check string
+}
+
+// NewFence returns a Fence for the leases of db, whose effect transactions
+// run on db's pool. It does no I/O.
+func NewFence(db *leasehold.DB, cfg FenceConfig) (*Fence, error) {
+	if db == nil {
+		return nil, &ConfigError{Field: "db", Reason: "nil *leasehold.DB"}
+	}
+	st, err := store.For(db.Schema())
+	if err != nil {
+		return nil, &ConfigError{Field: "db", Reason: err.Error()}
+	}
+	for name, d := range map[string]time.Duration{"LockTimeout": cfg.LockTimeout, "IdleTimeout": cfg.IdleTimeout,
+		"StatementTimeout": cfg.StatementTimeout} {
+		if d < 0 {
+			return nil, &ConfigError{Field: "Fence." + name, Reason: fmt.Sprintf("negative duration %v", d)}
+		}
+	}
+	if cfg.LockTimeout == 0 {
+		cfg.LockTimeout = time.Second
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 5 * time.Second
+	}
+	if cfg.StatementTimeout == 0 {
+		cfg.StatementTimeout = cfg.IdleTimeout
+	}
+	return &Fence{cfg: cfg, pool: db.Pool(), check: st.Lease.Check}, nil
+}
+
+// Check verifies, inside tx, that the lease named lease still carries token
+// and has not expired, and locks the lease row until tx ends, so no takeover
+// can commit before tx does. It also sets the transaction's lock, idle and
+// statement timeouts (see FenceConfig). It returns a *FencedError (wrapping ErrFenced)
+// when the lease has moved on. Call it before the effects, in a transaction
+// of READ COMMITTED or stronger isolation, and commit soon after.
+func (f *Fence) Check(ctx context.Context, tx pgx.Tx, lease string, token fence.Token) error {
+	if !token.Valid() {
+		return &fence.FencedError{Resource: lease, Held: token, Reason: "not a granted token"}
+	}
+	var current int64
+	var live bool
+	err := tx.QueryRow(ctx, f.check, lease, ms(f.cfg.LockTimeout), ms(f.cfg.IdleTimeout), ms(f.cfg.StatementTimeout)).
+		Scan(&current, &live)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return &fence.FencedError{Resource: lease, Held: token, Reason: "no such lease"}
+	case err != nil:
+		return store.Classify("lease", "fence check", lease, err)
+	case fence.Token(current) != token:
+		return &fence.FencedError{Resource: lease, Held: token, Current: fence.Token(current), Reason: "the lease was granted anew"}
+	case !live:
+		return &fence.FencedError{Resource: lease, Held: token, Current: fence.Token(current), Reason: "the lease expired"}
+	}
+	return nil
+}
+
+// Config returns the fence's configuration, with defaults filled in.
+func (f *Fence) Config() FenceConfig { return f.cfg }
+
+// Begin starts a transaction on the DB's pool whose lock, idle-in-transaction and
+// statement timeouts are set from the start (in the BEGIN's round trip), so
+// that a holder stalled anywhere in the transaction, before its Check too,
+// is cut off and cannot hold back a takeover for longer.
+func (f *Fence) Begin(ctx context.Context) (pgx.Tx, error) {
+	return f.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: fmt.Sprintf(
+		"BEGIN; SET LOCAL lock_timeout = %s; SET LOCAL idle_in_transaction_session_timeout = %s; SET LOCAL statement_timeout = %s",
+		ms(f.cfg.LockTimeout), ms(f.cfg.IdleTimeout), ms(f.cfg.StatementTimeout))})
+}
+
+// Tx runs fn in a transaction that commits only while the lease named lease
+// carries token: it begins a transaction on the DB's pool, runs Check, then fn, then
+// commits. If Check refuses, fn is not called and the error wraps ErrFenced.
+// An error from fn rolls back and is returned as is. A COMMIT whose outcome
+// is unknown gives an error that fence.IsIndeterminate recognises.
+func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func(pgx.Tx) error) error {
+	tx, err := f.Begin(ctx)
+	if err != nil {
+		return store.Classify("lease", "fenced begin", lease, err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.IdleTimeout)
+		defer cancel()
+		tx.Rollback(rctx) // after a commit: a no-op
+	}()
+	if err := f.Check(ctx, tx, lease, token); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return store.Classify("lease", "fenced commit", lease, tx.Commit(ctx))
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }
+
+// ErrTxManaged is returned by Commit and Rollback of a managed transaction
+// (Managed): the queue's transactional handlers and Kafka handlers get one.
+var ErrTxManaged = errors.New("lease: the transaction is committed or rolled back by its runner, not by the handler")
+
+// Managed wraps tx, a fenced transaction that its runner commits, for a
+// handler: its Commit and Rollback refuse with ErrTxManaged, since a handler
+// committing its effects by itself would commit them without the fence
+// check and the record of their completion (a job's outcome, a Kafka
+// offset), and they would be applied again. Savepoints (Begin) work.
+func Managed(tx pgx.Tx) pgx.Tx { return managedTx{tx} }
+
+type managedTx struct{ pgx.Tx }
+
+func (managedTx) Commit(context.Context) error   { return ErrTxManaged }
+func (managedTx) Rollback(context.Context) error { return ErrTxManaged }
