@@ -28,7 +28,7 @@ func (m *Member) reconcile() time.Duration {
 	var live []string
 	var othersExpire *float64
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
-	err := m.pool.QueryRow(ctx, m.q.view, m.cfg.Group, m.cfg.ID).Scan(&n, &live, &othersExpire)
+	err := m.pool.QueryRow(ctx, m.q.View, m.cfg.Group, m.cfg.ID).Scan(&n, &live, &othersExpire)
 	cancel()
 	if err != nil {
 		if m.ctx.Err() == nil {

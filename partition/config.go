@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -76,9 +75,9 @@ type Config struct {
 	// while Run keeps returning early). Required.
 	Run func(ctx context.Context, o Ownership)
 	// Lease configures the member's lease client (TTL, renew interval,
-	// clock, logger ...). Its TTL is also the membership TTL and its
-	// RenewInterval the heartbeat interval. Lease.Owner is ignored (see
-	// ID). Defaults as in lease.Config.
+	// clock ...). Its TTL is also the membership TTL and its RenewInterval
+	// the heartbeat interval. Lease.Owner must be empty: the owner id of
+	// the member's leases is derived from ID. Defaults as in lease.Config.
 	Lease lease.Config
 	// PollInterval is how often a member re-reads the membership when no
 	// notification arrives. Defaults to 1s.
@@ -129,8 +128,8 @@ func (c Config) withDefaults() (Config, error) {
 	case c.PollInterval < 0 || c.HandoffTimeout < 0:
 		return c, bad("PollInterval/HandoffTimeout", "negative duration")
 	}
-	if _, err := store.Quote(c.Lease.Schema); err != nil {
-		return c, bad("Lease.Schema", err.Error())
+	if c.Lease.Owner != "" {
+		return c, bad("Lease.Owner", "must be empty: the member derives its lease owner id from ID")
 	}
 	if c.ID == "" {
 		c.ID = lease.DefaultOwner()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -21,7 +22,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	m, err := partition.New(pool, partition.Config{
+	db, err := leasehold.Open(pool, leasehold.Config{})
+	if err != nil {
+		panic(err)
+	}
+	m, err := partition.New(db, partition.Config{
 		Group:      "emails",
 		Partitions: 64,
 		Run: func(ctx context.Context, o partition.Ownership) {

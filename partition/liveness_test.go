@@ -3,7 +3,6 @@ package partition_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,8 +24,7 @@ const noPoll = time.Hour
 func startWith(t *testing.T, pool *pgxpool.Pool, cfg partition.Config) *partition.Member {
 	t.Helper()
 	cfg.Group = "g"
-	cfg.Lease.Logger = slog.New(slog.DiscardHandler)
-	m, err := partition.New(pool, cfg)
+	m, err := partition.New(pgtest.DBOn(t, pool), cfg)
 	pgtest.Must(t, err)
 	pgtest.Must(t, m.Start(ctxT(t)))
 	t.Cleanup(func() { stopMember(t, m) })
@@ -58,7 +56,7 @@ func convergeNudged(t *testing.T, pool *pgxpool.Pool, want []string, within time
 	for start := time.Now(); time.Since(start) < within; time.Sleep(100 * time.Millisecond) {
 		_, err := pool.Exec(ctxT(t), `SELECT pg_notify($1, 'g')`, partition.NotifyChannel(""))
 		pgtest.Must(t, err)
-		if last, err = partition.Inspect(ctxT(t), pool, "", "g"); err != nil {
+		if last, err = partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "g"); err != nil {
 			t.Fatal(err)
 		}
 		if isConverged(last, want) {
@@ -167,7 +165,7 @@ func TestCrashedHoldersLeaseIsClaimedAtExpiry(t *testing.T) {
 		Lease: lease.Config{TTL: testTTL},
 	})
 	converged(t, pool, []string{"worker-1"}, 5*time.Second)
-	st, err := partition.Inspect(ctx, pool, "", "g")
+	st, err := partition.Inspect(ctx, pgtest.DBOn(t, pool), "g")
 	pgtest.Must(t, err)
 	lag := st.Partitions[0].Acquired.Sub(expires) // both database times
 	t.Logf("claimed %v after the crashed holder's lease expired", lag)
@@ -206,10 +204,10 @@ func TestGrantArrivingDuringStopStartsNoRun(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		})
 	}
-	m, err := partition.New(pool, partition.Config{
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{
 		Group: "g", Partitions: 4, ID: "worker-1", PollInterval: noPoll,
 		Run: func(context.Context, partition.Ownership) { runs.Add(1) },
-		Lease: lease.Config{TTL: testTTL, Logger: slog.New(slog.DiscardHandler),
+		Lease: lease.Config{TTL: testTTL,
 			Hooks: lease.Hooks{OnAcquire: stopMidGrant}},
 	})
 	pgtest.Must(t, err)
@@ -227,7 +225,7 @@ func TestGrantArrivingDuringStopStartsNoRun(t *testing.T) {
 	if k := runs.Load(); k != 0 {
 		t.Errorf("Run was called %d times for grants that arrived after Stop began", k)
 	}
-	st, err := partition.Inspect(ctxT(t), pool, "", "g")
+	st, err := partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "g")
 	pgtest.Must(t, err)
 	for _, p := range st.Partitions {
 		if p.Held {

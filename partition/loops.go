@@ -14,7 +14,7 @@ import (
 // clock, and wakes the others after a (re)join.
 func (m *Member) heartbeat(ctx context.Context) error {
 	var joined bool
-	err := m.pool.QueryRow(ctx, m.q.heartbeat, m.cfg.Group, m.cfg.ID, m.incarnation,
+	err := m.pool.QueryRow(ctx, m.q.Heartbeat, m.cfg.Group, m.cfg.ID, m.incarnation,
 		m.cfg.Lease.TTL.Microseconds()).Scan(&joined)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrDuplicateMember
@@ -60,7 +60,7 @@ func (m *Member) fail(err error) {
 	m.endAll(err)
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
 	defer cancel()
-	if _, err := m.pool.Exec(ctx, m.q.leave, m.cfg.Group, m.cfg.ID, m.incarnation); err == nil {
+	if _, err := m.pool.Exec(ctx, m.q.Leave, m.cfg.Group, m.cfg.ID, m.incarnation); err == nil {
 		m.notify(ctx)
 	}
 }
@@ -93,7 +93,7 @@ func (m *Member) listen() error {
 	}
 	conn := pc.Hijack()
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(m.ctx, "LISTEN "+pgx.Identifier{m.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(m.ctx, "LISTEN "+pgx.Identifier{m.q.Channel}.Sanitize()); err != nil {
 		return err
 	}
 	m.poke()

@@ -3,7 +3,6 @@ package partition_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -62,9 +61,9 @@ func (r *recorder) snapshot() []span {
 
 func startMember(t *testing.T, pool *pgxpool.Pool, id string, n int, run func(context.Context, partition.Ownership)) *partition.Member {
 	t.Helper()
-	m, err := partition.New(pool, partition.Config{
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{
 		Group: "g", Partitions: n, ID: id, Run: run,
-		Lease: lease.Config{TTL: testTTL, Logger: slog.New(slog.DiscardHandler)},
+		Lease: lease.Config{TTL: testTTL},
 	})
 	pgtest.Must(t, err)
 	pgtest.Must(t, m.Start(ctxT(t)))
@@ -93,7 +92,7 @@ func converged(t *testing.T, pool *pgxpool.Pool, want []string, within time.Dura
 	start := time.Now()
 	var last partition.Status
 	for time.Since(start) < within {
-		st, err := partition.Inspect(ctxT(t), pool, "", "g")
+		st, err := partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "g")
 		if err != nil && !errors.Is(err, partition.ErrGroupNotFound) {
 			t.Fatal(err)
 		}

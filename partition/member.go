@@ -13,7 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/internal/dbpool"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -23,8 +24,7 @@ type Member struct {
 	cfg         Config
 	pool        *pgxpool.Pool // the member's own small pool
 	leases      *lease.Client
-	q           queries
-	channel     string // NOTIFY channel of the schema
+	q           store.PartitionSQL
 	incarnation string
 	log         *slog.Logger
 	clock       lease.Clock
@@ -58,11 +58,11 @@ type claim struct {
 	ending bool
 }
 
-// New returns a Member of cfg.Group in the database pool connects to. It
-// validates cfg and does no I/O.
-func New(pool *pgxpool.Pool, cfg Config) (*Member, error) {
-	if pool == nil {
-		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+// New returns a Member of cfg.Group in db. It validates cfg and does no
+// I/O.
+func New(db *leasehold.DB, cfg Config) (*Member, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -72,7 +72,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Member, error) {
 	rand.Read(inc[:])
 	incarnation := hex.EncodeToString(inc[:])
 	cfg.Lease.Owner = cfg.ID + "#" + incarnation
-	leases, err := lease.New(pool, cfg.Lease)
+	leases, err := lease.New(db, cfg.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -81,21 +81,21 @@ func New(pool *pgxpool.Pool, cfg Config) (*Member, error) {
 	if cfg.HandoffTimeout == 0 {
 		cfg.HandoffTimeout = lc.TTL
 	}
-	q, channel, err := render(lc.Schema)
+	st, err := store.For(db.Schema())
 	if err != nil {
 		leases.Close(context.Background())
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	own, err := dbpool.Derive(pool, 3, lc.StatementTimeout)
+	own, err := store.DerivePool(db.Pool(), 3, lc.StatementTimeout)
 	if err != nil {
 		leases.Close(context.Background())
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Member{
-		cfg: cfg, pool: own, leases: leases, q: q, channel: channel,
+		cfg: cfg, pool: own, leases: leases, q: st.Partition,
 		incarnation: incarnation,
-		log:         lc.Logger.With("group", cfg.Group, "member", cfg.ID),
+		log:         db.Logger().With("group", cfg.Group, "member", cfg.ID),
 		clock:       lc.Clock,
 		ctx:         ctx, cancel: cancel,
 		wake:     make(chan struct{}, 1),
@@ -136,11 +136,11 @@ func (m *Member) Start(ctx context.Context) error {
 }
 
 func (m *Member) join(ctx context.Context) error {
-	if _, err := m.pool.Exec(ctx, m.q.createGroup, m.cfg.Group, m.cfg.Partitions); err != nil {
+	if _, err := m.pool.Exec(ctx, m.q.CreateGroup, m.cfg.Group, m.cfg.Partitions); err != nil {
 		return m.dbErr("create group", err)
 	}
 	var stored int
-	if err := m.pool.QueryRow(ctx, m.q.groupCount, m.cfg.Group).Scan(&stored); err != nil {
+	if err := m.pool.QueryRow(ctx, m.q.GroupCount, m.cfg.Group).Scan(&stored); err != nil {
 		return m.dbErr("read group", err)
 	}
 	if stored != m.cfg.Partitions {
@@ -153,7 +153,7 @@ func (m *Member) dbErr(op string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("partition: %s %q: %w", op, m.cfg.Group, ErrGroupNotFound)
 	}
-	return fmt.Errorf("partition: %s %q: %w", op, m.cfg.Group, err)
+	return store.Classify("partition", op, m.cfg.Group, err)
 }
 
 // Stop leaves the group gracefully, bounded by ctx: it stops the member's
@@ -186,7 +186,7 @@ func (m *Member) shutdown(ctx context.Context) error {
 	if err := waitCtx(ctx, &m.loops); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := m.pool.Exec(ctx, m.q.leave, m.cfg.Group, m.cfg.ID, m.incarnation); err != nil {
+	if _, err := m.pool.Exec(ctx, m.q.Leave, m.cfg.Group, m.cfg.ID, m.incarnation); err != nil {
 		errs = append(errs, fmt.Errorf("partition: leave: %w", err))
 	} else {
 		m.notify(ctx)
@@ -250,7 +250,7 @@ func (m *Member) poke() {
 
 // notify wakes the other members of the group.
 func (m *Member) notify(ctx context.Context) {
-	if _, err := m.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, m.channel, m.cfg.Group); err != nil {
+	if _, err := m.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, m.q.Channel, m.cfg.Group); err != nil {
 		m.log.Debug("partition: notify failed; members will poll", "err", err)
 	}
 }

@@ -72,7 +72,7 @@ func TestPartitionCountIsFixedPerGroup(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	startMember(t, pool, "worker-1", 8, (&recorder{}).run("worker-1"))
-	m, err := partition.New(pool, partition.Config{Group: "g", Partitions: 16, ID: "worker-2", Run: (&recorder{}).run("")})
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 16, ID: "worker-2", Run: (&recorder{}).run("")})
 	pgtest.Must(t, err)
 	err = m.Start(ctxT(t))
 	var ce *partition.CountError
@@ -85,7 +85,7 @@ func TestDuplicateLiveMemberIDIsRefused(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	startMember(t, pool, "worker-1", 4, (&recorder{}).run("worker-1"))
-	m, err := partition.New(pool, partition.Config{Group: "g", Partitions: 4, ID: "worker-1", Run: (&recorder{}).run("")})
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-1", Run: (&recorder{}).run("")})
 	pgtest.Must(t, err)
 	if err := m.Start(ctxT(t)); !errors.Is(err, partition.ErrDuplicateMember) {
 		t.Fatalf("Start with a live member's id = %v; want ErrDuplicateMember", err)
@@ -102,11 +102,11 @@ func TestConfigErrors(t *testing.T) {
 		{Group: "g", Partitions: 4},
 		{Group: "g", Partitions: 4, Run: run, PollInterval: -time.Second},
 	} {
-		if _, err := partition.New(pool, cfg); !errors.Is(err, partition.ErrInvalidConfig) {
+		if _, err := partition.New(pgtest.DBOn(t, pool), cfg); !errors.Is(err, partition.ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v; want ErrInvalidConfig", cfg, err)
 		}
 	}
-	if _, err := partition.Inspect(ctxT(t), pool, "", "nope"); !errors.Is(err, partition.ErrGroupNotFound) {
+	if _, err := partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "nope"); !errors.Is(err, partition.ErrGroupNotFound) {
 		t.Errorf("Inspect(unknown group) = %v; want ErrGroupNotFound", err)
 	}
 }

@@ -3,7 +3,6 @@ package partition_test
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -39,8 +38,8 @@ func TestDatabaseOutageOfOneMember(t *testing.T) {
 
 	rec := &recorder{}
 	start := func(p *pgxpool.Pool, id string) {
-		m, err := partition.New(p, partition.Config{Group: "g", Partitions: 8, ID: id, Run: rec.run(id),
-			Lease: lease.Config{TTL: testTTL, Logger: slog.New(slog.DiscardHandler)}})
+		m, err := partition.New(pgtest.DBOn(t, p), partition.Config{Group: "g", Partitions: 8, ID: id, Run: rec.run(id),
+			Lease: lease.Config{TTL: testTTL}})
 		pgtest.Must(t, err)
 		pgtest.Must(t, m.Start(ctx))
 		t.Cleanup(func() { stopMember(t, m) })

@@ -3,7 +3,6 @@ package partition_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -43,9 +42,9 @@ func TestMemberProcess(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	pool := pgtest.PoolURL(t, url)
-	m, err := partition.New(pool, partition.Config{
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{
 		Group: "g", Partitions: nProc, ID: id,
-		Lease: lease.Config{TTL: testTTL, Logger: slog.New(slog.DiscardHandler)},
+		Lease: lease.Config{TTL: testTTL},
 		Run: func(ctx context.Context, o partition.Ownership) {
 			fmt.Printf("OWN %d %d\n", o.Partition, o.Token)
 			for ctx.Err() == nil {
@@ -171,7 +170,7 @@ func TestProcessesCrashAndPause(t *testing.T) {
 
 // ownedBy returns the partitions member holds, with their tokens.
 func ownedBy(t *testing.T, pool *pgxpool.Pool, member string) map[int]int64 {
-	st, err := partition.Inspect(ctxT(t), pool, "", "g")
+	st, err := partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "g")
 	pgtest.Must(t, err)
 	out := map[int]int64{}
 	for _, p := range st.Partitions {

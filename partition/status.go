@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // Status is a read-only view of a group, for status screens. Times are the
@@ -48,25 +49,25 @@ type MemberStatus struct {
 	Live        bool
 }
 
-// Inspect reads the status of group from the leasehold tables in schema
-// ("" for the default). It returns an error wrapping ErrGroupNotFound for an
-// unknown group.
-func Inspect(ctx context.Context, pool *pgxpool.Pool, schema, group string) (Status, error) {
-	q, _, err := render(schema)
+// Inspect reads the status of group in db. It returns an error wrapping
+// ErrGroupNotFound for an unknown group.
+func Inspect(ctx context.Context, db *leasehold.DB, group string) (Status, error) {
+	st0, err := store.For(db.Schema())
 	if err != nil {
-		return Status{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return Status{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	q, pool := st0.Partition, db.Pool()
 	st := Status{Group: group}
-	rows, err := pool.Query(ctx, q.members, group)
+	rows, err := pool.Query(ctx, q.Members, group)
 	if err != nil {
-		return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+		return st, store.Classify("partition", "inspect", group, err)
 	}
 	var live []string
 	for rows.Next() {
 		var ms MemberStatus
 		if err := rows.Scan(&ms.ID, &ms.Incarnation, &ms.Joined, &ms.Heartbeat, &ms.Expires, &ms.Live); err != nil {
 			rows.Close()
-			return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+			return st, store.Classify("partition", "inspect", group, err)
 		}
 		if ms.Live {
 			live = append(live, ms.ID)
@@ -74,11 +75,11 @@ func Inspect(ctx context.Context, pool *pgxpool.Pool, schema, group string) (Sta
 		st.Members = append(st.Members, ms)
 	}
 	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+		return st, store.Classify("partition", "inspect", group, err)
 	}
-	rows, err = pool.Query(ctx, q.status, group)
+	rows, err = pool.Query(ctx, q.Status, group)
 	if err != nil {
-		return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+		return st, store.Classify("partition", "inspect", group, err)
 	}
 	for rows.Next() {
 		var ps PartitionStatus
@@ -87,7 +88,7 @@ func Inspect(ctx context.Context, pool *pgxpool.Pool, schema, group string) (Sta
 		var acq, exp *time.Time
 		if err := rows.Scan(&ps.Partition, &owner, &tok, &acq, &exp, &ps.Held); err != nil {
 			rows.Close()
-			return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+			return st, store.Classify("partition", "inspect", group, err)
 		}
 		if owner != nil {
 			ps.Owner, ps.Token, ps.Acquired, ps.Expires = MemberOf(*owner), fence.Token(*tok), *acq, *exp
@@ -96,11 +97,11 @@ func Inspect(ctx context.Context, pool *pgxpool.Pool, schema, group string) (Sta
 		st.Partitions = append(st.Partitions, ps)
 	}
 	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("partition: inspect %q: %w", group, err)
+		return st, store.Classify("partition", "inspect", group, err)
 	}
 	if len(st.Partitions) == 0 {
 		var n int
-		if err := pool.QueryRow(ctx, q.groupCount, group).Scan(&n); errors.Is(err, pgx.ErrNoRows) {
+		if err := pool.QueryRow(ctx, q.GroupCount, group).Scan(&n); errors.Is(err, pgx.ErrNoRows) {
 			return st, fmt.Errorf("partition: inspect %q: %w", group, ErrGroupNotFound)
 		}
 	}
@@ -113,20 +114,19 @@ func Inspect(ctx context.Context, pool *pgxpool.Pool, schema, group string) (Sta
 	return st, nil
 }
 
-// Groups returns the names of the groups in schema ("" for the default), in
-// name order.
-func Groups(ctx context.Context, pool *pgxpool.Pool, schema string) ([]string, error) {
-	q, _, err := render(schema)
+// Groups returns the names of the groups in db, in name order.
+func Groups(ctx context.Context, db *leasehold.DB) ([]string, error) {
+	st, err := store.For(db.Schema())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	rows, err := pool.Query(ctx, q.groups)
+	rows, err := db.Pool().Query(ctx, st.Partition.Groups)
 	if err != nil {
-		return nil, fmt.Errorf("partition: groups: %w", err)
+		return nil, store.Classify("partition", "groups", "", err)
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("partition: groups: %w", err)
+		return nil, store.Classify("partition", "groups", "", err)
 	}
 	return names, nil
 }

@@ -51,7 +51,7 @@ type JobInfo struct {
 // JobInfo reads job id. It returns an error wrapping ErrNotFound for an
 // unknown id (or one deleted by retention).
 func (c *Client) JobInfo(ctx context.Context, id int64) (JobInfo, error) {
-	j, err := scanJob(c.pool.QueryRow(ctx, c.q.inspect, id))
+	j, err := scanJob(c.pool.QueryRow(ctx, c.q.Inspect, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return JobInfo{}, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
@@ -143,7 +143,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 	if f.Before > 0 {
 		before = &f.Before
 	}
-	rows, err := c.pool.Query(ctx, c.q.list, f.Group, opt(f.State), opt(f.Kind), parts, before, f.Limit)
+	rows, err := c.pool.Query(ctx, c.q.List, f.Group, opt(f.State), opt(f.Kind), parts, before, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("queue: list %q: %w", f.Group, err)
 	}
@@ -153,7 +153,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 	}
 	if len(jobs) == 0 {
 		var n int
-		err := c.pool.QueryRow(ctx, c.q.groups, []string{f.Group}).Scan(new(string), &n)
+		err := c.pool.QueryRow(ctx, c.q.Groups, []string{f.Group}).Scan(new(string), &n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, f.Group)
 		}
@@ -169,7 +169,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 // it changed. Other ids (pending, completed, unknown, or whose unique key is
 // pending again) are left alone.
 func (c *Client) Retry(ctx context.Context, ids ...int64) ([]int64, error) {
-	rows, err := c.pool.Query(ctx, c.q.retry, ids)
+	rows, err := c.pool.Query(ctx, c.q.Retry, ids)
 	if err != nil {
 		return nil, fmt.Errorf("queue: retry: %w", err)
 	}
@@ -193,7 +193,7 @@ func (c *Client) Retry(ctx context.Context, ids ...int64) ([]int64, error) {
 // transaction holding the job's row) makes Cancel wait for it; if it
 // committed, the job is finished and not cancelled.
 func (c *Client) Cancel(ctx context.Context, ids ...int64) ([]int64, error) {
-	rows, err := c.pool.Query(ctx, c.q.cancel, ids)
+	rows, err := c.pool.Query(ctx, c.q.Cancel, ids)
 	if err != nil {
 		return nil, fmt.Errorf("queue: cancel: %w", err)
 	}

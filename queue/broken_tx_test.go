@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -51,7 +51,7 @@ func TestHandlerThatBreaksItsTransactionSpendsAnAttempt(t *testing.T) {
 			pgtest.Must(t, err)
 			member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
 				MinRetry: time.Millisecond, MaxRetry: time.Millisecond,
-				Fence: fence.PostgresConfig{IdleTimeout: tc.idle}}, false)
+				Fence: lease.FenceConfig{IdleTimeout: tc.idle}}, false)
 			waitFinished(t, pool, 20*time.Second)
 			info, err := c.JobInfo(ctx, res.ID)
 			pgtest.Must(t, err)

@@ -17,14 +17,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/partition"
 )
 
 // Config configures a Client.
 type Config struct {
-	// Schema is the schema holding leasehold's tables. Defaults to
-	// "leasehold".
-	Schema string
 	// MaxAttempts is the attempt limit of jobs that set none. Defaults to 25.
 	MaxAttempts int
 	// NotifyWindow coalesces the notifications that wake idle partition
@@ -40,9 +40,7 @@ type Config struct {
 type Client struct {
 	pool *pgxpool.Pool
 	cfg  Config
-	q    queries
-	// channel is the NOTIFY channel of enqueued jobs.
-	channel string
+	q    store.QueueSQL // q.Channel: the NOTIFY channel of enqueued jobs
 	notify  *notifier
 
 	// spread places keyless jobs on partitions round robin.
@@ -52,10 +50,11 @@ type Client struct {
 	counts map[string]int // partition count per group; fixed once a group exists
 }
 
-// New returns a Client on pool. It validates cfg and does no I/O.
-func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
-	if pool == nil {
-		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+// New returns a Client that enqueues on db's pool. It validates cfg and
+// does no I/O.
+func New(db *leasehold.DB, cfg Config) (*Client, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
 	}
 	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > MaxAttempts {
 		return nil, fmt.Errorf("%w: MaxAttempts %d", ErrInvalidConfig, cfg.MaxAttempts)
@@ -66,20 +65,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if cfg.NotifyWindow == 0 {
 		cfg.NotifyWindow = 5 * time.Millisecond
 	}
-	q, err := render(cfg.Schema)
+	st, err := store.For(db.Schema())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	channel := NotifyChannel(cfg.Schema)
-	c := &Client{pool: pool, cfg: cfg, q: q, channel: channel, notify: newNotifier(pool, channel, cfg.NotifyWindow),
+	pool := db.Pool()
+	c := &Client{pool: pool, cfg: cfg, q: st.Queue, notify: newNotifier(pool, st.Queue.Channel, cfg.NotifyWindow),
 		counts: make(map[string]int)}
 	c.spread.Store(rand.Uint64()) // clients start at different partitions
 	return c, nil
-}
-
-// Querier runs a query: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // Enqueue enqueues one job.
@@ -100,7 +94,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs ...Job) ([]Enqueued, erro
 // EnqueueTx enqueues jobs in one statement on db, which may be your
 // transaction: the jobs then exist only if it commits, and become visible
 // to their partitions' owners when it does.
-func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqueued, error) {
+func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) ([]Enqueued, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
@@ -139,8 +133,8 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 	// Our own autocommitted enqueue may leave its notification to the
 	// notifier; one in the caller's transaction notifies at its commit.
 	var due []wakeKey
-	channel := &c.channel
-	if own := db == Querier(c.pool); own && c.cfg.NotifyWindow > 0 {
+	channel := &c.q.Channel
+	if own := db == fence.Querier(c.pool); own && c.cfg.NotifyWindow > 0 {
 		due = dueKeys(groups, parts, runAts)
 		if !c.notify.inStatement(due) {
 			channel = nil
@@ -148,9 +142,9 @@ func (c *Client) EnqueueTx(ctx context.Context, db Querier, jobs ...Job) ([]Enqu
 	}
 	var rows pgx.Rows
 	if slices.ContainsFunc(uniques, func(u *string) bool { return u != nil }) {
-		rows, err = db.Query(ctx, c.q.enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds)
+		rows, err = db.Query(ctx, c.q.Enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds)
 	} else {
-		rows, err = db.Query(ctx, c.q.enqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds)
+		rows, err = db.Query(ctx, c.q.EnqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds)
 	}
 	if err != nil {
 		return nil, enqueueErr(err)
@@ -242,7 +236,7 @@ func isNil(a Args) bool {
 
 // partitionCounts returns the partition count of every group of jobs,
 // reading the groups it has not seen yet in one statement.
-func (c *Client) partitionCounts(ctx context.Context, db Querier, jobs []Job) (map[string]int, error) {
+func (c *Client) partitionCounts(ctx context.Context, db fence.Querier, jobs []Job) (map[string]int, error) {
 	c.mu.Lock()
 	counts := make(map[string]int)
 	var missing []string
@@ -262,7 +256,7 @@ func (c *Client) partitionCounts(ctx context.Context, db Querier, jobs []Job) (m
 	if len(missing) == 0 {
 		return counts, nil
 	}
-	rows, err := db.Query(ctx, c.q.groups, missing)
+	rows, err := db.Query(ctx, c.q.Groups, missing)
 	if err != nil {
 		return nil, enqueueErr(err)
 	}

@@ -45,7 +45,7 @@ func setup(t *testing.T) (*pgxpool.Pool, *queue.Client) {
 	pool := pgtest.Pool(t)
 	_, err := pool.Exec(ctxT(t), `INSERT INTO leasehold.groups (name, partitions) VALUES ('emails', 8)`)
 	pgtest.Must(t, err)
-	c, err := queue.New(pool, queue.Config{})
+	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
 	return pool, c
 }
@@ -211,7 +211,7 @@ func TestBadJobsAreRefusedAndNothingIsEnqueued(t *testing.T) {
 	if n := jobCount(t, pool); n != 0 {
 		t.Fatalf("%d jobs enqueued by refused calls; want 0", n)
 	}
-	if _, err := queue.New(pool, queue.Config{MaxAttempts: -1}); !errors.Is(err, queue.ErrInvalidConfig) {
+	if _, err := queue.New(pgtest.DBOn(t, pool), queue.Config{MaxAttempts: -1}); !errors.Is(err, queue.ErrInvalidConfig) {
 		t.Fatalf("New with MaxAttempts -1 = %v; want ErrInvalidConfig", err)
 	}
 	if _, err := queue.New(nil, queue.Config{}); !errors.Is(err, queue.ErrInvalidConfig) {

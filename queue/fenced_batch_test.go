@@ -30,7 +30,7 @@ func TestFencedRunDoesNotRelabelCommittedRuns(t *testing.T) {
 		pgtest.Must(t, err)
 		ids = append(ids, res.ID)
 	}
-	lc, err := lease.New(pool, lease.Config{Owner: "a", Logger: quiet})
+	lc, err := lease.New(pgtest.DBOn(t, pool), lease.Config{Owner: "a"})
 	pgtest.Must(t, err)
 	t.Cleanup(func() { lc.Close(context.Background()) })
 	l, err := lc.TryAcquire(ctx, "partition/emails/0")
@@ -45,7 +45,7 @@ func TestFencedRunDoesNotRelabelCommittedRuns(t *testing.T) {
 	})
 	var mu sync.Mutex
 	var events []queue.JobEvent
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet, PollInterval: time.Hour, PartitionConcurrency: 1,
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour, PartitionConcurrency: 1,
 		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
 			mu.Lock()
 			events = append(events, e)

@@ -45,7 +45,7 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 		return fetchResult{}, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // after the commit: a no-op
-	rows, err := tx.Query(ctx, p.q.fetch, o.Group, o.Partition, n, inFlight, skip)
+	rows, err := tx.Query(ctx, p.q.Fetch, o.Group, o.Partition, n, inFlight, skip)
 	if err != nil {
 		return fetchResult{}, err
 	}

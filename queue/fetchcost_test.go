@@ -10,7 +10,6 @@ import (
 
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/internal/queuesql"
 )
 
 // explain runs EXPLAIN (ANALYZE, BUFFERS) of sql on db (the pool, or a
@@ -57,9 +56,9 @@ func TestFetchCostDoesNotGrowWithKeyBacklog(t *testing.T) {
 	if analysed {
 		t.Fatal("the jobs table was analysed; the test is about plans without statistics")
 	}
-	q, err := store.Quote("")
+	st, err := store.For("")
 	pgtest.Must(t, err)
-	fetch := store.Render(queuesql.Fetch, q)
+	fetch := st.Queue.Fetch
 	cost := map[int]int{}
 	oldCost := map[int]int{}
 	for p := range backlogs {
@@ -83,7 +82,7 @@ func TestFetchCostDoesNotGrowWithKeyBacklog(t *testing.T) {
 		if got != 100 {
 			t.Errorf("partition %d: the fetch returned %d of the key's next jobs; want 100", p, got)
 		}
-		oldCost[p], _ = explain(t, ctx, pool, store.Render(queuesql.FetchBefore12, q), "emails", p, 100)
+		oldCost[p], _ = explain(t, ctx, pool, st.Queue.FetchBefore12, "emails", p, 100)
 	}
 	t.Logf("buffers per fetch: 1,000 jobs of one key %d, 20,000: %d (control, the previous fetch: %d and %d)",
 		cost[1], cost[2], oldCost[1], oldCost[2])
@@ -119,9 +118,9 @@ func TestCompletionPlanWithStaleStatistics(t *testing.T) {
 	}
 	var ids []int64
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT array_agg(id) FROM (SELECT id FROM leasehold.jobs ORDER BY id LIMIT 100) AS x`).Scan(&ids))
-	q, err := store.Quote("")
+	st, err := store.For("")
 	pgtest.Must(t, err)
-	complete := store.Render(queuesql.Complete, q)
+	complete := st.Queue.Complete
 	plain := strings.Replace(complete, "coalesce(j.state = 'pending', false)", "j.state = 'pending'", 1)
 	if plain == complete {
 		t.Fatal("the control could not be made: the completion statement's state test changed")

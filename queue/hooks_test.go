@@ -89,7 +89,7 @@ func TestLeaseEndCancelsHandlers(t *testing.T) {
 			pool, c := setup(t)
 			res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "lease")[0], Args: step{"x"}})
 			pgtest.Must(t, err)
-			lc, err := lease.New(pool, lease.Config{Owner: "a", Logger: quiet})
+			lc, err := lease.New(pgtest.DBOn(t, pool), lease.Config{Owner: "a"})
 			pgtest.Must(t, err)
 			t.Cleanup(func() { lc.Close(context.Background()) })
 			l, err := lc.TryAcquire(ctx, "partition/emails/0")
@@ -114,7 +114,7 @@ func TestLeaseEndCancelsHandlers(t *testing.T) {
 			}
 			var mu sync.Mutex
 			var events []queue.JobEvent
-			p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet, PollInterval: time.Hour,
+			p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour,
 				Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
 					mu.Lock()
 					events = append(events, e)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -20,17 +19,17 @@ func TestListenReconnectsAfterADatabaseRestart(t *testing.T) {
 	ctx := ctxT(t)
 	cl := pgtest.Cluster(t)
 	pool := pgtest.PoolURL(t, cl.URL("postgres"))
-	pgtest.Must(t, leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{Logger: quiet}))
+	pgtest.Must(t, pgtest.DBOn(t, pool).Migrate(ctx))
 	ran := make(chan struct{}, 1)
 	ws := queue.NewWorkers()
 	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
 		ran <- struct{}{}
 		return nil
 	})
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour, Logger: quiet})
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour})
 	pgtest.Must(t, err)
-	m, err := partition.New(pool, partition.Config{Group: "emails", Partitions: 1, Run: p.Run,
-		Lease: lease.Config{TTL: 20 * time.Second, Logger: quiet}})
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 1, Run: p.Run,
+		Lease: lease.Config{TTL: 20 * time.Second}})
 	pgtest.Must(t, err)
 	pgtest.Must(t, m.Start(ctx))
 	t.Cleanup(func() { m.Stop(context.Background()) })
@@ -41,7 +40,7 @@ func TestListenReconnectsAfterADatabaseRestart(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the partition has fetched once and sleeps
 
 	pgtest.Must(t, cl.Restart(ctx))
-	c, err := queue.New(pool, queue.Config{})
+	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
 	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
 		if _, err = c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"after"}}); err == nil {

@@ -2,12 +2,10 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/internal/backoff"
@@ -18,12 +16,7 @@ import (
 // schema ("" for the default) announce due jobs: "leasehold_jobs_" and 16
 // hex digits of XXH64 of the schema name. The payload is
 // "<partition>:<group>".
-func NotifyChannel(schema string) string {
-	if schema == "" {
-		schema = store.DefaultSchema
-	}
-	return fmt.Sprintf("leasehold_jobs_%016x", xxhash.Sum64String(schema))
-}
+func NotifyChannel(schema string) string { return store.QueueChannel(schema) }
 
 // wakeKey names one partition of one group.
 type wakeKey struct {
@@ -120,7 +113,7 @@ func (p *Processor) listen(ctx context.Context) (listened bool, err error) {
 	}
 	conn := pc.Hijack() // kept out of the pool while it listens
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{p.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{p.q.Channel}.Sanitize()); err != nil {
 		return false, err
 	}
 	p.wake(wakeKey{}, true)

@@ -107,7 +107,7 @@ type rowQuerier interface {
 // transaction) or a transactional handler's transaction. It returns how
 // many jobs changed (finished ones are left alone); a stale owner's
 // outcomes are refused with a *fence.FencedError.
-func (p *Processor) completeFenced(ctx context.Context, db rowQuerier, o partition.Ownership, outs []outcome) (int, error) {
+func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o partition.Ownership, outs []outcome) (int, error) {
 	n := len(outs)
 	ids, states, spent := make([]int64, n), make([]string, n), make([]int32, n)
 	delays, errs := make([]*int64, n), make([]*string, n)
@@ -118,7 +118,7 @@ func (p *Processor) completeFenced(ctx context.Context, db rowQuerier, o partiti
 	var current int64
 	var live bool
 	var changed int
-	err := db.QueryRow(ctx, p.q.completeFenced, ids, states, spent, delays, errs, int64(o.Token), name,
+	err := db.QueryRow(ctx, p.q.CompleteFenced, ids, states, spent, delays, errs, int64(o.Token), name,
 		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10)).Scan(&current, &live, &changed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -247,19 +248,18 @@ func TestNewProcessorRejectsBadConfig(t *testing.T) {
 		{},
 		{Workers: ws, BatchSize: -1},
 		{Workers: ws, PollInterval: -time.Second},
-		{Workers: ws, Schema: "bad schema"},
-		{Workers: ws, Fence: fence.PostgresConfig{IdleTimeout: -1}},
+		{Workers: ws, Fence: lease.FenceConfig{IdleTimeout: -1}},
 		{Workers: ws, PartitionConcurrency: -1},
 		{Workers: ws, Concurrency: -1},
 		{Workers: ws, Window: -1},
 		{Workers: ws, CompleteInterval: -time.Millisecond},
 	} {
-		if _, err := queue.NewProcessor(pool, cfg); !errors.Is(err, queue.ErrInvalidConfig) {
+		if _, err := queue.NewProcessor(pgtest.DBOn(t, pool), cfg); !errors.Is(err, queue.ErrInvalidConfig) {
 			t.Errorf("NewProcessor(%+v) = %v; want ErrInvalidConfig", cfg, err)
 		}
 	}
 	if _, err := queue.NewProcessor(nil, queue.ProcessorConfig{Workers: ws}); !errors.Is(err, queue.ErrInvalidConfig) {
-		t.Errorf("NewProcessor(nil pool) = %v; want ErrInvalidConfig", err)
+		t.Errorf("NewProcessor(nil db) = %v; want ErrInvalidConfig", err)
 	}
 }
 
@@ -269,7 +269,7 @@ func TestNewProcessorRejectsBadConfig(t *testing.T) {
 func TestProcessorConcurrencyDefaults(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ws := queue.NewWorkers()
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet})
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws})
 	pgtest.Must(t, err)
 	if c := p.Config(); c.Concurrency != 100 || c.PartitionConcurrency != 100 || c.Window != 200 ||
 		c.BatchSize != 100 || c.CompleteInterval != time.Millisecond {
@@ -278,7 +278,7 @@ func TestProcessorConcurrencyDefaults(t *testing.T) {
 	}
 	var logs strings.Builder
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	p, err = queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: log, Concurrency: 8, PartitionConcurrency: 50})
+	p, err = queue.NewProcessor(pgtest.Open(t, pool, leasehold.Config{Logger: log}), queue.ProcessorConfig{Workers: ws, Concurrency: 8, PartitionConcurrency: 50})
 	pgtest.Must(t, err)
 	if c := p.Config(); c.PartitionConcurrency != 8 || c.Window != 200 {
 		t.Errorf("PartitionConcurrency 50 over Concurrency 8: got %d (window %d); want capped at 8 (window 200)", c.PartitionConcurrency, c.Window)

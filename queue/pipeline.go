@@ -425,7 +425,7 @@ func (pl *pipeline) retain() {
 	}
 	pl.retained = time.Now()
 	p := pl.p
-	if _, err := p.pool.Exec(pl.ctx, p.q.retain, pl.o.Group, pl.o.Partition, p.cfg.Retention.Microseconds()); err != nil && pl.ctx.Err() == nil {
+	if _, err := p.pool.Exec(pl.ctx, p.q.Retain, pl.o.Group, pl.o.Partition, p.cfg.Retention.Microseconds()); err != nil && pl.ctx.Err() == nil {
 		pl.log.Warn("queue: deleting old finished jobs failed", "err", err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -230,7 +230,7 @@ func TestFailedCompletionIsRetried(t *testing.T) {
 	pgtest.Must(t, err)
 	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "retry")[0], Args: step{"x"}})
 	pgtest.Must(t, err)
-	a.run(ctx, queue.ProcessorConfig{Workers: ws, Fence: fence.PostgresConfig{LockTimeout: 20 * time.Millisecond}})
+	a.run(ctx, queue.ProcessorConfig{Workers: ws, Fence: lease.FenceConfig{LockTimeout: 20 * time.Millisecond}})
 	for start := time.Now(); l.count(res.ID) == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Since(start) > 10*time.Second {
 			t.Fatal("the job did not run")

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/fakeclock"
 	"github.com/leasehold/leasehold/internal/pgtest"
@@ -32,12 +33,12 @@ func worker(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, cloc
 
 func workerLog(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, clock lease.Clock, log *slog.Logger) *partition.Member {
 	t.Helper()
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
-		MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond, StopGrace: 200 * time.Millisecond, Logger: log})
+	p, err := queue.NewProcessor(pgtest.Open(t, pool, leasehold.Config{Logger: log}), queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+		MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond, StopGrace: 200 * time.Millisecond})
 	pgtest.Must(t, err)
-	m, err := partition.New(pool, partition.Config{Group: "emails", Partitions: 8, ID: id, Run: p.Run,
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, ID: id, Run: p.Run,
 		PollInterval: 100 * time.Millisecond,
-		Lease:        lease.Config{TTL: time.Second, Clock: clock, Logger: quiet}})
+		Lease:        lease.Config{TTL: time.Second, Clock: clock}})
 	pgtest.Must(t, err)
 	pgtest.Must(t, m.Start(ctxT(t)))
 	t.Cleanup(func() {
@@ -198,10 +199,10 @@ func TestStaleTokenCheckIsErrFenced(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	pool := pgtest.Pool(t)
-	f, err := fence.NewPostgres(fence.PostgresConfig{})
+	f, err := lease.NewFence(pgtest.DBOn(t, pool), lease.FenceConfig{})
 	pgtest.Must(t, err)
 	la, err := func() (*lease.Lease, error) {
-		c, err := lease.New(pool, lease.Config{Owner: "a", TTL: time.Second, Clock: fakeclock.New(time.Now()), Logger: quiet})
+		c, err := lease.New(pgtest.DBOn(t, pool), lease.Config{Owner: "a", TTL: time.Second, Clock: fakeclock.New(time.Now())})
 		if err != nil {
 			return nil, err
 		}
@@ -209,13 +210,13 @@ func TestStaleTokenCheckIsErrFenced(t *testing.T) {
 		return c.TryAcquire(ctx, "partition/emails/0")
 	}()
 	pgtest.Must(t, err)
-	b, err := lease.New(pool, lease.Config{Owner: "b", TTL: time.Second, Logger: quiet})
+	b, err := lease.New(pgtest.DBOn(t, pool), lease.Config{Owner: "b", TTL: time.Second})
 	pgtest.Must(t, err)
 	t.Cleanup(func() { b.Close(context.Background()) })
 	if _, err := b.Acquire(ctx, "partition/emails/0"); err != nil {
 		t.Fatal(err)
 	}
-	err = f.Tx(ctx, pool, "partition/emails/0", la.Token(), func(pgx.Tx) error { return nil })
+	err = f.Tx(ctx, "partition/emails/0", la.Token(), func(pgx.Tx) error { return nil })
 	if !errors.Is(err, fence.ErrFenced) || !strings.Contains(err.Error(), "granted anew") {
 		t.Fatalf("stale check = %v; want ErrFenced", err)
 	}
@@ -347,7 +348,7 @@ func TestFencedBatchReportsCommittedJobsAsCompleted(t *testing.T) {
 	})
 	var mu sync.Mutex
 	outcomes := map[int64]queue.Outcome{}
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: wsA, PollInterval: 20 * time.Millisecond, Logger: quiet,
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: wsA, PollInterval: 20 * time.Millisecond,
 		PartitionConcurrency: 1, // job 3 can only start after job 2's commit was fenced
 		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
 			mu.Lock()
@@ -355,9 +356,9 @@ func TestFencedBatchReportsCommittedJobsAsCompleted(t *testing.T) {
 			outcomes[e.ID] = e.Outcome
 		}}})
 	pgtest.Must(t, err)
-	a, err := partition.New(pool, partition.Config{Group: "emails", Partitions: 8, ID: "a", Run: p.Run,
+	a, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, ID: "a", Run: p.Run,
 		PollInterval: 100 * time.Millisecond,
-		Lease:        lease.Config{TTL: time.Second, Clock: fakeclock.New(time.Now()), Logger: quiet}})
+		Lease:        lease.Config{TTL: time.Second, Clock: fakeclock.New(time.Now())}})
 	pgtest.Must(t, err)
 	pgtest.Must(t, a.Start(ctx))
 	t.Cleanup(func() {

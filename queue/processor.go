@@ -11,16 +11,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
 
 // ProcessorConfig configures a Processor.
 type ProcessorConfig struct {
-	// Schema is the schema holding leasehold's tables. Defaults to
-	// "leasehold".
-	Schema string
 	// Workers holds the handlers. Required.
 	Workers *Workers
 	// BatchSize is how many due jobs one fetch looks at, and the most
@@ -71,16 +71,13 @@ type ProcessorConfig struct {
 	// are kept; each partition's owner deletes older ones when idle.
 	// Defaults to 24h.
 	Retention time.Duration
-	// Fence sets the timeouts of the fenced transactions. Its Schema is
-	// ignored (Schema above applies).
-	Fence fence.PostgresConfig
+	// Fence sets the timeouts of the fenced transactions. Defaults as in
+	// lease.FenceConfig.
+	Fence lease.FenceConfig
 	// Hooks observe job runs, for metrics. Defaults to none.
 	Hooks Hooks
 	// Rand is the source of retry jitter. Defaults to a random seed.
 	Rand *rand.Rand
-	// Logger receives job failures and fencing refusals. Defaults to
-	// slog.Default().
-	Logger *slog.Logger
 }
 
 // Processor runs the jobs of the partitions a member owns. Pass its Run as
@@ -89,9 +86,8 @@ type ProcessorConfig struct {
 type Processor struct {
 	pool    *pgxpool.Pool
 	cfg     ProcessorConfig
-	q       queries
-	channel string
-	fence   *fence.Postgres
+	q       store.QueueSQL
+	fence   *lease.Fence
 	retry   *backoff.Backoff
 	log     *slog.Logger
 	slots   chan struct{} // Concurrency
@@ -103,11 +99,13 @@ type Processor struct {
 	wakes map[wakeKey][]chan struct{} // by partition, for Listen
 }
 
-// NewProcessor returns a Processor on pool. It validates cfg and does no I/O.
-func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
+// NewProcessor returns a Processor whose jobs and handlers' transactions
+// run on db's pool; it logs to db's logger. It validates cfg and does no
+// I/O.
+func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	switch {
-	case pool == nil:
-		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+	case db == nil:
+		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
 	case cfg.Workers == nil:
 		return nil, fmt.Errorf("%w: Workers required", ErrInvalidConfig)
 	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
@@ -128,8 +126,7 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	defInt(&cfg.Concurrency, 100)
 	defInt(&cfg.PartitionConcurrency, cfg.Concurrency)
 	if cfg.PartitionConcurrency > cfg.Concurrency {
-		cfg.Logger = loggerOrDefault(cfg.Logger)
-		cfg.Logger.Warn("queue: PartitionConcurrency is above Concurrency; capped at Concurrency",
+		db.Logger().Warn("queue: PartitionConcurrency is above Concurrency; capped at Concurrency",
 			"partition_concurrency", cfg.PartitionConcurrency, "concurrency", cfg.Concurrency)
 		cfg.PartitionConcurrency = cfg.Concurrency
 	}
@@ -142,19 +139,16 @@ func NewProcessor(pool *pgxpool.Pool, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.MaxRetry, time.Hour)
 	def(&cfg.UnknownKindDelay, time.Minute)
 	def(&cfg.Retention, 24*time.Hour)
-	cfg.Logger = loggerOrDefault(cfg.Logger)
-	q, err := render(cfg.Schema)
+	st, err := store.For(db.Schema())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	fc := cfg.Fence
-	fc.Schema = cfg.Schema
-	f, err := fence.NewPostgres(fc)
+	f, err := lease.NewFence(db, cfg.Fence)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Processor{pool: pool, cfg: cfg, q: q, channel: NotifyChannel(cfg.Schema), fence: f,
-		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: cfg.Logger,
+	return &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, fence: f,
+		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(),
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),
 		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}, nil
 }
@@ -270,14 +264,6 @@ func handlerContext(ctx context.Context, o partition.Ownership, grace time.Durat
 		mu.Unlock()
 		cancel(context.Canceled)
 	}
-}
-
-// loggerOrDefault returns l, or slog.Default() for nil.
-func loggerOrDefault(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return slog.Default()
-	}
-	return l
 }
 
 // jobContext returns the context of one handler run: hctx with JobTimeout.

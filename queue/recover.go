@@ -42,7 +42,7 @@ type runState struct {
 func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt bool, err error) {
 	var prev *int64
 	var open, recorded bool
-	if err := p.pool.QueryRow(ctx, p.q.openRun, o.Group, o.Partition, int64(o.Token)).Scan(&prev, &open, &recorded); err != nil {
+	if err := p.pool.QueryRow(ctx, p.q.OpenRun, o.Group, o.Partition, int64(o.Token)).Scan(&prev, &open, &recorded); err != nil {
 		return false, err
 	}
 	if !recorded {
@@ -61,7 +61,7 @@ func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt 
 func (p *Processor) closeRun(ctx context.Context, o partition.Ownership, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := p.pool.Exec(ctx, p.q.closeRun, o.Group, o.Partition, int64(o.Token)); err != nil {
+	if _, err := p.pool.Exec(ctx, p.q.CloseRun, o.Group, o.Partition, int64(o.Token)); err != nil {
 		log.Warn("queue: could not record a clean end of the run; the next owner runs its first jobs one at a time", "err", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -33,7 +32,7 @@ type afterCrash struct {
 // abruptly, so the first Run's first fetch is recovered.
 func newAfterCrash(t *testing.T, ctx context.Context, pool *pgxpool.Pool, abrupt bool) *afterCrash {
 	t.Helper()
-	lc, err := lease.New(pool, lease.Config{Owner: "next", Logger: quiet})
+	lc, err := lease.New(pgtest.DBOn(t, pool), lease.Config{Owner: "next"})
 	pgtest.Must(t, err)
 	t.Cleanup(func() { lc.Close(context.Background()) })
 	l, err := lc.TryAcquire(ctx, partition.LeaseName("emails", 0))
@@ -45,18 +44,15 @@ func newAfterCrash(t *testing.T, ctx context.Context, pool *pgxpool.Pool, abrupt
 	return &afterCrash{t: t, pool: pool, lease: l}
 }
 
-// run starts a Run under the lease with cfg (Logger and PollInterval
+// run starts a Run under the lease with cfg (PollInterval
 // defaulted for tests). It returns a cancel that hands the partition off
 // and a channel closed when the Run returned; cleanup cancels and waits.
 func (a *afterCrash) run(ctx context.Context, cfg queue.ProcessorConfig) (context.CancelCauseFunc, chan struct{}) {
 	a.t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = quiet
-	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 20 * time.Millisecond
 	}
-	p, err := queue.NewProcessor(a.pool, cfg)
+	p, err := queue.NewProcessor(pgtest.DBOn(a.t, a.pool), cfg)
 	pgtest.Must(a.t, err)
 	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	done := make(chan struct{})
@@ -161,7 +157,7 @@ func TestRecoveredJobFetchedAgainIsChargedAgain(t *testing.T) {
 	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: keys[0], Args: step{"a"}},
 		queue.Job{Group: "emails", Key: keys[1], Args: step{"b"}, MaxAttempts: 1})
 	pgtest.Must(t, err)
-	a.run(ctx, queue.ProcessorConfig{Workers: ws, Fence: fence.PostgresConfig{LockTimeout: 20 * time.Millisecond}})
+	a.run(ctx, queue.ProcessorConfig{Workers: ws, Fence: lease.FenceConfig{LockTimeout: 20 * time.Millisecond}})
 	ia := waitJob(t, ctx, c, res[0].ID, "completed")
 	ib := waitJob(t, ctx, c, res[1].ID, "completed")
 	mu.Lock()
@@ -242,7 +238,7 @@ func TestHandoffDuringRecoveryLeavesTheRestToTheNextOwner(t *testing.T) {
 	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: keys[0], Args: step{"a"}},
 		queue.Job{Group: "emails", Key: keys[1], Args: step{"b"}})
 	pgtest.Must(t, err)
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet})
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws})
 	pgtest.Must(t, err)
 	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	handoff.Store(&cancel)
@@ -344,8 +340,8 @@ func TestUnrecordedLastBatchIsNotACleanEnd(t *testing.T) {
 	a := newAfterCrash(t, ctx, pool, false)
 	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "unrecorded")[0], Args: step{"x"}})
 	pgtest.Must(t, err)
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, Logger: quiet,
-		Fence: fence.PostgresConfig{LockTimeout: 20 * time.Millisecond}})
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws,
+		Fence: lease.FenceConfig{LockTimeout: 20 * time.Millisecond}})
 	pgtest.Must(t, err)
 	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	handoff.Store(&cancel)

@@ -24,11 +24,10 @@ import (
 // Listen when listen is true); it is stopped when the test ends.
 func member(t *testing.T, pool *pgxpool.Pool, partitions int, cfg queue.ProcessorConfig, listen bool) *partition.Member {
 	t.Helper()
-	cfg.Logger = quiet
-	p, err := queue.NewProcessor(pool, cfg)
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), cfg)
 	pgtest.Must(t, err)
-	m, err := partition.New(pool, partition.Config{Group: "emails", Partitions: partitions, Run: p.Run,
-		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second, Logger: quiet}})
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: partitions, Run: p.Run,
+		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second}})
 	pgtest.Must(t, err)
 	lctx, stopListen := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -151,7 +150,7 @@ func TestConcurrencyLimitsAndKeyOrder(t *testing.T) {
 			pool := pgtest.Pool(t)
 			_, err := pool.Exec(ctx, `INSERT INTO leasehold.groups (name, partitions) VALUES ('emails', $1)`, tc.partitions)
 			pgtest.Must(t, err)
-			c, err := queue.New(pool, queue.Config{})
+			c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 			pgtest.Must(t, err)
 			var mu sync.Mutex
 			running, maxRunning := 0, 0
@@ -252,7 +251,7 @@ func TestEnqueueNotificationsAreCoalescedAndSentAfterCommit(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	pool, _ := setup(t)
-	c, err := queue.New(pool, queue.Config{NotifyWindow: 300 * time.Millisecond})
+	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{NotifyWindow: 300 * time.Millisecond})
 	pgtest.Must(t, err)
 	conn, err := pool.Acquire(ctx)
 	pgtest.Must(t, err)
@@ -277,7 +276,7 @@ func TestEnqueueNotificationsAreCoalescedAndSentAfterCommit(t *testing.T) {
 		t.Fatalf("%d notifications for 10 enqueues to one partition; want the first, then coalesced ones", notes)
 	}
 	// The control: a negative window notifies every enqueue.
-	every, err := queue.New(pool, queue.Config{NotifyWindow: -1})
+	every, err := queue.New(pgtest.DBOn(t, pool), queue.Config{NotifyWindow: -1})
 	pgtest.Must(t, err)
 	for i := range 3 {
 		_, err := every.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{fmt.Sprint(i)}})
@@ -300,7 +299,7 @@ func TestCoalescedNotificationsLoseNoWakeUp(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	pool, _ := setup(t)
-	c, err := queue.New(pool, queue.Config{NotifyWindow: 2 * time.Second})
+	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{NotifyWindow: 2 * time.Second})
 	pgtest.Must(t, err)
 	ran := make(chan string, 2)
 	ws := queue.NewWorkers()
@@ -341,11 +340,11 @@ func TestUnrecordableBatchWaitsBeforeRefetching(t *testing.T) {
 		runs.Add(1)
 		return nil
 	})
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, PollInterval: 500 * time.Millisecond,
-		Fence: fence.PostgresConfig{LockTimeout: 20 * time.Millisecond}, Logger: quiet})
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws, PollInterval: 500 * time.Millisecond,
+		Fence: lease.FenceConfig{LockTimeout: 20 * time.Millisecond}})
 	pgtest.Must(t, err)
-	m, err := partition.New(pool, partition.Config{Group: "emails", Partitions: 8, Run: p.Run,
-		Lease: lease.Config{TTL: 6 * time.Second, Logger: quiet}})
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, Run: p.Run,
+		Lease: lease.Config{TTL: 6 * time.Second}})
 	pgtest.Must(t, err)
 	pgtest.Must(t, m.Start(ctx))
 	t.Cleanup(func() { m.Stop(context.Background()) })
@@ -385,7 +384,7 @@ func TestHandlerCannotCommitItsTransaction(t *testing.T) {
 		if err := record(ctx, tx, w); err != nil {
 			return err
 		}
-		if errors.Is(tx.Commit(ctx), queue.ErrTxManaged) && errors.Is(tx.Rollback(ctx), queue.ErrTxManaged) {
+		if errors.Is(tx.Commit(ctx), lease.ErrTxManaged) && errors.Is(tx.Rollback(ctx), lease.ErrTxManaged) {
 			refused.Add(1)
 		}
 		return nil
@@ -434,7 +433,7 @@ func TestCompletionWaitingOnATakeoverIsRefused(t *testing.T) {
 			res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: deposit{1}})
 			pgtest.Must(t, err)
 			member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
-				Fence: fence.PostgresConfig{LockTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second}}, true)
+				Fence: lease.FenceConfig{LockTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second}}, true)
 			stale := <-started
 
 			// A takeover in progress: the lease row is granted anew, not yet

@@ -32,7 +32,7 @@ type PartitionStats struct {
 // backlog, not the finished jobs kept for retention; finished jobs are not
 // counted. An unknown group gives an error wrapping ErrUnknownGroup.
 func (c *Client) Stats(ctx context.Context, group string) ([]PartitionStats, error) {
-	rows, err := c.pool.Query(ctx, c.q.stats, group)
+	rows, err := c.pool.Query(ctx, c.q.Stats, group)
 	if err != nil {
 		return nil, fmt.Errorf("queue: stats %q: %w", group, err)
 	}
@@ -80,7 +80,7 @@ func (c *Client) Waits(ctx context.Context, group string, limit int) ([]Wait, er
 	case limit < 0 || limit > 1000:
 		return nil, fmt.Errorf("%w: limit %d is not in 1..1000", ErrInvalidFilter, limit)
 	}
-	rows, err := c.pool.Query(ctx, c.q.waits, group, limit)
+	rows, err := c.pool.Query(ctx, c.q.Waits, group, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queue: waits %q: %w", group, err)
 	}

@@ -49,7 +49,7 @@ func (p *Processor) runTxBatch(ctx context.Context, o partition.Ownership, fs []
 // handler error rolls everything back and is returned, to be recorded as
 // the job's outcome.
 func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetched, run func(pgx.Tx) error) error {
-	tx, err := p.fence.Begin(ctx, p.pool) // timeouts set from the start: a stalled handler is cut off
+	tx, err := p.fence.Begin(ctx) // timeouts set from the start: a stalled handler is cut off
 	if err != nil {
 		return err
 	}

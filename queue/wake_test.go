@@ -39,10 +39,10 @@ func TestListenWakesEveryPartitionWhenItStartsListening(t *testing.T) {
 	pool, c := setup(t)
 	ws := queue.NewWorkers()
 	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error { return nil })
-	p, err := queue.NewProcessor(pool, queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour, Logger: quiet})
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour})
 	pgtest.Must(t, err)
-	m, err := partition.New(pool, partition.Config{Group: "emails", Partitions: 8, Run: p.Run,
-		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second, Logger: quiet}})
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, Run: p.Run,
+		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second}})
 	pgtest.Must(t, err)
 	pgtest.Must(t, m.Start(ctx))
 	t.Cleanup(func() {

@@ -28,3 +28,10 @@ func Open(t testing.TB, pool *pgxpool.Pool, cfg leasehold.Config) *leasehold.DB 
 	}
 	return db
 }
+
+// DBOn returns a handle on pool, in the default schema, whose logs are
+// discarded.
+func DBOn(t testing.TB, pool *pgxpool.Pool) *leasehold.DB {
+	t.Helper()
+	return Open(t, pool, leasehold.Config{})
+}

@@ -71,7 +71,7 @@ func For(schema string) (*Statements, error) {
 			CreateGroup: r(partitionCreateGroup), GroupCount: r(partitionGroupCount),
 			Heartbeat: r(partitionHeartbeat), Leave: r(partitionLeave), View: r(partitionView),
 			Status: r(partitionStatus), Members: r(partitionMembers), Groups: r(partitionGroups),
-			Channel: channel("leasehold_partitions_", schema),
+			Channel: PartitionChannel(schema),
 		},
 		Queue: QueueSQL{
 			Groups: r(queueGroups), Enqueue: r(queueEnqueue), EnqueuePlain: r(queueEnqueuePlain),
@@ -79,7 +79,7 @@ func For(schema string) (*Statements, error) {
 			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced),
 			Retain: r(queueRetain), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits),
-			Channel: channel("leasehold_jobs_", schema),
+			Channel: QueueChannel(schema),
 		},
 		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList)},
 	}
@@ -87,9 +87,20 @@ func For(schema string) (*Statements, error) {
 	return v.(*Statements), nil
 }
 
-// channel returns a LISTEN/NOTIFY channel name: prefix and 16 hex digits of
-// XXH64 of the schema name, short enough for any schema name.
+// PartitionChannel returns the LISTEN/NOTIFY channel of the partition
+// groups in schema ("" for the default): "leasehold_partitions_" and 16 hex
+// digits of XXH64 of the schema name, short enough for any schema name.
+func PartitionChannel(schema string) string { return channel("leasehold_partitions_", schema) }
+
+// QueueChannel returns the LISTEN/NOTIFY channel of the enqueues in schema
+// ("" for the default): "leasehold_jobs_" and 16 hex digits of XXH64 of the
+// schema name.
+func QueueChannel(schema string) string { return channel("leasehold_jobs_", schema) }
+
 func channel(prefix, schema string) string {
+	if schema == "" {
+		schema = DefaultSchema
+	}
 	return fmt.Sprintf("%s%016x", prefix, xxhash.Sum64String(schema))
 }
 
