@@ -14,7 +14,7 @@ import (
 func init() {
 	register(suite{
 		name: "kafka",
-		summary: "queue/kafka consuming a topic into PostgreSQL (no-op and one-row handlers) against plain franz-go " +
+		summary: "kafka consuming a topic into PostgreSQL (no-op and one-row handlers) against plain franz-go " +
 			"and the same SQL raw; grant-to-first-record latency",
 		run: runKafka,
 	})
@@ -23,8 +23,8 @@ func init() {
 // The kafka suite's systems.
 const (
 	sysFranz        = "franz-go"         // plain consumption, no database
-	sysKafkaLH      = "leasehold"        // queue/kafka, FetchMaxWait 100ms (default)
-	sysKafkaLHWait5 = "leasehold-wait5s" // queue/kafka with franz-go's default FetchMaxWait (handoff case)
+	sysKafkaLH      = "leasehold"        // kafka, FetchMaxWait 100ms (default)
+	sysKafkaLHWait5 = "leasehold-wait5s" // kafka with franz-go's default FetchMaxWait (handoff case)
 	sysKafkaRaw     = "raw-sql"          // a franz-go client per partition, the consumer's statements sent raw
 )
 
@@ -114,7 +114,7 @@ func kafkaTables(rep Report, all []*series) []ptable {
 	thr := ptable{
 		title: "Throughput: records/s from offset 0 to the log end (medians over rounds)",
 		notes: []string{
-			"franz-go: one client consuming every partition, no database; leasehold: queue/kafka, one member owning every " +
+			"franz-go: one client consuming every partition, no database; leasehold: kafka, one member owning every " +
 				"partition, each batch a fenced transaction advancing the stored offset; raw-sql: a franz-go client and a " +
 				"goroutine per partition sending the consumer's statements (BEGIN with the fence's timeouts, lease check, " +
 				"effects, offset advance, COMMIT) directly",

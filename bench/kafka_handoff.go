@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/partition"
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
 )
 
 // handoff measures the time from grant to first record: worker a owns

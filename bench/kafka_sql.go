@@ -25,7 +25,7 @@ type kafkaSQL struct {
 }
 
 // renderKafkaSQL renders the statements for schema ("" for the default):
-// the offset advance comes from internal/kafkasql, as in queue/kafka.
+// the offset advance comes from internal/kafkasql, as in kafka.
 func renderKafkaSQL(schema string) (kafkaSQL, error) {
 	q, err := store.Quote(schema)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
 )
 
 // franz consumes every partition from offset 0 with one plain client.
@@ -52,7 +52,7 @@ func insertEffects(ctx context.Context, tx pgx.Tx, topic string, p int32, recs [
 	return err
 }
 
-// leasehold consumes the topic with one queue/kafka member owning every
+// leasehold consumes the topic with one kafka member owning every
 // partition, from Start until every record is committed.
 func (b *kafkaBench) leasehold(ctx context.Context, group string, oneRow bool) (sample, error) {
 	var mu sync.Mutex

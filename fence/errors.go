@@ -3,7 +3,6 @@ package fence
 import (
 	"errors"
 	"fmt"
-
 )
 
 // ErrFenced means a write carried a token lower than the resource's current

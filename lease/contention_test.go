@@ -14,10 +14,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/fakeclock"
 	"github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/lease"
 )
 

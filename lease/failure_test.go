@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/fakeclock"
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/lease"
 )
 

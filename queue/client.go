@@ -38,10 +38,10 @@ type Config struct {
 
 // Client enqueues jobs. It is safe for concurrent use.
 type Client struct {
-	pool *pgxpool.Pool
-	cfg  Config
-	q    store.QueueSQL // q.Channel: the NOTIFY channel of enqueued jobs
-	notify  *notifier
+	pool   *pgxpool.Pool
+	cfg    Config
+	q      store.QueueSQL // q.Channel: the NOTIFY channel of enqueued jobs
+	notify *notifier
 
 	// spread places keyless jobs on partitions round robin.
 	spread atomic.Uint64

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // explain runs EXPLAIN (ANALYZE, BUFFERS) of sql on db (the pool, or a

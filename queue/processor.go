@@ -84,14 +84,14 @@ type ProcessorConfig struct {
 // partition.Config.Run, and run Listen beside it so that enqueued jobs
 // start at once.
 type Processor struct {
-	pool    *pgxpool.Pool
-	cfg     ProcessorConfig
-	q       store.QueueSQL
-	fence   *lease.Fence
-	retry   *backoff.Backoff
-	log     *slog.Logger
-	slots   chan struct{} // Concurrency
-	work    chan func()   // to an idle runner goroutine (see spawn)
+	pool  *pgxpool.Pool
+	cfg   ProcessorConfig
+	q     store.QueueSQL
+	fence *lease.Fence
+	retry *backoff.Backoff
+	log   *slog.Logger
+	slots chan struct{} // Concurrency
+	work  chan func()   // to an idle runner goroutine (see spawn)
 	// timeoutCause is the cause of a handler context that timed out.
 	timeoutCause error
 

@@ -33,7 +33,7 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 			"ownership windows and recovery times.\n\n" +
 			"--workload kafka runs the same faults against the Kafka source instead: the orchestrator runs\n" +
 			"an in-process Kafka (kfake) with a topic of --partitions partitions and produces --jobs records\n" +
-			"to it; the workers consume it with queue/kafka, appending one ledger row per record in each\n" +
+			"to it; the workers consume it with kafka, appending one ledger row per record in each\n" +
 			"batch's transaction, and the checker also requires every stored offset at its log end.\n\n" +
 			"Without --database-url or $DATABASE_URL it runs on a throwaway cluster (which it restarts\n" +
 			"once per pg_restart fault); on an existing server it uses, and first drops, the schema\n" +

@@ -22,7 +22,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
 )
 
 const (

@@ -10,7 +10,7 @@
 //
 // Two workloads are built in (Workload): "queue", the jobs above, and
 // "kafka", in which the orchestrator runs an in-process Kafka (kfake) and
-// produces records to a topic that the workers consume with queue/kafka,
+// produces records to a topic that the workers consume with kafka,
 // appending one ledger row per record in each batch's fenced transaction;
 // its check adds per-partition offset order and stored offsets at the log
 // end.

@@ -13,12 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
 )
 
 // kafkaWorkload is the Kafka workload: the orchestrator runs an in-process
 // Kafka (kfake, on loopback) with one topic of Env.Partitions partitions and
-// produces records to it; the workers consume it with queue/kafka (one
+// produces records to it; the workers consume it with kafka (one
 // leasehold partition per Kafka partition), and the handler appends one
 // ledger row per record in the batch's transaction, which commits with the
 // offset advance and the fence check. The cluster lives in the orchestrator,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
 )
 
 // statsPoll is how often a Kafka worker turns its consumer's counters into

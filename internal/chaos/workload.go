@@ -18,7 +18,7 @@ import (
 // orchestrator, applied by the workers, each application leaving one ledger
 // row. Two are built in: "queue" (jobs whose transactional handler appends
 // to the ledger) and "kafka" (a topic of an in-process Kafka, kfake,
-// consumed with queue/kafka into a ledger). Both are checked by Check.
+// consumed with kafka into a ledger). Both are checked by Check.
 // WorkloadNamed returns a new instance per call: the orchestrator's side
 // may keep state (the Kafka cluster) from Setup to Close.
 type Workload interface {

@@ -77,7 +77,7 @@ func Classify(prefix, op, resource string, err error) error {
 		return fmt.Errorf("%s: %w", where, err)
 	case errors.Is(err, pgx.ErrTxCommitRollback), // an earlier error aborted the transaction
 		errors.Is(err, pgx.ErrTxClosed), // nothing was sent
-		pgconn.SafeToRetry(err): // the request was never sent
+		pgconn.SafeToRetry(err):         // the request was never sent
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	return &fence.IndeterminateError{Op: prefix + ": " + op, Resource: resource, Err: err}

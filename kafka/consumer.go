@@ -11,8 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -23,8 +26,8 @@ type Consumer struct {
 	cfg    Config
 	pool   *pgxpool.Pool
 	member *partition.Member
-	fence  *fence.Postgres
-	q      queries
+	fence  *lease.Fence
+	q      store.KafkaSQL
 	retry  *backoff.Backoff
 	log    *slog.Logger
 	opts   []kgo.Opt // base options of every Kafka client
@@ -54,29 +57,26 @@ type topicPartition struct {
 
 // New returns a Consumer whose handlers write through pool. It validates
 // cfg and does no I/O.
-func New(pool *pgxpool.Pool, cfg Config) (*Consumer, error) {
-	if pool == nil {
-		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+func New(db *leasehold.DB, cfg Config) (*Consumer, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	q, err := render(cfg.Schema)
+	st, err := store.For(db.Schema())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	f, err := fence.NewPostgres(cfg.Fence)
+	f, err := lease.NewFence(db, cfg.Fence)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-	}
-	if cfg.Lease.Logger == nil {
-		cfg.Lease.Logger = cfg.Logger
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	c := &Consumer{
-		cfg: cfg, pool: pool, fence: f, q: q,
+		cfg: cfg, pool: db.Pool(), fence: f, q: st.Kafka,
 		retry:   backoff.New(cfg.RetryMin, cfg.RetryMax, nil),
-		log:     cfg.Logger.With("group", cfg.Group),
+		log:     db.Logger().With("group", cfg.Group),
 		counts:  map[string]int{},
 		changed: make(chan struct{}),
 		stalled: map[topicPartition]*OffsetError{},
@@ -88,7 +88,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Consumer, error) {
 	// franz-go's warnings first, so that a WithLogger in ClientOptions wins.
 	c.opts = slices.Clip(append(append([]kgo.Opt{kgo.WithLogger(kgoLogger{c.log})}, cfg.ClientOptions...),
 		kgo.SeedBrokers(cfg.Brokers...)))
-	m, err := partition.New(pool, partition.Config{
+	m, err := partition.New(db, partition.Config{
 		Group:          cfg.Group,
 		Partitions:     len(cfg.Topics) * cfg.PartitionsPerTopic,
 		ID:             cfg.ID,

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -202,7 +202,7 @@ func logEnds(produced []rec) map[int32]int64 {
 // log end.
 func checkOffsets(t testing.TB, pool *pgxpool.Pool, group, topic string, ends map[int32]int64) []string {
 	t.Helper()
-	offs, err := kafka.Offsets(ctxT(t, time.Minute), pool, "", group)
+	offs, err := kafka.Offsets(ctxT(t, time.Minute), pgtest.DBOn(t, pool), group)
 	pgtest.Must(t, err)
 	got := map[int32]int64{}
 	for _, o := range offs {

@@ -8,7 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
+	"github.com/leasehold/leasehold/lease"
 )
 
 // A handler cannot commit (or roll back) the batch's transaction itself:
@@ -36,10 +37,10 @@ func TestHandlerCannotCommitTheTransaction(t *testing.T) {
 	if bad := checkLedger("t", produced, ledger(t, pool)); len(bad) > 0 {
 		t.Fatal(bad)
 	}
-	if err := <-errs; !errors.Is(err, kafka.ErrTxManaged) {
+	if err := <-errs; !errors.Is(err, lease.ErrTxManaged) {
 		t.Fatalf("tx.Commit in a handler = %v, want ErrTxManaged", err)
 	}
-	if err := <-errs; !errors.Is(err, kafka.ErrTxManaged) {
+	if err := <-errs; !errors.Is(err, lease.ErrTxManaged) {
 		t.Fatalf("tx.Rollback in a handler = %v, want ErrTxManaged", err)
 	}
 	if s := c.Stats(); s.Failed != 0 {

@@ -20,7 +20,7 @@ func TestAdvanceIsConditional(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := New(pool, Config{Group: "g", Topics: []string{"t"}, Brokers: []string{"127.0.0.1:1"},
+	c, err := New(pgtest.DBOn(t, pool), Config{Group: "g", Topics: []string{"t"}, Brokers: []string{"127.0.0.1:1"},
 		Handler: func(context.Context, pgx.Tx, *Batch) error { return nil }})
 	pgtest.Must(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO leasehold.groups (name, partitions) VALUES ('g', 64)`)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -205,7 +206,7 @@ func (c *Consumer) position(ctx context.Context, g *grant, verify bool) (next in
 // store moves the stored offset from prev to next with no effects, fenced.
 func (c *Consumer) store(ctx context.Context, g *grant, prev *int64, next int64) error {
 	name := g.o.Lease.Name()
-	return c.fence.Tx(ctx, c.pool, name, g.o.Token, func(tx pgx.Tx) error {
+	return c.fence.Tx(ctx, name, g.o.Token, func(tx pgx.Tx) error {
 		return c.advance(ctx, tx, g.topic, g.p, g.o.Token, prev, next)
 	})
 }
@@ -217,7 +218,7 @@ func (c *Consumer) store(ctx context.Context, g *grant, prev *int64, next int64)
 // was just cancelled: the lease is held until Run returns, and the fence
 // refuses a stale owner.
 func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) error {
-	tx, err := c.fence.Begin(ctx, c.pool)
+	tx, err := c.fence.Begin(ctx)
 	if err != nil {
 		c.failed.Add(1)
 		return fmt.Errorf("kafka: begin: %w", err)
@@ -225,7 +226,7 @@ func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) e
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	defer tx.Rollback(cctx) // after a commit: a no-op
-	if err := call(ctx, c.cfg.Handler, handlerTx{tx}, b); err != nil {
+	if err := call(ctx, c.cfg.Handler, lease.Managed(tx), b); err != nil {
 		c.failed.Add(1)
 		return fmt.Errorf("kafka: handler, %s/%d offsets %d..%d: %w", b.Topic, b.Partition,
 			b.Records[0].Offset, b.Records[len(b.Records)-1].Offset, err)

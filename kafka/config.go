@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
@@ -30,7 +28,7 @@ const EnvBrokers = "KAFKA_BROKERS"
 // table in the same tx, and return nil). Use ctx for the handler's
 // statements: it is cancelled when the partition is handed off or lost.
 // Do not commit or roll back tx (its Commit and Rollback return
-// ErrTxManaged): the consumer does, with the offset advance.
+// lease.ErrTxManaged): the consumer does, with the offset advance.
 type Handler func(ctx context.Context, tx pgx.Tx, b *Batch) error
 
 // Batch is the records a Handler applies in one transaction: consecutive
@@ -114,14 +112,11 @@ type Config struct {
 	PartitionsPerTopic int
 	// Handler applies each batch. Required.
 	Handler Handler
-	// Schema is the schema holding leasehold's tables. Defaults to
-	// "leasehold".
-	Schema string
 	// ID identifies this worker in the group. Defaults to
 	// lease.DefaultOwner().
 	ID string
-	// Lease configures the member's leases (TTL, renew interval, logger).
-	// Defaults as in lease.Config; Lease.Schema is set from Schema.
+	// Lease configures the member's leases (TTL, renew interval, clock).
+	// Lease.Owner must be empty (see ID). Defaults as in lease.Config.
 	Lease lease.Config
 	// PollInterval and HandoffTimeout are passed to the partition member.
 	// Default to 1s and Lease.TTL.
@@ -147,9 +142,9 @@ type Config struct {
 	// error, database error) or a failing offset: full jitter over
 	// min(RetryMax, RetryMin × 2^attempt). Default to 100ms and 30s.
 	RetryMin, RetryMax time.Duration
-	// Fence sets the timeouts of the effect transactions. Its Schema is
-	// ignored (Schema applies). Defaults as in fence.PostgresConfig.
-	Fence fence.PostgresConfig
+	// Fence sets the timeouts of the effect transactions. Defaults as in
+	// lease.FenceConfig.
+	Fence lease.FenceConfig
 	// ClientOptions are extra franz-go options for every Kafka client
 	// (TLS, SASL, client id, ...). Options that decide what and how is
 	// consumed (ConsumePartitions, ConsumeResetOffset, FetchMaxWait,
@@ -158,9 +153,6 @@ type Config struct {
 	// ConsumeTopics, ConsumeRegex, ConsumePartitions) are refused by Start
 	// with ErrInvalidConfig.
 	ClientOptions []kgo.Opt
-	// Logger receives the consumer's logs, with group, topic, partition
-	// and token. Defaults to slog.Default().
-	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -194,6 +186,8 @@ func (c Config) withDefaults() (Config, error) {
 	case c.MaxBatch < 0 || c.FetchMaxWait < 0 || c.MetadataInterval < 0 || c.RetryMin < 0 || c.RetryMax < 0 ||
 		c.PollInterval < 0 || c.HandoffTimeout < 0:
 		return c, bad("durations/MaxBatch", "negative value")
+	case c.Lease.Owner != "":
+		return c, bad("Lease.Owner", "must be empty: the member derives its lease owner id from ID")
 	case c.StartAt != StartEarliest && c.StartAt != StartLatest:
 		return c, bad("StartAt", fmt.Sprintf("unknown value %d", c.StartAt))
 	case c.OutOfRange < OutOfRangeFail || c.OutOfRange > OutOfRangeLatest:
@@ -208,9 +202,6 @@ func (c Config) withDefaults() (Config, error) {
 			return c, bad("Topics", fmt.Sprintf("topic %q listed twice", t))
 		}
 		seen[t] = true
-	}
-	if _, err := store.Quote(c.Schema); err != nil {
-		return c, bad("Schema", err.Error())
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -227,10 +218,5 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RetryMax < c.RetryMin {
 		return c, bad("RetryMax", "below RetryMin")
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	c.Lease.Schema = c.Schema
-	c.Fence.Schema = c.Schema
 	return c, nil
 }

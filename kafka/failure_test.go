@@ -10,10 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/queue/kafka"
 )
 
 // An owner whose lease was taken over while its handler ran is refused at
@@ -31,7 +32,7 @@ func TestStaleCommitIsRefusedBeforeTheNewOwnerCommits(t *testing.T) {
 	var calls atomic.Int32
 	inner := ledgerHandler("w")
 	c := start(t, pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
-		ID: "w", Fence: fence.PostgresConfig{IdleTimeout: 30 * time.Second},
+		ID: "w", Fence: lease.FenceConfig{IdleTimeout: 30 * time.Second},
 		Handler: func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
 			if err := inner(ctx, tx, b); err != nil {
 				return err
@@ -121,8 +122,8 @@ func TestBatchFinishingDuringStopCommits(t *testing.T) {
 	inside := make(chan int64, 1)
 	var calls atomic.Int32
 	inner := ledgerHandler("w")
-	c, err := kafka.New(pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
-		ID: "w", MaxBatch: 5, Logger: testLogger(t), Lease: lease.Config{TTL: 2 * time.Second, Logger: quiet()},
+	c, err := kafka.New(pgtest.Open(t, pool, leasehold.Config{Logger: testLogger(t)}), kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
+		ID: "w", MaxBatch: 5, Lease: lease.Config{TTL: 2 * time.Second},
 		Handler: func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
 			if err := inner(ctx, tx, b); err != nil {
 				return err

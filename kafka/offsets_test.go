@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
 )
 
 // storeOffset writes a stored offset behind the consumer's back (as an
@@ -25,7 +25,7 @@ func storeOffset(t testing.TB, pool *pgxpool.Pool, group, topic string, p int32,
 
 func storedOffset(t testing.TB, pool *pgxpool.Pool, group, topic string, p int32) int64 {
 	t.Helper()
-	offs, err := kafka.Offsets(ctxT(t, time.Minute), pool, "", group)
+	offs, err := kafka.Offsets(ctxT(t, time.Minute), pgtest.DBOn(t, pool), group)
 	pgtest.Must(t, err)
 	for _, o := range offs {
 		if o.Topic == topic && o.Partition == p {

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
 )
 
 // With enough ClientOptions that the shared option slice has spare
@@ -47,8 +47,8 @@ func TestConsumingClientOptionsAreRefused(t *testing.T) {
 		"regex":      kgo.ConsumeRegex(),
 		"partitions": kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"other": {0: kgo.NewOffset().AtStart()}}),
 	} {
-		c, err := kafka.New(pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers,
-			PartitionsPerTopic: 1, Handler: ledgerHandler("x"), Logger: quiet(), ClientOptions: []kgo.Opt{opt}})
+		c, err := kafka.New(pgtest.DBOn(t, pool), kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers,
+			PartitionsPerTopic: 1, Handler: ledgerHandler("x"), ClientOptions: []kgo.Opt{opt}})
 		pgtest.Must(t, err)
 		if err := c.Start(ctxT(t, 20*time.Second)); !errors.Is(err, kafka.ErrInvalidConfig) {
 			t.Errorf("%s: Start = %v, want ErrInvalidConfig", name, err)

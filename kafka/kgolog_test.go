@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
 )
 
 // lockedBuffer is a bytes.Buffer safe for concurrent writers.
@@ -37,8 +37,8 @@ func TestBrokerGoneIsLogged(t *testing.T) {
 	brokers := kc.ListenAddrs()
 	pool := newLedger(t)
 	var logs lockedBuffer
-	c := start(t, pool, kafka.Config{Group: "g", ID: "a", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 2,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	c := startLog(t, pool, kafka.Config{Group: "g", ID: "a", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 2},
+		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	produced := produce(t, brokers, "t", 0, 10)
 	waitOffsets(t, pool, "g", "t", logEnds(produced), 30*time.Second)
 	kc.Close()

@@ -11,8 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/queue/kafka"
+	"github.com/leasehold/leasehold/kafka"
 )
 
 // A worker consuming the topic "payments" into a ledger table, exactly
@@ -26,7 +27,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	c, err := kafka.New(pool, kafka.Config{
+	db, err := leasehold.Open(pool, leasehold.Config{})
+	if err != nil {
+		panic(err)
+	}
+	c, err := kafka.New(db, kafka.Config{
 		Group:              "payments-ledger",
 		Topics:             []string{"payments"},
 		Brokers:            []string{"localhost:9092"}, // or $KAFKA_BROKERS

@@ -3,30 +3,35 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/queue/kafka"
 )
 
 // start creates and starts a consumer, stopped when the test ends.
 func start(t testing.TB, pool *pgxpool.Pool, cfg kafka.Config) *kafka.Consumer {
 	t.Helper()
+	return startLog(t, pool, cfg, testLogger(t))
+}
+
+// startLog is start with the consumer's logs going to log.
+func startLog(t testing.TB, pool *pgxpool.Pool, cfg kafka.Config, log *slog.Logger) *kafka.Consumer {
+	t.Helper()
 	if cfg.Lease.TTL == 0 {
-		cfg.Lease = lease.Config{TTL: 2 * time.Second, Logger: quiet()}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = testLogger(t)
+		cfg.Lease = lease.Config{TTL: 2 * time.Second}
 	}
 	if cfg.Handler == nil {
 		cfg.Handler = ledgerHandler(cfg.ID)
 	}
-	c, err := kafka.New(pool, cfg)
+	c, err := kafka.New(pgtest.Open(t, pool, leasehold.Config{Logger: log}), cfg)
 	pgtest.Must(t, err)
 	pgtest.Must(t, c.Start(ctxT(t, 30*time.Second)))
 	t.Cleanup(func() { stop(t, c) })
@@ -110,11 +115,11 @@ func TestConfigErrors(t *testing.T) {
 		"too many":       {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, PartitionsPerTopic: 1 << 20},
 		"negative":       {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, FetchMaxWait: -1},
 		"bad policy":     {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, OutOfRange: 7},
-		"bad schema":     {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, Schema: "a-b"},
+		"lease owner":    {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, Lease: lease.Config{Owner: "x"}},
 		"retry inverted": {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, RetryMin: time.Minute, RetryMax: time.Second},
 	} {
 		t.Setenv(kafka.EnvBrokers, "")
-		if _, err := kafka.New(pool, cfg); !errors.Is(err, kafka.ErrInvalidConfig) {
+		if _, err := kafka.New(pgtest.DBOn(t, pool), cfg); !errors.Is(err, kafka.ErrInvalidConfig) {
 			t.Errorf("%s: got %v, want ErrInvalidConfig", name, err)
 		}
 	}
@@ -145,8 +150,8 @@ func TestStartErrors(t *testing.T) {
 		"fits":                {kafka.Config{Topics: []string{"t"}, PartitionsPerTopic: 5}, nil},
 	} {
 		cfg := tc.cfg
-		cfg.Group, cfg.Brokers, cfg.Handler, cfg.Logger = "g-"+name[:4], brokers, ledgerHandler("x"), quiet()
-		c, err := kafka.New(pool, cfg)
+		cfg.Group, cfg.Brokers, cfg.Handler = "g-"+name[:4], brokers, ledgerHandler("x")
+		c, err := kafka.New(pgtest.DBOn(t, pool), cfg)
 		pgtest.Must(t, err)
 		err = c.Start(ctxT(t, 20*time.Second))
 		if tc.want == nil {
@@ -168,8 +173,8 @@ func TestStartErrors(t *testing.T) {
 func TestStartWithoutABroker(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	c, err := kafka.New(pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: []string{"127.0.0.1:1"},
-		Handler: ledgerHandler("x"), Logger: quiet()})
+	c, err := kafka.New(pgtest.DBOn(t, pool), kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: []string{"127.0.0.1:1"},
+		Handler: ledgerHandler("x")})
 	pgtest.Must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

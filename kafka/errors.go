@@ -20,10 +20,6 @@ var (
 	ErrOffsetMoved = errors.New("kafka: stored offset moved under the owner")
 	// ErrTopicNotFound means a configured topic does not exist.
 	ErrTopicNotFound = errors.New("kafka: topic not found")
-	// ErrTxManaged is returned by Commit and Rollback of the transaction
-	// handed to a Handler: the consumer commits it, with the offset
-	// advance and the fence check, or rolls it back.
-	ErrTxManaged = errors.New("kafka: the handler's transaction is committed or rolled back by the consumer")
 	// ErrStarted is returned by a second Start.
 	ErrStarted = errors.New("kafka: consumer already started or stopped")
 )

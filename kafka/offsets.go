@@ -7,34 +7,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/kafkasql"
 	"github.com/leasehold/leasehold/internal/store"
 )
 
-// queries holds every statement of the package, rendered for one schema.
-// The statements, with the reasoning behind each, are in internal/kafkasql.
-type queries struct {
-	read, advance, list string
-}
-
-func render(schema string) (queries, error) {
-	q, err := store.Quote(schema)
-	if err != nil {
-		return queries{}, err
-	}
-	r := func(s string) string { return store.Render(s, q) }
-	return queries{read: r(kafkasql.Read), advance: r(kafkasql.Advance), list: r(kafkasql.List)}, nil
-}
-
-// querier is a pool, a connection or a transaction.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // stored reads a partition's stored offset; ok is false when none is stored.
-func (c *Consumer) stored(ctx context.Context, db querier, topic string, p int32) (next, token int64, ok bool, err error) {
-	err = db.QueryRow(ctx, c.q.read, c.cfg.Group, topic, p).Scan(&next, &token)
+func (c *Consumer) stored(ctx context.Context, db fence.Querier, topic string, p int32) (next, token int64, ok bool, err error) {
+	err = db.QueryRow(ctx, c.q.Read, c.cfg.Group, topic, p).Scan(&next, &token)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, false, nil
 	}
@@ -50,7 +30,7 @@ func (c *Consumer) stored(ctx context.Context, db querier, topic string, p int32
 // otherwise.
 func (c *Consumer) advance(ctx context.Context, tx pgx.Tx, topic string, p int32, token fence.Token, prev *int64, next int64) error {
 	var n int
-	if err := tx.QueryRow(ctx, c.q.advance, c.cfg.Group, topic, p, next, int64(token), prev).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, c.q.Advance, c.cfg.Group, topic, p, next, int64(token), prev).Scan(&n); err != nil {
 		return fmt.Errorf("kafka: advance the offset of %s/%d to %d: %w", topic, p, next, err)
 	}
 	if n == 1 {
@@ -85,18 +65,16 @@ type Offset struct {
 	Token fence.Token
 }
 
-// Offsets returns the stored offsets of group in schema ("" means
-// "leasehold"), ordered by topic and partition.
-func Offsets(ctx context.Context, db interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}, schema, group string) ([]Offset, error) {
-	q, err := render(schema)
+// Offsets returns the stored offsets of group in db, ordered by topic and
+// partition.
+func Offsets(ctx context.Context, db *leasehold.DB, group string) ([]Offset, error) {
+	st, err := store.For(db.Schema())
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, q.list, group)
+	rows, err := db.Pool().Query(ctx, st.Kafka.List, group)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: list offsets: %w", err)
+		return nil, store.Classify("kafka", "list offsets", group, err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Offset, error) {
 		var o Offset

@@ -17,11 +17,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/queue/kafka"
 )
 
 // Environment of the worker processes.
@@ -68,12 +68,11 @@ func TestWorkerProcess(t *testing.T) {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := kafka.New(pool, kafka.Config{
+	c, err := kafka.New(pgtest.Open(t, pool, leasehold.Config{Logger: log}), kafka.Config{
 		Group: "g", Topics: []string{os.Getenv(envTopic)}, Brokers: strings.Split(os.Getenv(envBrokers), ","),
 		PartitionsPerTopic: parts, ID: id, Handler: handler, MaxBatch: 200,
-		Lease:  lease.Config{TTL: procTTL},
-		Fence:  fence.PostgresConfig{IdleTimeout: 30 * time.Second},
-		Logger: log,
+		Lease: lease.Config{TTL: procTTL},
+		Fence: lease.FenceConfig{IdleTimeout: 30 * time.Second},
 	})
 	pgtest.Must(t, err)
 	pgtest.Must(t, c.Start(ctx))
@@ -244,7 +243,7 @@ func TestZombieCommitIsRefused(t *testing.T) {
 
 	heir := startWorker(t, url, brokers, topic, 1, "heir", 0)
 	waitOffsets(t, pool, "g", topic, map[int32]int64{0: 50}, 30*time.Second)
-	offs, err := kafka.Offsets(ctx, pool, "", "g")
+	offs, err := kafka.Offsets(ctx, pgtest.DBOn(t, pool), "g")
 	pgtest.Must(t, err)
 	if int64(offs[0].Token) <= zombieToken {
 		t.Fatalf("the offset was stored with token %d, the zombie's is %d", offs[0].Token, zombieToken)
