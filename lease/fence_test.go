@@ -1,0 +1,251 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/fakeclock"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
+)
+
+func fenceClient(t *testing.T, pool *pgxpool.Pool, owner string, clock lease.Clock) *lease.Client {
+	c, err := lease.New(pgtest.DBOn(t, pool), lease.Config{Owner: owner, TTL: time.Second, Clock: clock,
+		MaxBackoff: 50 * time.Millisecond})
+	pgtest.Must(t, err)
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+func fenceSetup(t *testing.T) (*pgxpool.Pool, *lease.Fence) {
+	pool := pgtest.Pool(t)
+	_, err := pool.Exec(ctxT(t), `CREATE TABLE effects (token bigint NOT NULL, note text)`)
+	pgtest.Must(t, err)
+	f, err := lease.NewFence(pgtest.DBOn(t, pool), lease.FenceConfig{})
+	pgtest.Must(t, err)
+	return pool, f
+}
+
+func effect(token fence.Token, note string) func(pgx.Tx) error {
+	return func(tx pgx.Tx) error {
+		_, err := tx.Exec(context.Background(), `INSERT INTO effects VALUES ($1, $2)`, int64(token), note)
+		return err
+	}
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, token fence.Token) int {
+	var n int
+	pgtest.Must(t, pool.QueryRow(ctxT(t), `SELECT count(*) FROM effects WHERE token = $1`, int64(token)).Scan(&n))
+	return n
+}
+
+func TestPostgresTxCommitsOnlyWhileTheLeaseCarriesTheToken(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, f := fenceSetup(t)
+	frozen := fakeclock.New(time.Now()) // A pauses: never renews
+	la, err := fenceClient(t, pool, "a", frozen).TryAcquire(ctx, "p/1")
+	pgtest.Must(t, err)
+	pgtest.Must(t, f.Tx(ctx, "p/1", la.Token(), effect(la.Token(), "a while current")))
+
+	// The lease expires in the database; nobody has taken it yet.
+	time.Sleep(1100 * time.Millisecond)
+	err = f.Tx(ctx, "p/1", la.Token(), effect(la.Token(), "a after expiry"))
+	var fe *fence.FencedError
+	if !errors.Is(err, fence.ErrFenced) || !errors.As(err, &fe) || !strings.Contains(fe.Reason, "expired") {
+		t.Fatalf("effect after expiry = %v; want ErrFenced (expired)", err)
+	}
+
+	lb, err := fenceClient(t, pool, "b", nil).Acquire(ctx, "p/1")
+	pgtest.Must(t, err)
+	err = f.Tx(ctx, "p/1", la.Token(), effect(la.Token(), "a after takeover"))
+	if !errors.As(err, &fe) || fe.Current != lb.Token() || fe.Held != la.Token() {
+		t.Fatalf("stale effect = %v; want *FencedError held %v current %v", err, la.Token(), lb.Token())
+	}
+	pgtest.Must(t, f.Tx(ctx, "p/1", lb.Token(), effect(lb.Token(), "b")))
+	if a, b := count(t, pool, la.Token()), count(t, pool, lb.Token()); a != 1 || b != 1 {
+		t.Fatalf("effects: %d by a, %d by b; want exactly 1 each", a, b)
+	}
+	if err := f.Tx(ctx, "no/such", 1, effect(1, "x")); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("effect under an unknown lease = %v; want ErrFenced", err)
+	}
+	// An error from fn rolls back and comes back unchanged.
+	boom := errors.New("boom")
+	if err := f.Tx(ctx, "p/1", lb.Token(), func(tx pgx.Tx) error { effect(lb.Token(), "rolled back")(tx); return boom }); err != boom {
+		t.Fatalf("Tx with failing fn = %v; want boom", err)
+	}
+	if count(t, pool, lb.Token()) != 1 {
+		t.Fatal("a failed fn's effect was committed")
+	}
+}
+
+// takeoverDuringOpenEffect opens an effect transaction for holder A with
+// check, lets A's lease expire, starts B's acquire, and reports whether B's
+// takeover committed while A's effect transaction was still open, then
+// commits A's transaction.
+func takeoverDuringOpenEffect(t *testing.T, check func(context.Context, pgx.Tx, string, fence.Token) error) (committedWhileOpen, aCommitted bool) {
+	ctx := ctxT(t)
+	pool, _ := fenceSetup(t)
+	la, err := fenceClient(t, pool, "a", fakeclock.New(time.Now())).TryAcquire(ctx, "p/1")
+	pgtest.Must(t, err)
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	defer tx.Rollback(ctx)
+	pgtest.Must(t, check(ctx, tx, "p/1", la.Token()))
+	pgtest.Must(t, effect(la.Token(), "a")(tx))
+
+	time.Sleep(1100 * time.Millisecond) // A's lease expires; A's transaction is still open
+	got := make(chan error, 1)
+	go func() {
+		_, err := fenceClient(t, pool, "b", nil).Acquire(ctx, "p/1") // each attempt waits at most StatementTimeout
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		pgtest.Must(t, err)
+		committedWhileOpen = true
+	case <-time.After(500 * time.Millisecond):
+	}
+	aCommitted = tx.Commit(ctx) == nil && count(t, pool, la.Token()) == 1
+	if !committedWhileOpen {
+		pgtest.Must(t, <-got) // B gets it once A's transaction has ended
+	}
+	return committedWhileOpen, aCommitted
+}
+
+// The READ COMMITTED hole: with Fence.Check a takeover cannot commit
+// while an effect transaction is open, so effects and grants stay in token
+// order. The negative controls show that the test catches the hole: with a
+// plain check, or FOR KEY SHARE, the takeover commits while A's transaction
+// is open, and A then commits too.
+func TestTakeoverCannotCommitWhileAnEffectTransactionIsOpen(t *testing.T) {
+	t.Parallel()
+	f, err := lease.NewFence(pgtest.DBOn(t, pgtest.Pool(t)), lease.FenceConfig{})
+	pgtest.Must(t, err)
+	if during, aOK := takeoverDuringOpenEffect(t, f.Check); during || !aOK {
+		t.Fatalf("with Fence.Check: takeover committed during the effect = %v, A committed = %v; want false, true", during, aOK)
+	}
+	naive := func(lock string) func(context.Context, pgx.Tx, string, fence.Token) error {
+		return func(ctx context.Context, tx pgx.Tx, name string, tok fence.Token) error {
+			var cur int64
+			if err := tx.QueryRow(ctx, `SELECT token FROM leasehold.leases WHERE name = $1 `+lock, name).Scan(&cur); err != nil {
+				return err
+			}
+			if fence.Token(cur) != tok {
+				return fence.ErrFenced
+			}
+			return nil
+		}
+	}
+	for _, lock := range []string{"", "FOR KEY SHARE"} {
+		if during, aOK := takeoverDuringOpenEffect(t, naive(lock)); !during || !aOK {
+			t.Fatalf("negative control (check %q): takeover during the effect = %v, A committed = %v; want true, true (the hole)",
+				lock, during, aOK)
+		}
+	}
+}
+
+func TestNewFenceRejectsBadConfig(t *testing.T) {
+	db := pgtest.DBOn(t, pgtest.Pool(t))
+	for _, cfg := range []lease.FenceConfig{{LockTimeout: -1}, {IdleTimeout: -1}, {StatementTimeout: -1}} {
+		if _, err := lease.NewFence(db, cfg); !errors.Is(err, lease.ErrInvalidConfig) {
+			t.Errorf("NewFence(%+v) = %v; want ErrInvalidConfig", cfg, err)
+		}
+	}
+	if _, err := lease.NewFence(nil, lease.FenceConfig{}); !errors.Is(err, lease.ErrInvalidConfig) {
+		t.Errorf("NewFence(nil) = %v; want ErrInvalidConfig", err)
+	}
+}
+
+// A token is only good for the lease that granted it: tokens come from one
+// sequence, so another lease's (larger) token must not pass the check.
+func TestCheckRefusesATokenOfAnotherLease(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, f := fenceSetup(t)
+	c := fenceClient(t, pool, "a", nil)
+	l1, err := c.TryAcquire(ctx, "p/1")
+	pgtest.Must(t, err)
+	l2, err := c.TryAcquire(ctx, "p/2")
+	pgtest.Must(t, err)
+	if l2.Token() <= l1.Token() {
+		t.Fatalf("tokens %v then %v; want increasing", l1.Token(), l2.Token())
+	}
+	err = f.Tx(ctx, "p/1", l2.Token(), effect(l2.Token(), "wrong lease"))
+	var fe *fence.FencedError
+	if !errors.As(err, &fe) || fe.Current != l1.Token() || fe.Held != l2.Token() {
+		t.Fatalf("effect on p/1 with p/2's token = %v; want *FencedError held %v current %v", err, l2.Token(), l1.Token())
+	}
+	if n := count(t, pool, l2.Token()); n != 0 {
+		t.Fatalf("%d effects committed with another lease's token; want 0", n)
+	}
+}
+
+// Tx promises that fn is not called when Check refuses.
+func TestTxDoesNotCallFnWhenCheckRefuses(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, f := fenceSetup(t)
+	la, err := fenceClient(t, pool, "a", fakeclock.New(time.Now())).TryAcquire(ctx, "p/1")
+	pgtest.Must(t, err)
+	lb, err := fenceClient(t, pool, "b", nil).Acquire(ctx, "p/1") // waits out a's frozen lease
+	pgtest.Must(t, err)
+	for _, c := range []struct {
+		lease string
+		tok   fence.Token
+	}{{"p/1", la.Token()}, {"no/such", lb.Token()}} {
+		called := false
+		err := f.Tx(ctx, c.lease, c.tok, func(pgx.Tx) error { called = true; return nil })
+		if !errors.Is(err, fence.ErrFenced) || called {
+			t.Fatalf("Tx(%s, %v) = %v, fn called = %v; want ErrFenced and fn not called", c.lease, c.tok, err, called)
+		}
+	}
+}
+
+// IdleTimeout: a holder that stalls inside an open effect transaction is cut
+// off by the server, so a takeover does not wait for it, and the stalled
+// transaction cannot commit afterwards.
+func TestIdleTimeoutCutsOffAStalledEffectTransaction(t *testing.T) {
+	t.Parallel()
+	f, err := lease.NewFence(pgtest.DBOn(t, pgtest.Pool(t)), lease.FenceConfig{IdleTimeout: 300 * time.Millisecond})
+	pgtest.Must(t, err)
+	if during, aOK := takeoverDuringOpenEffect(t, f.Check); !during || aOK {
+		t.Fatalf("IdleTimeout 300ms, A idle 1.1s: takeover during the effect = %v, A committed = %v; want true, false", during, aOK)
+	}
+}
+
+// LockTimeout bounds Check's wait for the lease row's lock.
+func TestLockTimeoutBoundsTheCheck(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, _ := fenceSetup(t)
+	f, err := lease.NewFence(pgtest.DBOn(t, pool), lease.FenceConfig{LockTimeout: 200 * time.Millisecond})
+	pgtest.Must(t, err)
+	la, err := fenceClient(t, pool, "a", nil).TryAcquire(ctx, "p/1")
+	pgtest.Must(t, err)
+	blocker, err := pool.Begin(ctx) // holds the row lock a renewal or takeover takes
+	pgtest.Must(t, err)
+	defer blocker.Rollback(ctx)
+	_, err = blocker.Exec(ctx, `SELECT 1 FROM leasehold.leases WHERE name = 'p/1' FOR NO KEY UPDATE`)
+	pgtest.Must(t, err)
+
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	called := false
+	err = f.Tx(cctx, "p/1", la.Token(), func(pgx.Tx) error { called = true; return nil })
+	took := time.Since(start)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "55P03" || called || took > 3*time.Second {
+		t.Fatalf("Tx against a locked lease row = %v after %v (fn called %v); want lock_not_available (55P03) after ~200ms",
+			err, took, called)
+	}
+}
