@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
 )

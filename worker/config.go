@@ -3,7 +3,6 @@ package worker
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,9 +29,6 @@ type Config struct {
 	// Defaults to lease.DefaultOwner() (host name, process id and a random
 	// suffix).
 	ID string
-	// Schema is the schema holding leasehold's tables. Defaults to
-	// "leasehold".
-	Schema string
 	// Workers holds the job handlers, by kind. Required.
 	Workers *queue.Workers
 	// Concurrency is how many handlers run at once in this worker, across
@@ -57,13 +53,14 @@ type Config struct {
 	// Defaults to the lease TTL.
 	HandoffTimeout time.Duration
 	// Lease configures the partition leases: TTL (defaults to 15s),
-	// RenewInterval, SafetyMargin, Clock, Rand and Hooks. Its Owner,
-	// Schema and Logger are ignored (ID, Schema and Logger apply).
+	// RenewInterval, SafetyMargin, Clock, Rand and Hooks. Its Owner must
+	// be empty (ID applies).
 	Lease lease.Config
 	// Queue holds further processing settings: BatchSize, Window,
-	// CompleteInterval, PollInterval, retry delays, UnknownKindDelay, Retention, Fence timeouts, Hooks and
-	// Rand. Its Schema, Workers, Concurrency, PartitionConcurrency,
-	// JobTimeout, StopGrace and Logger are ignored (the fields above apply).
+	// CompleteInterval, PollInterval, retry delays, UnknownKindDelay,
+	// Retention, Fence timeouts, Hooks and Rand. Its Workers, Concurrency,
+	// PartitionConcurrency, JobTimeout and StopGrace must be zero: the
+	// fields above set them.
 	Queue queue.ProcessorConfig
 	// MembershipPollInterval is how often the worker re-reads the group's
 	// membership when no notification arrives. Defaults to 1s.
@@ -76,9 +73,6 @@ type Config struct {
 	// registry of the worker's own, served by Handler. A Registerer that
 	// also implements prometheus.Gatherer is served by Handler.
 	Registerer prometheus.Registerer
-	// Logger receives the worker's structured logs (and its member's and
-	// processor's). Defaults to slog.Default().
-	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -94,12 +88,15 @@ func (c Config) withDefaults() (Config, error) {
 		return c, bad("Concurrency/PartitionConcurrency", "negative")
 	case c.StopGrace < 0 || c.HandoffTimeout < 0 || c.MembershipPollInterval < 0:
 		return c, bad("StopGrace/HandoffTimeout/MembershipPollInterval", "negative duration")
+	case c.Lease.Owner != "":
+		return c, bad("Lease.Owner", "must be empty: ID applies")
+	case c.Queue.Workers != nil || c.Queue.Concurrency != 0 || c.Queue.PartitionConcurrency != 0 ||
+		c.Queue.JobTimeout != 0 || c.Queue.StopGrace != 0:
+		return c, bad("Queue", "Workers, Concurrency, PartitionConcurrency, JobTimeout and StopGrace must be zero: "+
+			"set them in Config")
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 64
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()

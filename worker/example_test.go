@@ -36,7 +36,11 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{}); err != nil {
+	db, err := leasehold.Open(pool, leasehold.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := db.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
 
@@ -45,7 +49,7 @@ func Example() {
 		_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + $1 WHERE id = $2`, w.Args.Amount, w.Args.Account)
 		return err
 	})
-	w, err := worker.New(pool, worker.Config{
+	w, err := worker.New(db, worker.Config{
 		Group:       "payments",
 		Partitions:  64,
 		Workers:     ws,

@@ -67,10 +67,7 @@ func start(t *testing.T, pool *pgxpool.Pool, cfg worker.Config) *worker.Worker {
 		cfg.Queue.PollInterval = 50 * time.Millisecond
 	}
 	cfg.MembershipPollInterval = 200 * time.Millisecond
-	if cfg.Logger == nil {
-		cfg.Logger = quiet
-	}
-	w, err := worker.New(pool, cfg)
+	w, err := worker.New(pgtest.DBOn(t, pool), cfg)
 	pgtest.Must(t, err)
 	pgtest.Must(t, w.Start(ctxT(t)))
 	t.Cleanup(func() {
@@ -161,7 +158,7 @@ func enqueueDeposits(t *testing.T, pool *pgxpool.Pool, keys, seqs int) (map[int6
 
 // enqueueSeqs enqueues seqs from..to-1 for each of keys keys.
 func enqueueSeqs(t *testing.T, pool *pgxpool.Pool, keys, from, to int) (map[int64]deposit, map[int64]string) {
-	c, err := queue.New(pool, queue.Config{})
+	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
 	var jobs []queue.Job
 	for s := from; s < to; s++ {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
 )
@@ -32,7 +33,7 @@ func TestMetricsAndEndpoints(t *testing.T) {
 	ctx := ctxT(t)
 	pool := pgtest.Pool(t)
 	group(t, pool, 8)
-	c, err := queue.New(pool, queue.Config{})
+	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
 	var jobs []queue.Job
 	for i := range 20 {
@@ -127,22 +128,23 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"negative concurrency": {Group: "g", Workers: ws, Concurrency: -1},
 		"grace too long":       {Group: "g", Workers: ws, StopGrace: time.Minute, HandoffTimeout: time.Second},
 		"grace = handoff":      {Group: "g", Workers: ws, StopGrace: time.Second, HandoffTimeout: time.Second},
-		"bad schema":           {Group: "g", Workers: ws, Schema: "no such; schema"},
+		"lease owner":          {Group: "g", Workers: ws, Lease: lease.Config{Owner: "x"}},
+		"queue concurrency":    {Group: "g", Workers: ws, Queue: queue.ProcessorConfig{Concurrency: 3}},
+		"queue workers":        {Group: "g", Workers: ws, Queue: queue.ProcessorConfig{Workers: ws}},
 		"ttl too short":        {Group: "g", Workers: ws, HandoffTimeout: time.Second, Lease: leaseTTL(time.Millisecond)},
 	} {
-		cfg.Logger = quiet
-		if _, err := worker.New(pool, cfg); !errors.Is(err, worker.ErrInvalidConfig) {
+		if _, err := worker.New(pgtest.DBOn(t, pool), cfg); !errors.Is(err, worker.ErrInvalidConfig) {
 			t.Errorf("%s: %v; want ErrInvalidConfig", name, err)
 		}
 	}
 	if _, err := worker.New(nil, worker.Config{Group: "g", Workers: ws}); !errors.Is(err, worker.ErrInvalidConfig) {
-		t.Errorf("nil pool: %v", err)
+		t.Errorf("nil db: %v", err)
 	}
 	reg := prometheus.NewRegistry()
-	w, err := worker.New(pool, worker.Config{Group: "g", Workers: ws, Registerer: reg, Logger: quiet})
+	w, err := worker.New(pgtest.DBOn(t, pool), worker.Config{Group: "g", Workers: ws, Registerer: reg})
 	pgtest.Must(t, err)
 	defer w.Stop(context.Background())
-	if _, err := worker.New(pool, worker.Config{Group: "g", Workers: ws, Registerer: reg, Logger: quiet}); err == nil {
+	if _, err := worker.New(pgtest.DBOn(t, pool), worker.Config{Group: "g", Workers: ws, Registerer: reg}); err == nil {
 		t.Error("a second worker registered the same metrics on one registry")
 	}
 	pgtest.Must(t, w.Stop(context.Background()))
@@ -160,8 +162,8 @@ func TestStartFailsOnABusyMetricsAddress(t *testing.T) {
 	pgtest.Must(t, err)
 	defer busy.Close()
 	reg := prometheus.NewRegistry()
-	w, err := worker.New(pool, worker.Config{Group: "g", Workers: queue.NewWorkers(), Registerer: reg,
-		MetricsAddr: busy.Addr().String(), Logger: quiet})
+	w, err := worker.New(pgtest.DBOn(t, pool), worker.Config{Group: "g", Workers: queue.NewWorkers(), Registerer: reg,
+		MetricsAddr: busy.Addr().String()})
 	pgtest.Must(t, err)
 	if err := w.Start(ctxT(t)); err == nil || !strings.Contains(err.Error(), "metrics server") {
 		t.Fatalf("Start on a busy address: %v; want a metrics server error", err)

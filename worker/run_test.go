@@ -35,17 +35,17 @@ func TestRunSecondSignalStopsHard(t *testing.T) {
 		<-release // ignores its context: a graceful stop waits for it
 		return nil
 	})
-	cfg := worker.Config{Group: "g", Partitions: 8, ID: "w1", Workers: ws, Logger: quiet,
+	cfg := worker.Config{Group: "g", Partitions: 8, ID: "w1", Workers: ws,
 		StopGrace: 30 * time.Second, HandoffTimeout: time.Minute}
 	cfg.Lease.TTL = 30 * time.Second
 	cfg.Queue.PollInterval = 50 * time.Millisecond
-	w, err := worker.New(pool, cfg)
+	w, err := worker.New(pgtest.DBOn(t, pool), cfg)
 	pgtest.Must(t, err)
 
 	rctx, first := context.WithCancel(ctx) // the first signal, as signal.NotifyContext gives it
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(rctx) }()
-	c, err := queue.New(pool, queue.Config{})
+	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
 	_, err = c.Enqueue(ctx, queue.Job{Group: "g", Key: "k", Args: deposit{0}})
 	pgtest.Must(t, err)

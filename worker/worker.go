@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
@@ -43,18 +44,18 @@ type Worker struct {
 	stop    chan struct{} // closed when Stop begins
 }
 
-// New returns a Worker of cfg.Group on the database pool connects to. It
+// New returns a Worker of cfg.Group in db; it logs to db's logger. It
 // validates cfg, registers the metrics and does no I/O.
-func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
-	if pool == nil {
-		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+func New(db *leasehold.DB, cfg Config) (*Worker, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	log := cfg.Logger.With("component", "worker", "group", cfg.Group)
-	w := &Worker{cfg: cfg, pool: pool, log: log,
+	log := db.Logger().With("component", "worker", "group", cfg.Group)
+	w := &Worker{cfg: cfg, pool: db.Pool(), log: log,
 		ready: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	w.metrics, err = newMetrics(cfg.Registerer, cfg.Group, w)
 	if err != nil {
@@ -62,7 +63,6 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	}
 
 	lc := cfg.Lease
-	lc.Schema, lc.Logger = cfg.Schema, cfg.Logger
 	lc.Hooks = w.metrics.leaseHooks(lc.Hooks)
 	ttl := lc.TTL
 	if ttl == 0 {
@@ -82,19 +82,19 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	}
 
 	qc := cfg.Queue
-	qc.Schema, qc.Workers, qc.Logger = cfg.Schema, cfg.Workers, cfg.Logger
+	qc.Workers = cfg.Workers
 	qc.Concurrency, qc.PartitionConcurrency, qc.JobTimeout, qc.StopGrace =
 		cfg.Concurrency, cfg.PartitionConcurrency, cfg.JobTimeout, grace
 	qc.Hooks = w.metrics.queueHooks(qc.Hooks)
-	if w.proc, err = queue.NewProcessor(pool, qc); err != nil {
+	if w.proc, err = queue.NewProcessor(db, qc); err != nil {
 		w.metrics.unregister()
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	if w.stats, err = queue.New(pool, queue.Config{Schema: cfg.Schema}); err != nil {
+	if w.stats, err = queue.New(db, queue.Config{}); err != nil {
 		w.metrics.unregister()
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	w.member, err = partition.New(pool, partition.Config{
+	w.member, err = partition.New(db, partition.Config{
 		Group: cfg.Group, Partitions: cfg.Partitions, ID: cfg.ID, Run: w.run, Lease: lc,
 		PollInterval: cfg.MembershipPollInterval, HandoffTimeout: handoff,
 	})
@@ -104,7 +104,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 	}
 	w.cfg.ID = w.member.ID()
 	w.log = w.log.With("member", w.cfg.ID)
-	if max := int(pool.Config().MaxConns); max < min(w.proc.Config().Concurrency, cfg.Partitions) {
+	if max := int(db.Pool().Config().MaxConns); max < min(w.proc.Config().Concurrency, cfg.Partitions) {
 		w.log.Info("worker: the pool has fewer connections than handlers may run at once; "+
 			"transactional handlers will wait for connections", "pool_max_conns", max,
 			"concurrency", w.proc.Config().Concurrency)

@@ -123,7 +123,7 @@ func TestHandoffCancelsHandlersAndFencesTheirLateCommits(t *testing.T) {
 			found++
 		}
 	}
-	c, err := queue.New(pool, queue.Config{})
+	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
 	for _, k := range keysByPartition {
 		_, err := c.Enqueue(ctx, queue.Job{Group: "g", Key: k, Args: deposit{0}})
@@ -241,7 +241,7 @@ func TestStopFinishesRunningJobsAndReleasesAtOnce(t *testing.T) {
 			t.Fatal("the two workers did not converge")
 		}
 	}
-	c, err := queue.New(pool, queue.Config{})
+	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
 	res, err := c.Enqueue(ctx, queue.Job{Group: "g", Key: key, Args: deposit{0}})
 	pgtest.Must(t, err)

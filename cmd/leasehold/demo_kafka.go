@@ -21,8 +21,8 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/kafka"
+	"github.com/leasehold/leasehold/lease"
 )
 
 const (

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/kafka"
+	"github.com/leasehold/leasehold/lease"
 )
 
 // statsPoll is how often a Kafka worker turns its consumer's counters into

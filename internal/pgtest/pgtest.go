@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/internal/pgcluster"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // EnvURL names the variable that points tests at an existing server. Its

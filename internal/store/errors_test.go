@@ -29,7 +29,7 @@ func TestClassify(t *testing.T) {
 	}
 	unknown := []error{
 		&pgconn.PgError{Severity: "FATAL", Code: "57P01"}, // the server shut down during COMMIT
-		io.ErrUnexpectedEOF,                               // the connection was lost
+		io.ErrUnexpectedEOF, // the connection was lost
 	}
 	for _, e := range unknown {
 		if err := Classify("x", "commit", "r", e); !fence.IsIndeterminate(err) || !errors.Is(err, e) {
