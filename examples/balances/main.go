@@ -11,13 +11,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/examples/internal/exampledb"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/queue"
@@ -25,8 +25,8 @@ import (
 )
 
 func main() {
-	exampledb.Main(func(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logger) error {
-		return run(ctx, pool, out, log, 1000)
+	exampledb.Main(func(ctx context.Context, db *leasehold.DB, out io.Writer) error {
+		return run(ctx, db, out, 1000)
 	})
 }
 
@@ -56,7 +56,8 @@ CREATE TABLE accounts (id bigint PRIMARY KEY, balance bigint NOT NULL DEFAULT 0,
 CREATE TABLE entries (account_id bigint NOT NULL REFERENCES accounts, amount bigint NOT NULL);
 `
 
-func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logger, n int) error {
+func run(ctx context.Context, db *leasehold.DB, out io.Writer, n int) error {
+	pool := db.Pool()
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		return err
 	}
@@ -75,8 +76,8 @@ func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logge
 	ws := queue.NewWorkers()
 	queue.HandleTx(ws, recompute)
 	for i := range 2 {
-		w, err := worker.New(pool, worker.Config{Group: "balances", ID: "worker-" + strconv.Itoa(i),
-			Workers: ws, Partitions: 16, Logger: log})
+		w, err := worker.New(db, worker.Config{Group: "balances", ID: "worker-" + strconv.Itoa(i),
+			Workers: ws, Partitions: 16})
 		if err != nil {
 			return err
 		}
@@ -85,7 +86,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logge
 		}
 		defer w.Stop(context.WithoutCancel(ctx))
 	}
-	client, err := queue.New(pool, queue.Config{})
+	client, err := queue.New(db, queue.Config{})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"strconv"
 	"testing"
@@ -20,9 +19,10 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 func TestBalances(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool := pgtest.Pool(t)
+	db := pgtest.DB(t)
+	pool := db.Pool()
 	var out bytes.Buffer
-	if err := run(ctx, pool, &out, slog.New(slog.DiscardHandler), 200); err != nil {
+	if err := run(ctx, db, &out, 200); err != nil {
 		t.Fatal(err)
 	}
 	var want int64

@@ -7,10 +7,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/examples/internal/exampledb"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
@@ -26,7 +24,7 @@ type Greeting struct {
 // Kind implements queue.Args.
 func (Greeting) Kind() string { return "greeting" }
 
-func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logger) error {
+func run(ctx context.Context, db *leasehold.DB, out io.Writer) error {
 	names := []string{"Ada", "Grace", "Barbara"}
 	greeted := make(chan struct{}, len(names))
 	ws := queue.NewWorkers()
@@ -35,7 +33,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logge
 		greeted <- struct{}{}
 		return nil
 	})
-	w, err := worker.New(pool, worker.Config{Group: "hello", Workers: ws, Logger: log})
+	w, err := worker.New(db, worker.Config{Group: "hello", Workers: ws})
 	if err != nil {
 		return err
 	}
@@ -44,7 +42,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logge
 	}
 	defer w.Stop(context.WithoutCancel(ctx)) // graceful: finishes jobs, releases partitions
 
-	client, err := queue.New(pool, queue.Config{})
+	client, err := queue.New(db, queue.Config{})
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -17,7 +16,7 @@ func TestHello(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := run(ctx, pgtest.Pool(t), &out, slog.New(slog.DiscardHandler)); err != nil {
+	if err := run(ctx, pgtest.DB(t), &out); err != nil {
 		t.Fatal(err)
 	}
 	const want = "hello, Ada\nhello, Grace\nhello, Barbara\n"

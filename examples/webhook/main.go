@@ -14,15 +14,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/examples/internal/exampledb"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/queue"
@@ -30,8 +28,8 @@ import (
 )
 
 func main() {
-	exampledb.Main(func(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logger) error {
-		return run(ctx, pool, out, log, 30)
+	exampledb.Main(func(ctx context.Context, db *leasehold.DB, out io.Writer) error {
+		return run(ctx, db, out, 30)
 	})
 }
 
@@ -100,7 +98,8 @@ func (r *receiver) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	}
 }
 
-func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logger, events int) error {
+func run(ctx context.Context, db *leasehold.DB, out io.Writer, events int) error {
+	pool := db.Pool()
 	recv := &receiver{applied: make(map[string]string)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -112,9 +111,9 @@ func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logge
 
 	ws := queue.NewWorkers()
 	queue.Handle(ws, send(&http.Client{Timeout: 10 * time.Second}))
-	cfg := worker.Config{Group: "webhooks", Workers: ws, PartitionConcurrency: 4, Logger: log}
+	cfg := worker.Config{Group: "webhooks", Workers: ws, PartitionConcurrency: 4}
 	cfg.Queue.MinRetry, cfg.Queue.MaxRetry = 50*time.Millisecond, 200*time.Millisecond
-	w, err := worker.New(pool, cfg)
+	w, err := worker.New(db, cfg)
 	if err != nil {
 		return err
 	}
@@ -123,7 +122,7 @@ func run(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logge
 	}
 	defer w.Stop(context.WithoutCancel(ctx))
 
-	client, err := queue.New(pool, queue.Config{})
+	client, err := queue.New(db, queue.Config{})
 	if err != nil {
 		return err
 	}

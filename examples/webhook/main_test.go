@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -19,7 +18,7 @@ func TestWebhook(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := run(ctx, pgtest.Pool(t), &out, slog.New(slog.DiscardHandler), 30); err != nil {
+	if err := run(ctx, pgtest.DB(t), &out, 30); err != nil {
 		t.Fatal(err)
 	}
 	const want = "30 events applied once each; 40 deliveries, 10 repeated deliveries recognised by their idempotency key\n"

@@ -222,7 +222,11 @@ func kafkaInput(topic string, log []kafkaRecord, ledger []kafkaEntry, stored map
 
 // storedOffsets returns the group's stored offsets by partition.
 func storedOffsets(ctx context.Context, db *pgxpool.Pool, env Env) (map[int32]int64, error) {
-	offs, err := kafka.Offsets(ctx, db, env.Schema, env.Group)
+	h, err := handle(db, env.Schema, nil)
+	if err != nil {
+		return nil, err
+	}
+	offs, err := kafka.Offsets(ctx, h, env.Group)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -53,17 +52,20 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 	}
 	cfg := kafka.Config{
 		Group: we.Group, Topics: []string{kafkaTopic}, Brokers: we.Brokers, PartitionsPerTopic: we.Partitions,
-		Handler: handler, Schema: we.Schema, ID: we.ID, Lease: we.Lease,
+		Handler: handler, ID: we.ID, Lease: we.Lease,
 		PollInterval: 200 * time.Millisecond, MaxBatch: 100,
 		RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second,
 		// A stalled or paused handler's transaction stays open past the
 		// TTL: keep it open so that its commit reaches the fence check.
-		Fence:  fence.PostgresConfig{IdleTimeout: 4 * ttl},
-		Logger: we.Logger,
+		Fence: lease.FenceConfig{IdleTimeout: 4 * ttl},
+	}
+	h, err := handle(db, we.Schema, we.Logger)
+	if err != nil {
+		return err
 	}
 	var c *kafka.Consumer
 	for {
-		if c, err = kafka.New(db, cfg); err != nil {
+		if c, err = kafka.New(h, cfg); err != nil {
 			return err
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -47,7 +47,11 @@ func (queueWorkload) Setup(ctx context.Context, db *pgxpool.Pool, env *Env) erro
 const feedTick = 100 * time.Millisecond
 
 func (queueWorkload) Feed(ctx context.Context, db *pgxpool.Pool, env Env, n int, d time.Duration) ([]int64, error) {
-	c, err := queue.New(db, queue.Config{Schema: env.Schema, MaxAttempts: maxAttempts})
+	h, err := handle(db, env.Schema, nil)
+	if err != nil {
+		return nil, err
+	}
+	c, err := queue.New(h, queue.Config{MaxAttempts: maxAttempts})
 	if err != nil {
 		return nil, err
 	}
@@ -173,14 +177,14 @@ func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) er
 		ttl = lease.DefaultTTL
 	}
 	cfg := worker.Config{
-		Group: w.Group, Partitions: w.Partitions, ID: w.ID, Schema: w.Schema, Workers: ws,
-		Lease: w.Lease, MembershipPollInterval: 200 * time.Millisecond, Logger: w.Logger,
+		Group: w.Group, Partitions: w.Partitions, ID: w.ID, Workers: ws,
+		Lease: w.Lease, MembershipPollInterval: 200 * time.Millisecond,
 	}
 	cfg.Queue.PollInterval = 100 * time.Millisecond
 	cfg.Queue.MinRetry, cfg.Queue.MaxRetry = 100*time.Millisecond, 2*time.Second
 	// A stalled or paused handler's transaction stays open past the TTL:
 	// keep it open so that its commit reaches the fence check.
-	cfg.Queue.Fence = fence.PostgresConfig{IdleTimeout: 4 * ttl}
+	cfg.Queue.Fence = lease.FenceConfig{IdleTimeout: 4 * ttl}
 	cfg.Queue.Hooks.OnJob = func(e queue.JobEvent) {
 		var token int64
 		if t, ok := tokens.LoadAndDelete(e.ID); ok {
@@ -192,7 +196,11 @@ func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) er
 		}
 		w.Recorder.Record(ev)
 	}
-	wk, err := worker.New(db, cfg)
+	h, err := handle(db, w.Schema, w.Logger)
+	if err != nil {
+		return err
+	}
+	wk, err := worker.New(h, cfg)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/internal/pgcluster"
@@ -145,7 +144,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			_, _ = pool.Exec(dctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE")
 		}()
 	}
-	if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{Schema: cfg.Schema, Logger: cfg.Logger}); err != nil {
+	h, err := handle(pool, cfg.Schema, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Migrate(ctx); err != nil {
 		return nil, err
 	}
 	if err := history.Install(ctx, pool, cfg.Schema); err != nil {
@@ -307,7 +310,11 @@ func converge(ctx context.Context, pool *pgxpool.Pool, env Env, fl *fleet, withi
 func allHeld(ctx context.Context, pool *pgxpool.Pool, env Env, live map[string]bool, since time.Time, ttl time.Duration) (bool, error) {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	st, err := partition.Inspect(qctx, pool, env.Schema, env.Group)
+	h, err := handle(pool, env.Schema, nil)
+	if err != nil {
+		return false, err
+	}
+	st, err := partition.Inspect(qctx, h, env.Group)
 	if err != nil {
 		return false, err
 	}

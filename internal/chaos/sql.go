@@ -3,7 +3,10 @@ package chaos
 import (
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/store"
+	"log/slog"
 )
 
 // The workloads' statements. {{schema}} is the run's schema.
@@ -67,4 +70,10 @@ func render(schema string) (queries, error) {
 		applied: r(sqlApplied), jobs: r(sqlJobs), entries: r(sqlEntries),
 		kafkaLedger: r(sqlKafkaLedger), kafkaApply: r(sqlKafkaApply), kafkaApplied: r(sqlKafkaApplied),
 		kafkaEntries: r(sqlKafkaEntries)}, nil
+}
+
+// handle returns leasehold's handle on pool, in schema; a nil log means
+// slog.Default().
+func handle(pool *pgxpool.Pool, schema string, log *slog.Logger) (*leasehold.DB, error) {
+	return leasehold.Open(pool, leasehold.Config{Schema: schema, Logger: log})
 }

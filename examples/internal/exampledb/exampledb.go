@@ -19,9 +19,10 @@ import (
 	"github.com/leasehold/leasehold/internal/pgcluster"
 )
 
-// Open returns a pool on the examples' database and a function that closes
-// it (and removes the throwaway cluster, if one was started).
-func Open(ctx context.Context) (*pgxpool.Pool, func(), error) {
+// Open returns leasehold's handle on the examples' database, logging to
+// log, and a function that closes its pool (and removes the throwaway
+// cluster, if one was started).
+func Open(ctx context.Context, log *slog.Logger) (*leasehold.DB, func(), error) {
 	url := os.Getenv("DATABASE_URL")
 	cleanup := func() {}
 	if url == "" {
@@ -37,28 +38,32 @@ func Open(ctx context.Context) (*pgxpool.Pool, func(), error) {
 		cleanup()
 		return nil, nil, fmt.Errorf("database URL: %w", err)
 	}
-	if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{}); err != nil {
+	db, err := leasehold.Open(pool, leasehold.Config{Logger: log})
+	if err == nil {
+		err = db.Migrate(ctx)
+	}
+	if err != nil {
 		pool.Close()
 		cleanup()
 		return nil, nil, err
 	}
-	return pool, func() { pool.Close(); cleanup() }, nil
+	return db, func() { pool.Close(); cleanup() }, nil
 }
 
 // Main runs an example's run function the way each example's main does: on
 // the examples' database, with a context cancelled by SIGINT or SIGTERM,
 // stdout for the example's output and warnings-only logs on stderr. It
 // exits with status 1 on an error.
-func Main(run func(ctx context.Context, pool *pgxpool.Pool, out io.Writer, log *slog.Logger) error) {
+func Main(run func(ctx context.Context, db *leasehold.DB, out io.Writer) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pool, closeDB, err := Open(ctx)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	db, closeDB, err := Open(ctx, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	err = run(ctx, pool, os.Stdout, log)
+	err = run(ctx, db, os.Stdout)
 	closeDB()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
