@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -41,13 +42,16 @@ func (f *dbFlags) add(cmd *cobra.Command, persistent bool) {
 var errUnreachable = errors.New("cannot reach the database")
 
 // connect opens a small pool on the database and checks that it answers
-// within --connect-timeout. It returns the pool and a context bounded by
-// --timeout for the command's database work; call the returned function
-// when done.
-func (f *dbFlags) connect(ctx context.Context) (*pgxpool.Pool, context.Context, func(), error) {
+// within --connect-timeout. It returns leasehold's handle on it, for
+// --schema, and a context bounded by --timeout for the command's database
+// work; call the returned function when done.
+func (f *dbFlags) connect(ctx context.Context) (*leasehold.DB, context.Context, func(), error) {
 	u := databaseURL(f.url)
 	if u == "" {
 		return nil, nil, nil, errNoDatabase
+	}
+	if _, err := store.Quote(f.schema); err != nil {
+		return nil, nil, nil, fmt.Errorf("--schema: %w", err)
 	}
 	if f.connectTimeout <= 0 || f.timeout <= 0 {
 		return nil, nil, nil, fmt.Errorf("--connect-timeout and --timeout must be positive")
@@ -75,8 +79,13 @@ func (f *dbFlags) connect(ctx context.Context) (*pgxpool.Pool, context.Context, 
 		}
 		return nil, nil, nil, fmt.Errorf("%w within %v (--connect-timeout): %v", errUnreachable, f.connectTimeout, err)
 	}
+	h, err := leasehold.Open(pool, leasehold.Config{Schema: f.schema})
+	if err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
 	wctx, cancel := context.WithTimeoutCause(ctx, f.timeout, fmt.Errorf("the database work took longer than %v (--timeout)", f.timeout))
-	return pool, wctx, func() { cancel(); pool.Close() }, nil
+	return h, wctx, func() { cancel(); pool.Close() }, nil
 }
 
 // dbErr makes the error of database work cut short by --timeout say so.
@@ -100,11 +109,11 @@ func dbNow(ctx context.Context, pool *pgxpool.Pool) (time.Time, error) {
 // queue connects as connect does and returns a queue client on the pool
 // for --schema.
 func (f *dbFlags) queue(ctx context.Context) (*queue.Client, context.Context, func(), error) {
-	pool, qctx, done, err := f.connect(ctx)
+	h, qctx, done, err := f.connect(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	q, err := queue.New(pool, queue.Config{Schema: f.schema})
+	q, err := queue.New(h, queue.Config{})
 	if err != nil {
 		done()
 		return nil, nil, nil, err

@@ -126,6 +126,9 @@ func runDemo(ctx context.Context, cfg demoConfig) (report, error) {
 	}
 	defer pool.Close()
 	d.pool = pool
+	if d.h, err = leasehold.Open(pool, leasehold.Config{Schema: demoSchema, Logger: d.log}); err != nil {
+		return report{}, err
+	}
 	if err := d.dropSchema(ctx); err != nil {
 		return report{}, err
 	}
@@ -134,7 +137,7 @@ func runDemo(ctx context.Context, cfg demoConfig) (report, error) {
 			d.out.say("could not drop the schema %s: %v", demoSchema, err)
 		}
 	}()
-	if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{Schema: demoSchema, Logger: d.log}); err != nil {
+	if err := d.h.Migrate(ctx); err != nil {
 		return report{}, err
 	}
 	if err := history.Install(ctx, pool, demoSchema); err != nil {

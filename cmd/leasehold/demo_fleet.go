@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/lease"
@@ -130,21 +131,25 @@ func (d *demo) startWorker(ctx context.Context, name string) (*demoWorker, error
 	ws := queue.NewWorkers()
 	queue.HandleTx(ws, d.handler(dw))
 	wc := worker.Config{
-		Group: demoGroup, Partitions: demoPartitions, ID: name, Schema: demoSchema,
+		Group: demoGroup, Partitions: demoPartitions, ID: name,
 		Workers: ws, Concurrency: demoPartitions, MembershipPollInterval: 200 * time.Millisecond,
-		Logger: d.log,
-		Lease:  lease.Config{TTL: demoTTL, MaxBackoff: 250 * time.Millisecond, Clock: dw.clock.Clock},
+		Lease: lease.Config{TTL: demoTTL, MaxBackoff: 250 * time.Millisecond, Clock: dw.clock.Clock},
 		Queue: queue.ProcessorConfig{
 			PollInterval: 100 * time.Millisecond, BatchSize: 20,
 			// A frozen worker's transaction must survive the freeze, so
 			// that its late commit meets the fence rather than a timeout.
-			Fence: fence.PostgresConfig{IdleTimeout: 30 * time.Second},
+			Fence: lease.FenceConfig{IdleTimeout: 30 * time.Second},
 			Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
 				d.runs.outcome(runKey{name, e.ID, e.Attempt}, e.Outcome)
 			}},
 		},
 	}
-	if dw.w, err = worker.New(dw.pool, wc); err != nil {
+	h, err := leasehold.Open(dw.pool, leasehold.Config{Schema: demoSchema, Logger: d.log})
+	if err != nil {
+		dw.close()
+		return nil, err
+	}
+	if dw.w, err = worker.New(h, wc); err != nil {
 		dw.close()
 		return nil, err
 	}

@@ -141,6 +141,7 @@ type kafkaEnv struct {
 	out   *display
 	log   *slog.Logger
 	pool  *pgxpool.Pool
+	h     *leasehold.DB
 	table string // the quoted schema
 }
 
@@ -184,7 +185,10 @@ func runKafkaDemo(ctx context.Context, cfg demoConfig) (kafkaReport, error) {
 	}
 	defer pool.Close()
 	d.pool = pool
-	if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{Schema: demoSchema, Logger: d.log}); err != nil {
+	if d.h, err = leasehold.Open(pool, leasehold.Config{Schema: demoSchema, Logger: d.log}); err != nil {
+		return kafkaReport{}, err
+	}
+	if err := d.h.Migrate(ctx); err != nil {
 		return kafkaReport{}, err
 	}
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(kafkaDemoPartitions, kafkaDemoTopic))
@@ -268,11 +272,11 @@ func (k *kafkaDemo) story(ctx context.Context) error {
 		if i == 1 {
 			clock = clk.Clock
 		}
-		c, err := kafka.New(d.pool, kafka.Config{
-			Group: k.group, Topics: []string{kafkaDemoTopic}, Brokers: k.brokers, Schema: demoSchema,
+		c, err := kafka.New(d.h, kafka.Config{
+			Group: k.group, Topics: []string{kafkaDemoTopic}, Brokers: k.brokers,
 			PartitionsPerTopic: kafkaDemoPartitions, ID: id, Handler: k.handler(id), MaxBatch: 100,
-			Lease: lease.Config{TTL: kafkaDemoTTL, Clock: clock, Logger: d.log},
-			Fence: fence.PostgresConfig{IdleTimeout: 10 * kafkaDemoTTL}, Logger: d.log,
+			Lease: lease.Config{TTL: kafkaDemoTTL, Clock: clock},
+			Fence: lease.FenceConfig{IdleTimeout: 10 * kafkaDemoTTL},
 		})
 		if err != nil {
 			return err
@@ -330,7 +334,7 @@ func (k *kafkaDemo) story(ctx context.Context) error {
 	// A new owner takes the partition after the TTL and commits it.
 	var newToken fence.Token
 	for {
-		offs, err := kafka.Offsets(ctx, d.pool, demoSchema, k.group)
+		offs, err := kafka.Offsets(ctx, d.h, k.group)
 		if err != nil {
 			return err
 		}
@@ -425,7 +429,7 @@ func (k *kafkaDemo) produce(ctx context.Context, from int) error {
 func (k *kafkaDemo) caughtUp(ctx context.Context, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
-		offs, err := kafka.Offsets(ctx, k.d.pool, demoSchema, k.group)
+		offs, err := kafka.Offsets(ctx, k.d.h, k.group)
 		if err != nil {
 			return err
 		}
@@ -482,7 +486,7 @@ func (k *kafkaDemo) tally(ctx context.Context) error {
 			}
 		}
 	}
-	offs, err := kafka.Offsets(ctx, k.d.pool, demoSchema, k.group)
+	offs, err := kafka.Offsets(ctx, k.d.h, k.group)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -21,6 +22,7 @@ type demo struct {
 	log    *slog.Logger
 	url    string
 	pool   *pgxpool.Pool // the onlookers' pool: enqueues, status, tally
+	h      *leasehold.DB // leasehold's handle on pool, in demoSchema
 	schema string        // the quoted schema name
 	names  []string      // the workers' names, in order
 	runs   *runs
@@ -35,7 +37,7 @@ type demo struct {
 func (d *demo) story(ctx context.Context) error {
 	d.runs = newRuns()
 	d.names = []string{"worker-1", "worker-2", "worker-3"}
-	client, err := queue.New(d.pool, queue.Config{Schema: demoSchema})
+	client, err := queue.New(d.h, queue.Config{})
 	if err != nil {
 		return err
 	}
@@ -127,7 +129,7 @@ func (d *demo) story(ctx context.Context) error {
 
 // crash crashes worker a and waits until the others hold every partition.
 func (d *demo) crash(ctx context.Context, a *demoWorker) error {
-	before, err := partition.Inspect(ctx, d.pool, demoSchema, demoGroup)
+	before, err := partition.Inspect(ctx, d.h, demoGroup)
 	if err != nil {
 		return err
 	}
@@ -156,7 +158,7 @@ func (d *demo) crash(ctx context.Context, a *demoWorker) error {
 // worker holds every partition, then resumes b and watches the fence refuse
 // its late commits.
 func (d *demo) pause(ctx context.Context, b *demoWorker) error {
-	before, err := partition.Inspect(ctx, d.pool, demoSchema, demoGroup)
+	before, err := partition.Inspect(ctx, d.h, demoGroup)
 	if err != nil {
 		return err
 	}
@@ -243,7 +245,7 @@ func (d *demo) monitor(ctx context.Context) {
 		if err == nil {
 			d.out.progress(applied, int(d.prod.enqueued.Load()), int(d.prod.total.Load()))
 		}
-		if st, err := partition.Inspect(ctx, d.pool, demoSchema, demoGroup); err == nil {
+		if st, err := partition.Inspect(ctx, d.h, demoGroup); err == nil {
 			d.showOwners(st)
 		}
 	}
@@ -302,7 +304,7 @@ func (d *demo) waitStatus(ctx context.Context, within time.Duration, what string
 	var at time.Time
 	var err error
 	if waitFor(ctx, within, func() bool {
-		st, err = partition.Inspect(ctx, d.pool, demoSchema, demoGroup)
+		st, err = partition.Inspect(ctx, d.h, demoGroup)
 		at = time.Now()
 		return err == nil && ok(st)
 	}) {

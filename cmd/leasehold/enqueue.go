@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -76,12 +76,12 @@ func newEnqueueCmd() *cobra.Command {
 				}
 				jobs = []inputJob{j}
 			}
-			pool, ctx, done, err := db.connect(cmd.Context())
+			h, ctx, done, err := db.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			res, err := enqueue(ctx, pool, db.schema, jobs)
+			res, err := enqueue(ctx, h, jobs)
 			if err != nil {
 				return dbErr(ctx, err)
 			}
@@ -139,11 +139,12 @@ func flagJob(cmd *cobra.Command, group, kind, key, ordering, args, runAt string,
 }
 
 // enqueue enqueues jobs in one transaction, in statements of enqueueBatch.
-func enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, jobs []inputJob) ([]enqueueResult, error) {
+func enqueue(ctx context.Context, h *leasehold.DB, jobs []inputJob) ([]enqueueResult, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	known, err := partition.Groups(ctx, pool, schema)
+	pool := h.Pool()
+	known, err := partition.Groups(ctx, h)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +166,7 @@ func enqueue(ctx context.Context, pool *pgxpool.Pool, schema string, jobs []inpu
 			}
 		}
 	}
-	q, err := queue.New(pool, queue.Config{Schema: schema})
+	q, err := queue.New(h, queue.Config{})
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func TestEnqueueFlags(t *testing.T) {
 		res[0].Partition != partition.OfString("user-42", 8) || res[0].Line != 0 {
 		t.Fatalf("enqueue result %+v", res)
 	}
-	q, err := queue.New(pool, queue.Config{})
+	q, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
 	j, err := q.JobInfo(ctx, res[0].ID)
 	pgtest.Must(t, err)
@@ -65,7 +65,7 @@ func TestEnqueueOrdering(t *testing.T) {
 	t.Parallel()
 	url, pool := adminDB(t)
 	ctx := context.Background()
-	q, err := queue.New(pool, queue.Config{})
+	q, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
 	ordering := func(res []enqueueResult) ([]queue.Ordering, []int64) {
 		t.Helper()

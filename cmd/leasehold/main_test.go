@@ -43,7 +43,7 @@ func TestMigrate(t *testing.T) {
 		}
 	}
 	pool := pgtest.PoolURL(t, url)
-	v, err := leasehold.SchemaVersion(context.Background(), pool, "leasehold")
+	v, err := pgtest.DBOn(t, pool).SchemaVersion(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestMigrateSchemaFlagAndEnv(t *testing.T) {
 	if out, err := run(t, "migrate", "--schema", "other"); err != nil {
 		t.Fatalf("migrate: %v (output %q)", err, out)
 	}
-	v, err := leasehold.SchemaVersion(context.Background(), pgtest.PoolURL(t, url), "other")
+	v, err := pgtest.Open(t, pgtest.PoolURL(t, url), leasehold.Config{Schema: "other"}).SchemaVersion(context.Background())
 	if err != nil || v != leasehold.LatestSchemaVersion() {
 		t.Fatalf("schema other at version %d (err %v), want %d", v, err, leasehold.LatestSchemaVersion())
 	}

@@ -24,21 +24,23 @@ func newMigrateCmd(opts *rootOptions) *cobra.Command {
 			"or $DATABASE_URL and prints the version reached. It is safe to run concurrently.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, ctx, done, err := db.connect(cmd.Context())
+			h, ctx, done, err := db.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			before, err := leasehold.SchemaVersion(ctx, pool, db.schema)
+			h, err = leasehold.Open(h.Pool(), leasehold.Config{Schema: db.schema, Logger: opts.logger(cmd.ErrOrStderr())})
+			if err != nil {
+				return err
+			}
+			before, err := h.SchemaVersion(ctx)
 			if err != nil {
 				return dbErr(ctx, err)
 			}
-			if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{
-				Schema: db.schema, Logger: opts.logger(cmd.ErrOrStderr()),
-			}); err != nil {
+			if err := h.Migrate(ctx); err != nil {
 				return dbErr(ctx, err)
 			}
-			after, err := leasehold.SchemaVersion(ctx, pool, db.schema)
+			after, err := h.SchemaVersion(ctx)
 			if err != nil {
 				return dbErr(ctx, err)
 			}

@@ -6,9 +6,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -91,12 +91,12 @@ func newStatusCmd() *cobra.Command {
 			"(idle: held by their desired owner, no pending job) unless --all; --json gives everything.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, ctx, done, err := db.connect(cmd.Context())
+			h, ctx, done, err := db.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			rep, err := readStatus(ctx, pool, db.schema, groups)
+			rep, err := readStatus(ctx, h, groups)
 			if err != nil {
 				return dbErr(ctx, err)
 			}
@@ -113,14 +113,15 @@ func newStatusCmd() *cobra.Command {
 }
 
 // readStatus reads the status of groups, or of every group if none.
-func readStatus(ctx context.Context, pool *pgxpool.Pool, schema string, groups []string) (statusReport, error) {
+func readStatus(ctx context.Context, h *leasehold.DB, groups []string) (statusReport, error) {
+	pool := h.Pool()
 	if len(groups) == 0 {
 		var err error
-		if groups, err = partition.Groups(ctx, pool, schema); err != nil {
+		if groups, err = partition.Groups(ctx, h); err != nil {
 			return statusReport{}, err
 		}
 	}
-	q, err := queue.New(pool, queue.Config{Schema: schema})
+	q, err := queue.New(h, queue.Config{})
 	if err != nil {
 		return statusReport{}, err
 	}
@@ -130,7 +131,7 @@ func readStatus(ctx context.Context, pool *pgxpool.Pool, schema string, groups [
 	}
 	rep := statusReport{Now: now, Groups: []groupStatus{}}
 	for _, g := range groups {
-		st, err := partition.Inspect(ctx, pool, schema, g)
+		st, err := partition.Inspect(ctx, h, g)
 		if err != nil {
 			return statusReport{}, err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -21,9 +20,9 @@ import (
 // until it holds every partition.
 func member(t *testing.T, pool *pgxpool.Pool, group, id string, n int) {
 	t.Helper()
-	m, err := partition.New(pool, partition.Config{Group: group, Partitions: n, ID: id,
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: group, Partitions: n, ID: id,
 		Run:   func(ctx context.Context, _ partition.Ownership) { <-ctx.Done() },
-		Lease: lease.Config{TTL: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)}})
+		Lease: lease.Config{TTL: 10 * time.Second}})
 	pgtest.Must(t, err)
 	pgtest.Must(t, m.Start(context.Background()))
 	t.Cleanup(func() {
