@@ -44,12 +44,6 @@ func (e *JobError) Unwrap() []error {
 // run took longer than ProcessorConfig.JobTimeout.
 var ErrJobTimeout = errors.New("queue: job timed out")
 
-// ErrTxManaged is returned by Commit and Rollback of the transaction handed
-// to a transactional handler: the processor commits it, together with the
-// job's completion and the fence check, or rolls it back. Return an error
-// to roll back.
-var ErrTxManaged = errors.New("queue: the handler's transaction is committed or rolled back by the processor")
-
 // ErrNoOutcome is recorded on a job (and reported in its JobEvent) that was
 // discarded because its last attempt ended without an outcome: the worker
 // running it crashed, was killed, paused past its lease or lost the

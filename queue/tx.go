@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -58,7 +59,7 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		defer cancel()
 		tx.Rollback(rctx) // after a commit: a no-op
 	}()
-	if err := run(handlerTx{tx}); err != nil {
+	if err := run(lease.Managed(tx)); err != nil {
 		return handlerError{timedOut(ctx, err)}
 	}
 	// The handler succeeded. Commit even if its context was cancelled
@@ -108,15 +109,3 @@ func call(ctx context.Context, h handler, tx pgx.Tx, w *Work[rawArgs]) (err erro
 	}()
 	return h.run(ctx, tx, w)
 }
-
-// handlerTx is the transaction handed to a transactional handler. Its
-// Commit and Rollback refuse (ErrTxManaged): a handler committing its
-// effects by itself would commit them without the fence check and the
-// job's completion, and the job would run, and apply them, again.
-type handlerTx struct{ pgx.Tx }
-
-// Commit returns ErrTxManaged.
-func (handlerTx) Commit(context.Context) error { return ErrTxManaged }
-
-// Rollback returns ErrTxManaged.
-func (handlerTx) Rollback(context.Context) error { return ErrTxManaged }
