@@ -5,16 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/store"
-	"github.com/leasehold/leasehold/internal/queuesql"
 )
 
 func init() {
@@ -64,7 +61,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer drop()
-	if err := leasehold.Migrate(ctx, pool, leasehold.MigrateConfig{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if err := migrate(ctx, pool, ""); err != nil {
 		return err
 	}
 	setup := []string{
@@ -81,11 +78,11 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
 	}
-	q, err := store.Quote("")
+	st, err := store.For("")
 	if err != nil {
 		return err
 	}
-	fetch := store.Render(queuesql.Fetch, q)
+	fetch := st.Queue.Fetch
 	fmt.Fprintf(stdout, "| case | table | fetch | returned | buffers | execution |\n|---|---|---|---|---|---|\n")
 	var plans strings.Builder
 	for _, analysed := range []bool{false, true} {
@@ -123,7 +120,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				name, sql string
 				args      []any
 			}{
-				{"before (NOT EXISTS per candidate)", store.Render(queuesql.FetchBefore12, q), []any{"g", c.partition, 100}},
+				{"before (NOT EXISTS per candidate)", st.Queue.FetchBefore12, []any{"g", c.partition, 100}},
 				{"after (window and per-key probe)", fetch, []any{"g", c.partition, 100, ids, skip}},
 			} {
 				e, err := explainOne(ctx, pool, f.sql, f.args...)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/kafka"
+	"github.com/leasehold/leasehold/partition"
 )
 
 // handoff measures the time from grant to first record: worker a owns

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/leasehold/leasehold"
 )
 
 // openKafkaBench starts or connects to PostgreSQL and Kafka, creates a
@@ -83,7 +81,7 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 	if b.raw, err = open(int32(f.partitions)); err != nil {
 		return fail(err)
 	}
-	if err := leasehold.Migrate(ctx, b.ctl, leasehold.MigrateConfig{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if err := migrate(ctx, b.ctl, ""); err != nil {
 		return fail(fmt.Errorf("migrate: %w", err))
 	}
 	if _, err := b.ctl.Exec(ctx, `CREATE TABLE kafka_effects (topic text, partition int, "offset" bigint, value bytea)`); err != nil {

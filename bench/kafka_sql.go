@@ -9,8 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/leasehold/leasehold/internal/fencesql"
-	"github.com/leasehold/leasehold/internal/kafkasql"
 	"github.com/leasehold/leasehold/internal/store"
 )
 
@@ -25,15 +23,19 @@ type kafkaSQL struct {
 }
 
 // renderKafkaSQL renders the statements for schema ("" for the default):
-// the offset advance comes from internal/kafkasql, as in kafka.
+// the offset advance comes from internal/store, as in kafka.
 func renderKafkaSQL(schema string) (kafkaSQL, error) {
 	q, err := store.Quote(schema)
 	if err != nil {
 		return kafkaSQL{}, err
 	}
+	st, err := store.For(schema)
+	if err != nil {
+		return kafkaSQL{}, err
+	}
 	return kafkaSQL{
-		check:       store.Render(fencesql.Check, q),
-		advance:     store.Render(kafkasql.Advance, q),
+		check:       st.Lease.Check,
+		advance:     st.Kafka.Advance,
 		createGroup: store.Render(`INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2)`, q),
 	}, nil
 }

@@ -3,16 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
-	"github.com/leasehold/leasehold/kafka"
 )
 
 // franz consumes every partition from offset 0 with one plain client.
@@ -101,7 +100,11 @@ func (b *kafkaBench) truncateEffects(ctx context.Context) error {
 // verify checks that every stored offset is at the log end and, for the
 // one-row case, that every record has exactly one effect row.
 func (b *kafkaBench) verify(ctx context.Context, group string, oneRow bool) error {
-	offs, err := kafka.Offsets(ctx, b.ctl, "", group)
+	db, err := lhDB(b.ctl, "")
+	if err != nil {
+		return err
+	}
+	offs, err := kafka.Offsets(ctx, db, group)
 	if err != nil {
 		return err
 	}
@@ -127,11 +130,14 @@ func (b *kafkaBench) verify(ctx context.Context, group string, oneRow bool) erro
 }
 
 func (b *kafkaBench) consumer(ctx context.Context, group, id string, h kafka.Handler, wait time.Duration, batch int) (*kafka.Consumer, error) {
-	c, err := kafka.New(b.lh, kafka.Config{
+	db, err := lhDB(b.lh, "")
+	if err != nil {
+		return nil, err
+	}
+	c, err := kafka.New(db, kafka.Config{
 		Group: group, Topics: []string{b.topic}, Brokers: b.brokers, PartitionsPerTopic: b.f.partitions,
 		ID: id, Handler: h, MaxBatch: batch, FetchMaxWait: wait,
-		Lease:  lease.Config{TTL: 5 * time.Second},
-		Logger: slog.New(slog.DiscardHandler),
+		Lease: lease.Config{TTL: 5 * time.Second},
 	})
 	if err != nil {
 		return nil, err
@@ -155,7 +161,11 @@ func (b *kafkaBench) rawSQL(ctx context.Context, group string, oneRow bool) (sam
 	if _, err := b.ctl.Exec(ctx, b.sql.createGroup, group, b.f.partitions); err != nil {
 		return sample{}, err
 	}
-	lc, err := lease.New(b.ctl, lease.Config{TTL: 10 * time.Minute, Owner: "raw", Logger: slog.New(slog.DiscardHandler)})
+	db, err := lhDB(b.ctl, "")
+	if err != nil {
+		return sample{}, err
+	}
+	lc, err := lease.New(db, lease.Config{TTL: 10 * time.Minute, Owner: "raw"})
 	if err != nil {
 		return sample{}, err
 	}

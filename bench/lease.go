@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"runtime"
 	"strconv"
 	"strings"
@@ -108,13 +107,14 @@ func runLease(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}()
 	}
 
-	discard := slog.New(slog.DiscardHandler)
-	client, err := lease.New(admin, lease.Config{
-		Schema:   f.schema,
+	db, err := lhDB(admin, f.schema)
+	if err != nil {
+		return err
+	}
+	client, err := lease.New(db, lease.Config{
 		Owner:    "bench-" + sysLeasehold,
 		TTL:      leaseTTL,
 		MaxConns: 4,
-		Logger:   discard,
 	})
 	if err != nil {
 		return err
@@ -130,7 +130,10 @@ func runLease(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	defer raw.Close()
 
-	q := renderQueries(f.schema)
+	q, err := renderQueries(f.schema)
+	if err != nil {
+		return err
+	}
 	b := &leaseBench{
 		f:     f,
 		url:   url,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -68,8 +67,11 @@ func leaseHolderMain(stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer pool.Close()
-	c, err := lease.New(pool, lease.Config{Schema: os.Getenv(holderSchemaEnv), TTL: ttl,
-		Owner: "bench-holder-" + strconv.Itoa(os.Getpid()), Logger: slog.New(slog.DiscardHandler)})
+	db, err := lhDB(pool, os.Getenv(holderSchemaEnv))
+	if err != nil {
+		return fail(err)
+	}
+	c, err := lease.New(db, lease.Config{TTL: ttl, Owner: "bench-holder-" + strconv.Itoa(os.Getpid())})
 	if err != nil {
 		return fail(err)
 	}
@@ -104,8 +106,11 @@ func (b *leaseBench) failover(ctx context.Context, c string, rounds int) (sample
 	if err != nil {
 		return sample{}, err
 	}
-	waiter, err := lease.New(b.admin, lease.Config{Schema: b.f.schema, TTL: b.f.failoverTTL,
-		Owner: "bench-waiter", Logger: slog.New(slog.DiscardHandler)})
+	db, err := lhDB(b.admin, b.f.schema)
+	if err != nil {
+		return sample{}, err
+	}
+	waiter, err := lease.New(db, lease.Config{TTL: b.f.failoverTTL, Owner: "bench-waiter"})
 	if err != nil {
 		return sample{}, err
 	}

@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -45,7 +43,7 @@ func prepareSchema(ctx context.Context, admin *pgxpool.Pool, schema string) (cre
 	if err := admin.QueryRow(ctx, "SELECT to_regnamespace($1) IS NOT NULL", quoteIdent(schema)).Scan(&existed); err != nil {
 		return false, err
 	}
-	if err := leasehold.Migrate(ctx, admin, leasehold.MigrateConfig{Schema: schema, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if err := migrate(ctx, admin, schema); err != nil {
 		return false, fmt.Errorf("migrate: %w", err)
 	}
 	if existed {

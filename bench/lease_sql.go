@@ -1,15 +1,14 @@
 package main
 
 import (
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leasehold/leasehold/internal/leasesql"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // The raw-sql baseline runs exactly the statements the lease package runs:
-// both take them from internal/leasesql.
+// both take them from internal/store.
 
 // rawQueries are the lease statements rendered for one schema, the way the
 // lease package renders them (the schema quoted as an identifier).
@@ -18,16 +17,18 @@ type rawQueries struct {
 	table                                string // the quoted lease table
 }
 
-func renderQueries(schema string) rawQueries {
-	q := quoteIdent(schema)
-	r := func(s string) string { return strings.ReplaceAll(s, "{{schema}}", q) }
-	return rawQueries{
-		acquire:     r(leasesql.Acquire),
-		acquireMany: r(leasesql.AcquireMany),
-		renew:       r(leasesql.Renew),
-		release:     r(leasesql.Release),
-		table:       q + ".leases",
+func renderQueries(schema string) (rawQueries, error) {
+	st, err := store.For(schema)
+	if err != nil {
+		return rawQueries{}, err
 	}
+	return rawQueries{
+		acquire:     st.Lease.Acquire,
+		acquireMany: st.Lease.AcquireMany,
+		renew:       st.Lease.Renew,
+		release:     st.Lease.Release,
+		table:       quoteIdent(schema) + ".leases",
+	}, nil
 }
 
 // quoteIdent quotes name as an SQL identifier.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -92,7 +90,7 @@ func openPartitionsEnv(ctx context.Context, stderr io.Writer) (env *partitionsEn
 		return nil, nil, err
 	}
 	undo.push(env.observer.Close)
-	if err := leasehold.Migrate(ctx, env.observer, leasehold.MigrateConfig{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if err := migrate(ctx, env.observer, ""); err != nil {
 		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
 	return env, cleanup, nil
@@ -208,9 +206,13 @@ func (f *fleet) start(ctx context.Context) (*benchMember, error) {
 	if bm.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return fail(err)
 	}
-	bm.m, err = partition.New(bm.pool, partition.Config{
+	db, err := lhDB(bm.pool, "")
+	if err != nil {
+		return fail(err)
+	}
+	bm.m, err = partition.New(db, partition.Config{
 		Group: f.group, Partitions: f.n, ID: bm.id, Run: waitRun,
-		Lease: lease.Config{TTL: f.ttl, Logger: slog.New(slog.DiscardHandler)},
+		Lease: lease.Config{TTL: f.ttl},
 	})
 	if err != nil {
 		return fail(err)
@@ -300,7 +302,11 @@ func (f *fleet) waitConverged(ctx context.Context, since time.Time, within time.
 	deadline := time.Now().Add(within)
 	var last partition.Status
 	for {
-		st, err := partition.Inspect(ctx, f.env.observer, "", f.group)
+		db, err := lhDB(f.env.observer, "")
+		if err != nil {
+			return 0, err
+		}
+		st, err := partition.Inspect(ctx, db, f.group)
 		if err != nil && !errors.Is(err, partition.ErrGroupNotFound) {
 			return 0, err
 		}

@@ -6,13 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold"
 )
 
 func init() {
@@ -174,7 +172,7 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 		return fail(err)
 	}
 	undo.push(ctl.Close)
-	if err := leasehold.Migrate(ctx, ctl, leasehold.MigrateConfig{Logger: slog.New(slog.DiscardHandler)}); err != nil {
+	if err := migrate(ctx, ctl, ""); err != nil {
 		return fail(fmt.Errorf("migrate: %w", err))
 	}
 	sql, err := renderQueueSQL("")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -32,7 +30,11 @@ type lhSystem struct {
 }
 
 func newLHSystem(q *queueBench, pool *pgxpool.Pool) (*lhSystem, error) {
-	client, err := queue.New(pool, queue.Config{})
+	db, err := lhDB(pool, "")
+	if err != nil {
+		return nil, err
+	}
+	client, err := queue.New(db, queue.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +127,15 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 			return nil
 		})
 	}
-	discard := slog.New(slog.DiscardHandler)
-	cfg := queue.ProcessorConfig{Workers: ws, BatchSize: s.q.f.batch, PollInterval: s.q.f.lhPoll, Logger: discard}
+	cfg := queue.ProcessorConfig{Workers: ws, BatchSize: s.q.f.batch, PollInterval: s.q.f.lhPoll}
 	if c == caseIO || c == caseHOL {
 		cfg.Concurrency = s.q.f.concurrency // River's MaxWorkers in these cases
 	}
-	proc, err := queue.NewProcessor(s.pool, cfg)
+	db, err := lhDB(s.pool, "")
+	if err != nil {
+		return nil, err
+	}
+	proc, err := queue.NewProcessor(db, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +148,7 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 	}()
 	var waiting atomic.Int32
 	s.seq++
-	r.m, err = partition.New(s.pool, partition.Config{
+	r.m, err = partition.New(db, partition.Config{
 		Group: queueGroup, Partitions: s.q.f.partitions, ID: "bench-leasehold-" + strconv.Itoa(s.seq),
 		Run: func(ctx context.Context, o partition.Ownership) {
 			ctx = withSlot(ctx, b.slots[o.Partition])
@@ -156,7 +161,6 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 			}
 			proc.Run(ctx, o)
 		},
-		Lease: lease.Config{Logger: discard},
 	})
 	if err != nil {
 		unlisten()

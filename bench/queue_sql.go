@@ -2,16 +2,10 @@ package main
 
 import (
 	"github.com/leasehold/leasehold/internal/store"
-	"github.com/leasehold/leasehold/internal/queuesql"
 )
 
 // The raw-sql baseline runs the queue's own fetch and complete statements:
-// both take them from internal/queuesql.
-const (
-	queueFetch          = queuesql.Fetch
-	queueComplete       = queuesql.Complete
-	queueCompleteFenced = queuesql.CompleteFenced
-)
+// both take them from internal/store.
 
 // The raw-sql baseline's inserts: the columns queue.Client fills, without
 // its unique-key handling, id pre-allocation and per-input results. $1
@@ -59,10 +53,14 @@ func renderQueueSQL(schema string) (queueSQL, error) {
 	if err != nil {
 		return queueSQL{}, err
 	}
+	st, err := store.For(schema)
+	if err != nil {
+		return queueSQL{}, err
+	}
 	return queueSQL{
-		fetch:          store.Render(queueFetch, q),
-		complete:       store.Render(queueComplete, q),
-		completeFenced: store.Render(queueCompleteFenced, q),
+		fetch:          st.Queue.Fetch,
+		complete:       st.Queue.Complete,
+		completeFenced: st.Queue.CompleteFenced,
 		insertOne:      store.Render(rawInsertOne, q),
 		insertMany:     store.Render(rawInsertMany, q),
 		insertNotify:   store.Render(rawInsertNotify, q),
