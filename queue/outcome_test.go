@@ -80,7 +80,7 @@ func TestOutcomesAndOrderUnderRetries(t *testing.T) {
 	_, err = pool.Exec(ctx, `INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at)
 		VALUES ('emails', 0, 'b', 'step', '{"name": 5}', 25, clock_timestamp())`)
 	pgtest.Must(t, err)
-	worker(t, pool, "w1", ws, nil)
+	startWorker(t, pool, "w1", ws, nil)
 
 	type row struct {
 		state   string
@@ -150,7 +150,7 @@ func TestRetentionDeletesOldFinishedJobs(t *testing.T) {
 	_, err = pool.Exec(ctx, `UPDATE leasehold.jobs SET state = 'completed',
 		finished_at = CASE WHEN id = $1 THEN clock_timestamp() - interval '2 days' ELSE clock_timestamp() END`, res[0].ID)
 	pgtest.Must(t, err)
-	worker(t, pool, "w1", queue.NewWorkers(), nil)
+	startWorker(t, pool, "w1", queue.NewWorkers(), nil)
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		var ids []int64
 		pgtest.Must(t, pool.QueryRow(ctx, `SELECT coalesce(array_agg(id), '{}') FROM leasehold.jobs`).Scan(&ids))
@@ -179,7 +179,7 @@ func TestHandoffInterruptsWithoutSpendingAnAttempt(t *testing.T) {
 	})
 	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"long"}})
 	pgtest.Must(t, err)
-	m := worker(t, pool, "w1", ws, nil)
+	m := startWorker(t, pool, "w1", ws, nil)
 	<-started
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -210,7 +210,7 @@ func TestDiscardedJobsAreInspectableAndRetryable(t *testing.T) {
 	})
 	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"x"}, MaxAttempts: 1, UniqueKey: "once"})
 	pgtest.Must(t, err)
-	worker(t, pool, "w1", ws, nil)
+	startWorker(t, pool, "w1", ws, nil)
 	waitFinished(t, pool, 10*time.Second)
 	info, err := c.JobInfo(ctx, res.ID)
 	pgtest.Must(t, err)

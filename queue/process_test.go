@@ -25,9 +25,9 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// worker starts a partition member of group "emails" whose Run is a
+// startWorker starts a partition member of group "emails" whose Run is a
 // Processor with ws.
-func worker(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, clock lease.Clock) *partition.Member {
+func startWorker(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, clock lease.Clock) *partition.Member {
 	return workerLog(t, pool, id, ws, clock, quiet)
 }
 
@@ -91,8 +91,8 @@ func TestTransactionalJobsApplyOnceInKeyOrder(t *testing.T) {
 	ledgerSetup(t, pool)
 	ws := queue.NewWorkers()
 	queue.HandleTx(ws, record)
-	worker(t, pool, "w1", ws, nil)
-	worker(t, pool, "w2", ws, nil)
+	startWorker(t, pool, "w1", ws, nil)
+	startWorker(t, pool, "w2", ws, nil)
 	var jobs []queue.Job
 	for i := range 300 {
 		jobs = append(jobs, queue.Job{Group: "emails", Key: fmt.Sprintf("acct-%d", i%17), Args: deposit{Seq: i}})
@@ -142,7 +142,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	aToken := a.Owned()
 	wsB := queue.NewWorkers()
 	queue.HandleTx(wsB, record)
-	worker(t, pool, "b", wsB, nil) // takes over once a's lease expires in the database
+	startWorker(t, pool, "b", wsB, nil) // takes over once a's lease expires in the database
 	waitFinished(t, pool, 20*time.Second)
 	close(resume) // a resumes and tries to commit
 
@@ -244,7 +244,7 @@ func TestStaleOwnersPlainCompletionIsFenced(t *testing.T) {
 	<-stalled
 	wsB := queue.NewWorkers()
 	queue.Handle(wsB, func(ctx context.Context, w *queue.Work[deposit]) error { return nil })
-	b := worker(t, pool, "b", wsB, nil)
+	b := startWorker(t, pool, "b", wsB, nil)
 	waitFinished(t, pool, 20*time.Second)
 	close(resume)
 	for start := time.Now(); !strings.Contains(aLog.String(), "queue: fenced"); time.Sleep(20 * time.Millisecond) {
@@ -298,7 +298,7 @@ func TestBatchTransactionalHandler(t *testing.T) {
 	}
 	_, err := c.EnqueueMany(ctx, jobs...)
 	pgtest.Must(t, err)
-	worker(t, pool, "w1", ws, nil)
+	startWorker(t, pool, "w1", ws, nil)
 	waitFinished(t, pool, 20*time.Second)
 	var rows, distinct, retried int
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT job_id) FROM ledger`).Scan(&rows, &distinct))
@@ -369,7 +369,7 @@ func TestFencedBatchReportsCommittedJobsAsCompleted(t *testing.T) {
 	<-stalled
 	wsB := queue.NewWorkers()
 	queue.HandleTx(wsB, record)
-	worker(t, pool, "b", wsB, nil)
+	startWorker(t, pool, "b", wsB, nil)
 	waitFinished(t, pool, 20*time.Second)
 	close(resume)
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {

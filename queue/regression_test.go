@@ -37,7 +37,7 @@ func TestUnstorableErrorMessageDoesNotPoisonTheBatch(t *testing.T) {
 		queue.Job{Group: "emails", Key: keys[0], Args: step{"poison"}, MaxAttempts: 2},
 		queue.Job{Group: "emails", Key: keys[1], Args: step{"ok"}})
 	pgtest.Must(t, err)
-	worker(t, pool, "w1", ws, nil)
+	startWorker(t, pool, "w1", ws, nil)
 	time.Sleep(2 * time.Second)
 	var pending int
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending'`).Scan(&pending))
@@ -137,13 +137,13 @@ func TestZombieHandlerTransactionIsCutOff(t *testing.T) {
 		<-resume
 		return nil
 	})
-	worker(t, pool, "a", wsA, fakeclock.New(time.Now()))
+	startWorker(t, pool, "a", wsA, fakeclock.New(time.Now()))
 	_, err = c.Enqueue(ctx, queue.Job{Group: "emails", Key: "acct-1", Args: deposit{Seq: 1}})
 	pgtest.Must(t, err)
 	<-stalled
 	wsB := queue.NewWorkers()
 	queue.HandleTx(wsB, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error { return bump(ctx, tx) })
-	worker(t, pool, "b", wsB, nil)
+	startWorker(t, pool, "b", wsB, nil)
 	waitFinished(t, pool, 12*time.Second) // lease TTL 1s + fence IdleTimeout 5s + slack
 }
 
@@ -161,7 +161,7 @@ func TestPointerArgs(t *testing.T) {
 	})
 	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: &ptrKind{N: 7}})
 	pgtest.Must(t, err)
-	worker(t, pool, "w1", ws, nil)
+	startWorker(t, pool, "w1", ws, nil)
 	select {
 	case n := <-got:
 		if n != 7 {

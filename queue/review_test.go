@@ -105,7 +105,7 @@ func TestJobFinishedElsewhereWhileRunningIsLeftAlone(t *testing.T) {
 		queue.Job{Group: "emails", Key: txKey, Args: deposit{Seq: 1}},
 		queue.Job{Group: "emails", Key: plainKey, Args: step{"block"}})
 	pgtest.Must(t, err)
-	worker(t, pool, "w1", ws, nil)
+	startWorker(t, pool, "w1", ws, nil)
 	for range 2 {
 		select {
 		case <-started:
@@ -160,7 +160,7 @@ func TestHandoffRecordsOutcomesOfJobsThatRan(t *testing.T) {
 	})
 	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"finishes"}})
 	pgtest.Must(t, err)
-	m := worker(t, pool, "w1", ws, nil)
+	m := startWorker(t, pool, "w1", ws, nil)
 	select {
 	case <-started:
 	case <-time.After(10 * time.Second):

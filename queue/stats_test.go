@@ -160,7 +160,7 @@ func TestCancelWhileRunning(t *testing.T) {
 		queue.Job{Group: "emails", Key: keysIn(3, 1, "plain")[0], Args: step{"plain"}})
 	pgtest.Must(t, err)
 	cancelledTx, keptTx, plain := res[0].ID, res[1].ID, res[2].ID
-	worker(t, pool, "w1", ws, nil)
+	startWorker(t, pool, "w1", ws, nil)
 	for range 3 {
 		select {
 		case <-started:

@@ -34,6 +34,7 @@ var (
 // started. Use it as os.Exit(pgtest.Run(m)) in TestMain.
 func Run(m *testing.M) int {
 	code := m.Run()
+	dropExamples()
 	if cluster != nil {
 		cluster.Remove()
 	}
@@ -42,6 +43,16 @@ func Run(m *testing.M) int {
 
 func server(t testing.TB) string {
 	t.Helper()
+	u, err := serverURL()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return u
+}
+
+// serverURL starts the throwaway cluster once (or takes EnvURL) and
+// returns its admin URL.
+func serverURL() (string, error) {
 	once.Do(func() {
 		if u := os.Getenv(EnvURL); u != "" {
 			adminURL = u
@@ -54,10 +65,7 @@ func server(t testing.TB) string {
 			adminURL = cluster.URL("postgres")
 		}
 	})
-	if startErr != nil {
-		t.Fatalf("pgtest: %v", startErr)
-	}
-	return adminURL
+	return adminURL, startErr
 }
 
 // URL creates an empty database for this test, dropped when the test ends,
