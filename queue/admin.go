@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 var (
@@ -56,7 +58,7 @@ func (c *Client) JobInfo(ctx context.Context, id int64) (JobInfo, error) {
 		return JobInfo{}, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
 	if err != nil {
-		return JobInfo{}, fmt.Errorf("queue: job %d: %w", id, err)
+		return JobInfo{}, store.Classify("queue", "job", strconv.FormatInt(id, 10), err)
 	}
 	return j, nil
 }
@@ -145,11 +147,11 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 	}
 	rows, err := c.pool.Query(ctx, c.q.List, f.Group, opt(f.State), opt(f.Kind), parts, before, f.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("queue: list %q: %w", f.Group, err)
+		return nil, store.Classify("queue", "list", f.Group, err)
 	}
 	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobInfo, error) { return scanJob(r) })
 	if err != nil {
-		return nil, fmt.Errorf("queue: list %q: %w", f.Group, err)
+		return nil, store.Classify("queue", "list", f.Group, err)
 	}
 	if len(jobs) == 0 {
 		var n int
@@ -158,7 +160,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 			return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, f.Group)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("queue: list %q: %w", f.Group, err)
+			return nil, store.Classify("queue", "list", f.Group, err)
 		}
 	}
 	return jobs, nil
@@ -171,11 +173,11 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 func (c *Client) Retry(ctx context.Context, ids ...int64) ([]int64, error) {
 	rows, err := c.pool.Query(ctx, c.q.Retry, ids)
 	if err != nil {
-		return nil, fmt.Errorf("queue: retry: %w", err)
+		return nil, store.Classify("queue", "retry", "", err)
 	}
 	changed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return nil, fmt.Errorf("queue: retry: %w", err)
+		return nil, store.Classify("queue", "retry", "", err)
 	}
 	return changed, nil
 }
@@ -195,11 +197,11 @@ func (c *Client) Retry(ctx context.Context, ids ...int64) ([]int64, error) {
 func (c *Client) Cancel(ctx context.Context, ids ...int64) ([]int64, error) {
 	rows, err := c.pool.Query(ctx, c.q.Cancel, ids)
 	if err != nil {
-		return nil, fmt.Errorf("queue: cancel: %w", err)
+		return nil, store.Classify("queue", "cancel", "", err)
 	}
 	changed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return nil, fmt.Errorf("queue: cancel: %w", err)
+		return nil, store.Classify("queue", "cancel", "", err)
 	}
 	slices.Sort(changed)
 	return changed, nil

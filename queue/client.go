@@ -288,5 +288,5 @@ func enqueueErr(err error) error {
 	if errors.As(err, &pe) && pe.Code == "23503" { // the group was deleted under us
 		return fmt.Errorf("%w: %v", ErrUnknownGroup, err)
 	}
-	return fmt.Errorf("queue: enqueue: %w", err)
+	return store.Classify("queue", "enqueue", "", err)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // PartitionStats counts the pending jobs of one partition, as the database
@@ -34,7 +36,7 @@ type PartitionStats struct {
 func (c *Client) Stats(ctx context.Context, group string) ([]PartitionStats, error) {
 	rows, err := c.pool.Query(ctx, c.q.Stats, group)
 	if err != nil {
-		return nil, fmt.Errorf("queue: stats %q: %w", group, err)
+		return nil, store.Classify("queue", "stats", group, err)
 	}
 	stats, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PartitionStats, error) {
 		var s PartitionStats
@@ -44,7 +46,7 @@ func (c *Client) Stats(ctx context.Context, group string) ([]PartitionStats, err
 		return s, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("queue: stats %q: %w", group, err)
+		return nil, store.Classify("queue", "stats", group, err)
 	}
 	if len(stats) == 0 {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, group)
@@ -82,7 +84,7 @@ func (c *Client) Waits(ctx context.Context, group string, limit int) ([]Wait, er
 	}
 	rows, err := c.pool.Query(ctx, c.q.Waits, group, limit)
 	if err != nil {
-		return nil, fmt.Errorf("queue: waits %q: %w", group, err)
+		return nil, store.Classify("queue", "waits", group, err)
 	}
 	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Wait, error) {
 		var w Wait
@@ -90,7 +92,7 @@ func (c *Client) Waits(ctx context.Context, group string, limit int) ([]Wait, er
 		return w, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("queue: waits %q: %w", group, err)
+		return nil, store.Classify("queue", "waits", group, err)
 	}
 	return ws, nil
 }

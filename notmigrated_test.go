@@ -1,0 +1,62 @@
+package leasehold_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/kafka"
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// Every component classifies its database errors with the one classifier:
+// on a database whose schema was never migrated, each says so with an
+// error wrapping ErrNotMigrated, not a bare driver error.
+func TestEveryComponentReportsAnUnmigratedSchema(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := pgtest.DBOn(t, pgtest.PoolURL(t, pgtest.URL(t))) // never migrated
+
+	leases, err := lease.New(db, lease.Config{MaxBackoff: 50 * time.Millisecond})
+	pgtest.Must(t, err)
+	defer leases.Close(ctx)
+	_, leaseErr := leases.TryAcquire(ctx, "x")
+
+	m, err := partition.New(db, partition.Config{Group: "g", Partitions: 2, Run: func(ctx context.Context, _ partition.Ownership) { <-ctx.Done() }})
+	pgtest.Must(t, err)
+	memberErr := m.Start(ctx)
+
+	q, err := queue.New(db, queue.Config{})
+	pgtest.Must(t, err)
+	_, enqueueErr := q.Enqueue(ctx, queue.Job{Group: "g", Args: ping{}})
+	_, statsErr := q.Stats(ctx, "g")
+	_, jobErr := q.JobInfo(ctx, 1)
+
+	_, offsetsErr := kafka.Offsets(ctx, db, "g")
+	_, groupsErr := partition.Groups(ctx, db)
+
+	for name, err := range map[string]error{
+		"lease.TryAcquire": leaseErr, "partition.Member.Start": memberErr, "queue.Enqueue": enqueueErr,
+		"queue.Stats": statsErr, "queue.JobInfo": jobErr, "kafka.Offsets": offsetsErr, "partition.Groups": groupsErr,
+	} {
+		if !errors.Is(err, leasehold.ErrNotMigrated) {
+			t.Errorf("%s on an unmigrated database = %v; want an error wrapping ErrNotMigrated", name, err)
+		}
+	}
+
+	// The control: once migrated, the same calls succeed.
+	pgtest.Must(t, db.Migrate(ctx))
+	if _, err := partition.Groups(ctx, db); err != nil {
+		t.Fatalf("partition.Groups after Migrate = %v", err)
+	}
+}
+
+type ping struct{}
+
+func (ping) Kind() string { return "ping" }
