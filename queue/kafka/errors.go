@@ -3,6 +3,8 @@ package kafka
 import (
 	"errors"
 	"fmt"
+
+	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
 var (
@@ -24,8 +26,12 @@ var (
 	// handed to a Handler: the consumer commits it, with the offset
 	// advance and the fence check, or rolls it back.
 	ErrTxManaged = errors.New("kafka: the handler's transaction is committed or rolled back by the consumer")
-	// ErrStarted is returned by a second Start.
-	ErrStarted = errors.New("kafka: consumer already started or stopped")
+	// ErrStarted is returned by a second Start on a started Consumer. It
+	// wraps leasehold.ErrStarted.
+	ErrStarted = lifecycle.Started("kafka: consumer already started")
+	// ErrStopped is returned by Start on a stopped Consumer (one that was
+	// stopped, or whose Start failed). It wraps leasehold.ErrStopped.
+	ErrStopped = lifecycle.Stopped("kafka: consumer stopped")
 )
 
 // OffsetError reports a stored offset outside the partition's log: below
