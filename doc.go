@@ -5,7 +5,8 @@
 // This package holds what every component shares: the [DB] handle (the
 // pool, the schema and the logger, configured once), the schema migrations
 // ([DB.Migrate]) and the errors every component may return
-// ([ErrNotMigrated], [ErrClosed]). The components live in subpackages,
+// ([ErrNotMigrated], [ErrClosed], and [ErrStarted] and [ErrStopped] for a
+// refused Start). The components live in subpackages,
 // each built on the one below it:
 //
 //   - fence: fencing tokens and the writes that check them (a leaf);

@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -34,8 +35,7 @@ type Consumer struct {
 
 	admin *kgo.Client // metadata and offset listing; set by Start
 
-	lc    sync.Mutex // serialises Start and Stop
-	state int        // 0 new, 1 started, 2 stopped
+	life lifecycle.Service // Start and Stop: once each, serialised
 
 	ctx    context.Context // lifecycle of the metadata loop
 	cancel context.CancelFunc
@@ -108,32 +108,28 @@ func New(db *leasehold.DB, cfg Config) (*Consumer, error) {
 // Start reads the topics' metadata (every topic must exist and have at most
 // PartitionsPerTopic partitions), then joins the group: from then on the
 // partitions this worker owns are consumed. ctx bounds the start-up only.
-// If Start fails, the Consumer is stopped.
+// If Start fails, the Consumer is stopped. A second Start returns
+// ErrStarted; a Start on a stopped Consumer returns ErrStopped. A Stop
+// during Start waits for it.
 func (c *Consumer) Start(ctx context.Context) error {
-	c.lc.Lock()
-	defer c.lc.Unlock()
-	if c.state != 0 {
-		return ErrStarted
-	}
-	c.state = 1
-	fail := func(err error) error {
-		c.state = 2
-		c.shutdown(ctx)
-		return err
-	}
+	return c.life.Start(ctx, lifecycle.Refusals{Started: ErrStarted, Stopped: ErrStopped}, c.start, c.shutdown)
+}
+
+// start is Start's work, run once.
+func (c *Consumer) start(ctx context.Context) error {
 	admin, err := kgo.NewClient(c.opts...)
 	if err != nil {
-		return fail(fmt.Errorf("%w: Kafka client: %v", ErrInvalidConfig, err))
+		return fmt.Errorf("%w: Kafka client: %v", ErrInvalidConfig, err)
 	}
 	c.admin = admin
 	if err := consumingOption(admin); err != nil {
-		return fail(err)
+		return err
 	}
 	if err := c.refresh(ctx, true); err != nil {
-		return fail(err)
+		return err
 	}
 	if err := c.member.Start(ctx); err != nil {
-		return fail(err)
+		return err
 	}
 	c.loops.Add(1)
 	go func() {
@@ -148,20 +144,15 @@ func (c *Consumer) Start(ctx context.Context) error {
 // Stop hands the owned partitions off gracefully, bounded by ctx: each
 // partition's consumption stops, a batch being handled finishes (and
 // commits, fenced) or rolls back, and the leases are released so other
-// workers take over at once. A second Stop returns the first one's result.
+// workers take over at once. Stop on a Consumer that was never started
+// only releases its resources; Stop after a failed Start returns the error
+// of the clean-up that Start ran. A second Stop returns the first one's
+// result.
 func (c *Consumer) Stop(ctx context.Context) error {
-	c.lc.Lock()
-	defer c.lc.Unlock()
-	switch c.state {
-	case 0:
-		c.state = 2
+	return c.life.Stop(ctx, c.shutdown, func(ctx context.Context) error {
 		c.cancel()
 		return c.member.Stop(ctx)
-	case 1:
-		c.state = 2
-		return c.shutdown(ctx)
-	}
-	return nil
+	})
 }
 
 func (c *Consumer) shutdown(ctx context.Context) error {

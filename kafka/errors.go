@@ -3,6 +3,8 @@ package kafka
 import (
 	"errors"
 	"fmt"
+
+	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
 var (
@@ -20,8 +22,12 @@ var (
 	ErrOffsetMoved = errors.New("kafka: stored offset moved under the owner")
 	// ErrTopicNotFound means a configured topic does not exist.
 	ErrTopicNotFound = errors.New("kafka: topic not found")
-	// ErrStarted is returned by a second Start.
-	ErrStarted = errors.New("kafka: consumer already started or stopped")
+	// ErrStarted is returned by a second Start on a started Consumer. It
+	// wraps leasehold.ErrStarted.
+	ErrStarted = lifecycle.Started("kafka: consumer already started")
+	// ErrStopped is returned by Start on a stopped Consumer (one that was
+	// stopped, or whose Start failed). It wraps leasehold.ErrStopped.
+	ErrStopped = lifecycle.Stopped("kafka: consumer stopped")
 )
 
 // OffsetError reports a stored offset outside the partition's log: below

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/lease"
 )
 
@@ -22,8 +23,13 @@ var (
 	// ErrHandoff is the cause of a Run context cancelled because the
 	// partition is assigned to another member.
 	ErrHandoff = errors.New("partition: handed off")
-	// ErrStopped is the cause of a Run context cancelled by Stop.
-	ErrStopped = errors.New("partition: member stopped")
+	// ErrStopped is the cause of a Run context cancelled by Stop, and the
+	// error of a Start on a stopped Member (one that was stopped, or whose
+	// Start failed). It wraps leasehold.ErrStopped.
+	ErrStopped = lifecycle.Stopped("partition: member stopped")
+	// ErrStarted is the error of a second Start on a started Member. It
+	// wraps leasehold.ErrStarted.
+	ErrStarted = lifecycle.Started("partition: member already started")
 	// ErrGroupNotFound is returned by Inspect for an unknown group.
 	ErrGroupNotFound = errors.New("partition: group not found")
 )

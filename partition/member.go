@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -39,9 +40,7 @@ type Member struct {
 	lastLive   []string // the last assignment's member set (sorted by the view)
 	lastOwners []string
 
-	lc      sync.Mutex // serialises Start and Stop
-	state   int        // 0 new, 1 started, 2 stopped; guarded by lc
-	stopErr error
+	life lifecycle.Service // Start and Stop: once each, serialised
 
 	mu       sync.Mutex
 	claims   map[int]*claim
@@ -111,17 +110,15 @@ func (m *Member) ID() string { return m.cfg.ID }
 // Start creates the group if it does not exist (checking the partition
 // count if it does), joins it and starts claiming partitions. ctx bounds
 // the start-up only; the Member runs until Stop. If Start fails, the Member
-// is stopped.
+// is stopped. A second Start returns ErrStarted; a Start on a stopped
+// Member returns ErrStopped. A Stop during Start waits for it.
 func (m *Member) Start(ctx context.Context) error {
-	m.lc.Lock()
-	defer m.lc.Unlock()
-	if m.state != 0 {
-		return fmt.Errorf("partition: Start: member already started or stopped")
-	}
-	m.state = 1
+	return m.life.Start(ctx, lifecycle.Refusals{Started: ErrStarted, Stopped: ErrStopped}, m.start, m.shutdown)
+}
+
+// start is Start's work, run once.
+func (m *Member) start(ctx context.Context) error {
 	if err := m.join(ctx); err != nil {
-		m.state = 2
-		m.stopErr = m.shutdown(ctx)
 		return err
 	}
 	m.log.Info("partition: joined", "partitions", m.cfg.Partitions, "incarnation", m.incarnation)
@@ -160,22 +157,16 @@ func (m *Member) dbErr(op string, err error) error {
 // loops, removes the membership (so the others rebalance at once), cancels
 // every Run with ErrStopped, waits for them (each at most HandoffTimeout),
 // releases the partitions and closes the member's connections. Stop on a
-// member that was never started only closes its connections; a second Stop
-// returns the first one's result.
+// member that was never started only closes its connections; Stop after a
+// failed Start returns the error of the clean-up that Start ran. A second
+// Stop returns the first one's result.
 func (m *Member) Stop(ctx context.Context) error {
-	m.lc.Lock()
-	defer m.lc.Unlock()
-	switch m.state {
-	case 0:
-		m.state = 2
+	return m.life.Stop(ctx, m.shutdown, func(ctx context.Context) error {
 		m.cancel()
-		m.stopErr = m.leases.Close(ctx)
+		err := m.leases.Close(ctx)
 		m.pool.Close()
-	case 1:
-		m.state = 2
-		m.stopErr = m.shutdown(ctx)
-	}
-	return m.stopErr
+		return err
+	})
 }
 
 // shutdown stops the loops first, so no heartbeat can re-insert the

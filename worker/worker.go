@@ -7,19 +7,25 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
 
-// ErrStopped is returned by Start on a Worker that was stopped.
-var ErrStopped = errors.New("worker: stopped")
+// ErrStopped is returned by Start on a stopped Worker (one that was
+// stopped, or whose Start failed), and by Ready once Stop has begun. It
+// wraps leasehold.ErrStopped.
+var ErrStopped = lifecycle.Stopped("worker: stopped")
+
+// ErrStarted is returned by a second Start on a started Worker. It wraps
+// leasehold.ErrStarted.
+var ErrStarted = lifecycle.Started("worker: already started")
 
 // Worker is one process of a fleet running a group's jobs. Create it with
 // New, then Start it (or Run it); Stop it to leave the group gracefully. A
@@ -33,9 +39,7 @@ type Worker struct {
 	metrics *metrics
 	log     *slog.Logger
 
-	lc      sync.Mutex // serialises Start and Stop
-	state   int        // 0 new, 1 started, 2 stopped
-	stopErr error
+	life    lifecycle.Service  // Start and Stop: once each, serialised
 	cancel  context.CancelFunc // the lifecycle context of Listen
 	done    chan struct{}      // closed when Listen returns
 	srv     *http.Server
@@ -134,23 +138,18 @@ func (w *Worker) run(ctx context.Context, o partition.Ownership) {
 
 // Start joins the group, starts claiming partitions and running their
 // jobs, and starts the metrics server if MetricsAddr is set. ctx bounds the
-// start-up only. If Start fails, the Worker is stopped.
+// start-up only. If Start fails, the Worker is stopped. A second Start
+// returns ErrStarted; a Start on a stopped Worker returns ErrStopped. A
+// Stop during Start waits for it.
 func (w *Worker) Start(ctx context.Context) error {
-	w.lc.Lock()
-	defer w.lc.Unlock()
-	switch w.state {
-	case 1:
-		return errors.New("worker: already started")
-	case 2:
-		return ErrStopped
-	}
-	w.state = 1
+	return w.life.Start(ctx, lifecycle.Refusals{Started: ErrStarted, Stopped: ErrStopped}, w.start, w.abort)
+}
+
+// start is Start's work, run once.
+func (w *Worker) start(ctx context.Context) error {
 	if w.cfg.MetricsAddr != "" {
 		ln, err := net.Listen("tcp", w.cfg.MetricsAddr)
 		if err != nil {
-			w.state = 2
-			w.stopErr = w.member.Stop(ctx)
-			w.metrics.unregister()
 			return fmt.Errorf("worker: metrics server: %w", err)
 		}
 		w.srv = &http.Server{Handler: w.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -171,13 +170,20 @@ func (w *Worker) Start(ctx context.Context) error {
 	}()
 	start := time.Now()
 	if err := w.member.Start(ctx); err != nil {
-		w.state = 2
-		w.stopErr = w.shutdown(ctx)
 		return fmt.Errorf("worker: start: %w", err)
 	}
 	close(w.ready)
 	w.log.Info("worker: started", "partitions", w.cfg.Partitions, "took", time.Since(start))
 	return nil
+}
+
+// abort undoes a start that failed: it releases the resources, or shuts
+// down what start had set running.
+func (w *Worker) abort(ctx context.Context) error {
+	if w.cancel == nil { // Listen was not started
+		return w.release(ctx)
+	}
+	return w.shutdown(ctx)
 }
 
 // Stop leaves the group gracefully, bounded by ctx: it stops fetching,
@@ -187,22 +193,20 @@ func (w *Worker) Start(ctx context.Context) error {
 // server. When ctx ends first (a second signal, say), Stop returns at once;
 // the leases then expire after their TTL, and any late write is refused by
 // the fence. Stop on a Worker that was never started only releases its
-// resources; a second Stop returns the first one's result.
+// resources; Stop after a failed Start returns the error of the clean-up
+// that Start ran. A second Stop returns the first one's result.
 func (w *Worker) Stop(ctx context.Context) error {
-	w.lc.Lock()
-	defer w.lc.Unlock()
-	switch w.state {
-	case 0:
-		w.state = 2
-		close(w.stop)
-		close(w.done)
-		w.stopErr = w.member.Stop(ctx)
-		w.metrics.unregister()
-	case 1:
-		w.state = 2
-		w.stopErr = w.shutdown(ctx)
-	}
-	return w.stopErr
+	return w.life.Stop(ctx, w.shutdown, w.release)
+}
+
+// release frees the resources of a Worker that never ran: its member's
+// connections and its metrics.
+func (w *Worker) release(ctx context.Context) error {
+	close(w.stop)
+	close(w.done)
+	err := w.member.Stop(ctx)
+	w.metrics.unregister()
+	return err
 }
 
 func (w *Worker) shutdown(ctx context.Context) error {
