@@ -8,9 +8,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold/internal/fakeclock"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
+	"sync"
 )
 
 // A transactional handler that returns nil but broke its transaction (it
@@ -64,4 +66,46 @@ func TestHandlerThatBreaksItsTransactionSpendsAnAttempt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A zombie transactional handler (paused past its lease while holding a row
+// lock in tx) must be cut off by the fence's idle timeout, as fence.Postgres
+// promises; the new owner then runs the job. The timeouts are set only at
+// the fence check, after the handler, so the new owner waits on the zombie.
+func TestZombieHandlerTransactionIsCutOff(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE accounts (id int PRIMARY KEY, n int NOT NULL); INSERT INTO accounts VALUES (1, 0)`)
+	pgtest.Must(t, err)
+	bump := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE accounts SET n = n + 1 WHERE id = 1`)
+		return err
+	}
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	defer func() {
+		select {
+		case <-resume:
+		default:
+			close(resume)
+		}
+	}()
+	wsA := queue.NewWorkers()
+	queue.HandleTx(wsA, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+		if err := bump(ctx, tx); err != nil {
+			return err
+		}
+		once.Do(func() { close(stalled) })
+		<-resume
+		return nil
+	})
+	startWorker(t, pool, "a", wsA, fakeclock.New(time.Now()))
+	_, err = c.Enqueue(ctx, queue.Job{Group: "emails", Key: "acct-1", Args: deposit{Seq: 1}})
+	pgtest.Must(t, err)
+	<-stalled
+	wsB := queue.NewWorkers()
+	queue.HandleTx(wsB, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error { return bump(ctx, tx) })
+	startWorker(t, pool, "b", wsB, nil)
+	waitFinished(t, pool, 12*time.Second) // lease TTL 1s + fence IdleTimeout 5s + slack
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
+	"sync"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -216,5 +217,44 @@ func TestBadJobsAreRefusedAndNothingIsEnqueued(t *testing.T) {
 	}
 	if _, err := queue.New(nil, queue.Config{}); !errors.Is(err, queue.ErrInvalidConfig) {
 		t.Fatalf("New(nil) = %v; want ErrInvalidConfig", err)
+	}
+}
+
+// The result mapping must give each input its own id. A BEFORE trigger
+// holds the second row while the pending job holding the unique key is
+// finished: the statement then skips input 0 and inserts input 1.
+func TestEnqueueMappingSurvivesAUniqueKeyFreedMidStatement(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	_, err := pool.Exec(ctx, `CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.args->>'to' = 'second' THEN PERFORM pg_sleep(1); END IF; RETURN NEW; END $$;
+		CREATE TRIGGER slow BEFORE INSERT ON leasehold.jobs FOR EACH ROW EXECUTE FUNCTION slow()`)
+	pgtest.Must(t, err)
+	holder, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: email{To: "holder"}, UniqueKey: "u"})
+	pgtest.Must(t, err)
+	var res []queue.Enqueued
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		res, err = c.EnqueueMany(ctx,
+			queue.Job{Group: "emails", Key: "k", Args: email{To: "first"}, UniqueKey: "u"},
+			queue.Job{Group: "emails", Key: "k", Args: email{To: "second"}, UniqueKey: "u"})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	_, err2 := pool.Exec(ctx, `UPDATE leasehold.jobs SET state = 'completed', finished_at = clock_timestamp() WHERE id = $1`, holder.ID)
+	pgtest.Must(t, err2)
+	wg.Wait()
+	pgtest.Must(t, err)
+	for i, want := range []string{"first", "second"} {
+		if res[i].Duplicate {
+			continue
+		}
+		var to string
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT args->>'to' FROM leasehold.jobs WHERE id = $1`, res[i].ID).Scan(&to))
+		if to != want {
+			t.Errorf("input %d (%s) got id %d, whose args are %q's", i, want, res[i].ID, to)
+		}
 	}
 }

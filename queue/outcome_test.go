@@ -13,6 +13,7 @@ import (
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
+	"sync/atomic"
 )
 
 type step struct {
@@ -285,5 +286,34 @@ func TestProcessorConcurrencyDefaults(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "capped at Concurrency") {
 		t.Errorf("the cap was not logged: %q", logs.String())
+	}
+}
+
+// An error message PostgreSQL cannot store as text (a NUL byte, invalid
+// UTF-8) must not stop the batch's outcomes from being recorded.
+func TestUnstorableErrorMessageDoesNotPoisonTheBatch(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, c := setup(t)
+	var okRuns atomic.Int32
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		if w.Args.Name == "poison" {
+			return errors.New("bad input \x00\xff")
+		}
+		okRuns.Add(1)
+		return nil
+	})
+	keys := keysIn(5, 2, "poison")
+	_, err := c.EnqueueMany(ctx,
+		queue.Job{Group: "emails", Key: keys[0], Args: step{"poison"}, MaxAttempts: 2},
+		queue.Job{Group: "emails", Key: keys[1], Args: step{"ok"}})
+	pgtest.Must(t, err)
+	startWorker(t, pool, "w1", ws, nil)
+	time.Sleep(2 * time.Second)
+	var pending int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending'`).Scan(&pending))
+	if pending != 0 || okRuns.Load() != 1 {
+		t.Fatalf("%d jobs pending, the good job ran %d times; want 0 pending and 1 run", pending, okRuns.Load())
 	}
 }

@@ -401,3 +401,14 @@ func TestFencedBatchReportsCommittedJobsAsCompleted(t *testing.T) {
 		t.Errorf("ledger has %d rows; want one per job", rows)
 	}
 }
+
+// keysIn returns n distinct keys of partition p (of the 8 of "emails").
+func keysIn(p, n int, prefix string) []string {
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		if k := fmt.Sprintf("%s-%d", prefix, i); partition.OfString(k, 8) == p {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}

@@ -68,3 +68,41 @@ func TestCheckResponseTreatsA409WithoutCurrentTokenAsAConflict(t *testing.T) {
 		t.Fatalf("409 with %s: 9: CheckResponse = %v; want *FencedError held 7 current 9", fence.CurrentHeader, err)
 	}
 }
+
+func TestHTTPCarriesTokensAndRefusesStaleOnes(t *testing.T) {
+	t.Parallel()
+	var hw fence.HighWater
+	srv := httptest.NewServer(hw.Middleware(func(r *http.Request) string { return r.URL.Path },
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "applied") })))
+	defer srv.Close()
+	send := func(tok fence.Token) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/orders/7", nil)
+		if tok != 0 {
+			fence.SetHeader(req.Header, tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	for _, tok := range []fence.Token{5, 5, 6} {
+		resp, err := send(tok)
+		pgtest.Must(t, err)
+		if resp.StatusCode != http.StatusOK || fence.CheckResponse(resp, "/orders/7", tok) != nil {
+			t.Fatalf("token %v: status %d; want 200", tok, resp.StatusCode)
+		}
+	}
+	resp, err := send(4)
+	pgtest.Must(t, err)
+	var fe *fence.FencedError
+	if err := fence.CheckResponse(resp, "/orders/7", 4); !errors.As(err, &fe) || fe.Current != 6 {
+		t.Fatalf("stale request: status %d, CheckResponse = %v; want *FencedError current 6", resp.StatusCode, err)
+	}
+	if resp, _ := send(0); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("request without a token: status %d; want 400", resp.StatusCode)
+	}
+	if _, err := fence.FromHeader(http.Header{fence.Header: {"-3"}}); err == nil {
+		t.Fatal("FromHeader(-3) must fail")
+	}
+}
