@@ -3,19 +3,11 @@ package fence_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
 func TestUnfencedIsLoud(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/queue"
 )
