@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -79,8 +81,8 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 			}
 			switch rep.Verdict {
 			case chaos.VerdictFail:
-				return fmt.Errorf("chaos: invariants violated (%d lost, %d duplicates, %d stale accepted, %d overlaps, %d token, %d order, %d offsets)",
-					rep.Lost, rep.Duplicates, rep.StaleAccepted, rep.Overlaps, rep.TokenViolations, rep.OrderViolations, rep.OffsetMismatches)
+				return fmt.Errorf("chaos: invariants violated (%d lost, %d duplicates, %d stray, %d stale accepted, %d refused yet applied, %d overlaps, %d token, %d order, %d offsets)",
+					rep.Lost, rep.Duplicates, rep.Stray, rep.StaleAccepted, rep.FencedApplied, rep.Overlaps, rep.TokenViolations, rep.OrderViolations, rep.OffsetMismatches)
 			case chaos.VerdictInconclusive:
 				return errors.New("chaos: inconclusive: no stale commit was refused, so the faults never tested the fence; " +
 					"run longer or with other seeds")
@@ -132,6 +134,41 @@ func writeChaosJSON(w io.Writer, path string, rep *chaos.Report) error {
 	return nil
 }
 
+// checkRows are the rows of a report that show the checker's Result, for
+// the jobs of the queue workload or the records of the Kafka workload.
+func checkRows(r chaos.Result, kafka bool) [][2]string {
+	unit := "jobs"
+	if kafka {
+		unit = "records"
+	}
+	rows := [][2]string{
+		{unit, fmt.Sprint(r.Jobs)},
+		{"applied", fmt.Sprintf("%d (ledger rows by worker: %s)", r.Applied, byWorker(r.AppliedBy))},
+		{"lost", fmt.Sprintf("%d (unfinished %d)", r.Lost, r.Unfinished)},
+		{"applied more than once", fmt.Sprintf("%d (%d extra rows)", r.Duplicates, r.Extra)},
+		{"applied, not completed", fmt.Sprint(r.Stray)},
+		{"stale commits refused", fmt.Sprint(r.StaleRefused)},
+		{"stale commits accepted", fmt.Sprintf("%d (refused, yet applied: %d)", r.StaleAccepted, r.FencedApplied)},
+		{"overlapping ownership", fmt.Sprint(r.Overlaps)},
+		{"token / order violations", fmt.Sprintf("%d / %d", r.TokenViolations, r.OrderViolations)},
+		{"grants / commit attempts", fmt.Sprintf("%d / %d", r.Grants, r.Commits)},
+	}
+	if kafka {
+		rows = append(rows, [2]string{"stored offsets not at log end", fmt.Sprint(r.OffsetMismatches)})
+	}
+	return rows
+}
+
+// byWorker lists counts by worker, in the workers' order.
+func byWorker(m map[string]int) string {
+	names := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, m[n])
+	}
+	return strings.Join(parts, ", ")
+}
+
 // printChaos prints the report for a person.
 func printChaos(w io.Writer, r *chaos.Report) {
 	mode := "fenced"
@@ -140,26 +177,9 @@ func printChaos(w io.Writer, r *chaos.Report) {
 	}
 	fmt.Fprintf(w, "leasehold chaos: %s (%s workload, %s, seed %d, %d workers, %d partitions, TTL %dms, %.0fs of faults)\n\n",
 		strings.ToUpper(r.Verdict), r.Workload, mode, r.Seed, r.Workers, r.Partitions, r.TTLMS, r.DurationS)
-	unit := "jobs"
-	if r.Workload == "kafka" {
-		unit = "records"
-	}
-	rows := [][2]string{
-		{unit, fmt.Sprint(r.Jobs)},
-		{"applied", fmt.Sprint(r.Applied)},
-		{"lost", fmt.Sprintf("%d (unfinished %d)", r.Lost, r.Unfinished)},
-		{"applied more than once", fmt.Sprintf("%d (%d extra rows)", r.Duplicates, r.Extra)},
-		{"stale commits refused", fmt.Sprint(r.StaleRefused)},
-		{"stale commits accepted", fmt.Sprint(r.StaleAccepted)},
-		{"overlapping ownership", fmt.Sprint(r.Overlaps)},
-		{"token / order violations", fmt.Sprintf("%d / %d", r.TokenViolations, r.OrderViolations)},
-		{"grants / commit attempts", fmt.Sprintf("%d / %d", r.Grants, r.Commits)},
-		{"recovery p50 / p99 / max", fmt.Sprintf("%d / %d / %d ms (%d unrecovered)", r.RecoveryP50MS, r.RecoveryP99MS, r.RecoveryMaxMS, r.Unrecovered)},
-		{"throughput", fmt.Sprintf("%.0f %s/s during faults", r.ThroughputPerS, unit)},
-	}
-	if r.Workload == "kafka" {
-		rows = append(rows, [2]string{"stored offsets not at log end", fmt.Sprint(r.OffsetMismatches)})
-	}
+	rows := append(checkRows(r.Result, r.Workload == "kafka"),
+		[2]string{"recovery p50 / p99 / max", fmt.Sprintf("%d / %d / %d ms (%d unrecovered)", r.RecoveryP50MS, r.RecoveryP99MS, r.RecoveryMaxMS, r.Unrecovered)},
+		[2]string{"throughput", fmt.Sprintf("%.0f %s/s during faults", r.ThroughputPerS, map[bool]string{false: "jobs", true: "records"}[r.Workload == "kafka"])})
 	for _, row := range rows {
 		fmt.Fprintf(w, "  %-30s %s\n", row[0], row[1])
 	}

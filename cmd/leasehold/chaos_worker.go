@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,21 +32,7 @@ func newChaosWorkerCmd(opts *rootOptions) *cobra.Command {
 			return chaos.RunWorker(ctx, cfg)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.ID, "id", "", "member id")
-	f.StringVar(&cfg.DatabaseURL, "database-url", "", "database URL (through the worker's proxy)")
-	f.StringVar(&cfg.Workload, "workload", "queue", "workload")
-	f.StringVar(&cfg.Env.Schema, "schema", "leasehold_chaos", "schema")
-	f.StringVar(&cfg.Env.Group, "group", "chaos", "partition group")
-	f.IntVar(&cfg.Env.Partitions, "partitions", 16, "partitions")
-	f.IntVar(&cfg.Env.Keys, "keys", 64, "keys")
-	f.StringSliceVar(&cfg.Env.Brokers, "brokers", nil, "Kafka seed brokers of the kafka workload (comma-separated)")
-	f.DurationVar(&cfg.TTL, "ttl", 2*time.Second, "lease TTL")
-	f.Int64Var(&cfg.Seed, "seed", 0, "seed of the handler stalls")
-	f.Float64Var(&cfg.StallProbability, "stall", 0, "probability that a handler stalls past the TTL")
-	f.StringVar(&cfg.History, "history", "", "history file (JSON lines)")
-	f.StringVar(&cfg.SkewFile, "skew-file", "", "file holding the clock offset in milliseconds")
-	f.BoolVar(&cfg.Unfenced, "unfenced", false, "apply effects outside the fence (control)")
+	chaos.WorkerFlags(cmd.Flags(), &cfg)
 	return cmd
 }
 

@@ -1,177 +1,124 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/history"
-	"github.com/leasehold/leasehold/internal/pgcluster"
+	"github.com/leasehold/leasehold/internal/demo"
 )
 
-// demoFlags are the demo command's flags.
-type demoFlags struct {
-	url    string
-	asJSON bool
-	kafka  bool // the Kafka story instead (demo_kafka.go)
-}
-
+// newDemoCmd is `leasehold demo`: internal/demo's story, told as it
+// happens, then its report.
 func newDemoCmd(opts *rootOptions) *cobra.Command {
-	var f demoFlags
+	var (
+		url    string
+		asJSON bool
+		cfg    demo.Config
+	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Watch three workers run jobs through a crash and a pause, exactly once (about 15s)",
-		Long: "demo runs three workers in this process on one group of " + fmt.Sprint(demoPartitions) + " partitions and\n" +
-			"enqueues " + fmt.Sprint(demoJobs) + " deposit jobs. Midway, worker-1 crashes (its connection cut, never\n" +
-			"stopped) and the others take its partitions over once its leases expire; then\n" +
-			"worker-2 pauses mid-job past its lease, and its late commits are refused by the\n" +
-			"fencing token. The report, counted in the database, shows every job applied\n" +
-			"exactly once. Without --database-url or $DATABASE_URL it runs on a throwaway\n" +
-			"PostgreSQL cluster started from the installed server binaries; on an existing\n" +
-			"server it uses, and drops at the start and the end, the schema " + demoSchema + ".",
+		Long: fmt.Sprintf("demo runs three workers in this process on one group of %d partitions and feeds them\n"+
+			"%d jobs, whose handler appends a ledger row inside the job's fenced transaction. Midway,\n"+
+			"worker-1 crashes (its connections cut, never stopped) and the others take its partitions\n"+
+			"over once its leases expire; then worker-2 pauses mid-job past its lease, and its late\n"+
+			"commits are refused by the fencing token. The chaos suite's checker then reads the\n"+
+			"ledger, the jobs, the workers' histories and the lease audit: every job applied exactly\n"+
+			"once, no stale commit accepted. --kafka tells the same pause on an in-process Kafka topic.\n"+
+			"Without --database-url or $DATABASE_URL it runs on a throwaway PostgreSQL cluster started\n"+
+			"from the installed server binaries; on an existing server it uses, and drops at the start\n"+
+			"and the end, the schema %s.", demo.Partitions, demo.Jobs, demo.Schema),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.kafka {
-				return runKafkaDemoCmd(cmd, f.url, f.asJSON, opts) // demo_kafka.go
-			}
 			story := cmd.OutOrStdout()
-			if f.asJSON {
+			if asJSON {
 				story = cmd.ErrOrStderr()
 			}
-			rep, err := runDemo(cmd.Context(), demoConfig{
-				DatabaseURL: databaseURL(f.url),
-				Out:         story,
-				Logger:      opts.logger(cmd.ErrOrStderr()),
-			})
+			d := &display{w: story, tty: isTerminal(story), start: time.Now()}
+			cfg.DatabaseURL, cfg.Events, cfg.Logger = databaseURL(url), d.show, opts.logger(cmd.ErrOrStderr())
+			rep, err := demo.Run(cmd.Context(), cfg)
+			d.clearBar()
 			if err != nil {
 				return err
 			}
-			if f.asJSON {
-				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(rep); err != nil {
-					return err
-				}
+			if asJSON {
+				err = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
 			} else {
-				rep.print(cmd.OutOrStdout())
+				printDemo(cmd.OutOrStdout(), rep)
 			}
-			if len(rep.Violations) > 0 {
-				return fmt.Errorf("demo: invariants violated: %s", strings.Join(rep.Violations, "; "))
+			if v := rep.Violations; err == nil && !rep.OK {
+				if len(v) > 3 {
+					v = append(v[:3:3], fmt.Sprintf("and %d more (see the report)", len(v)-3))
+				}
+				err = fmt.Errorf("demo: invariants violated: %s", strings.Join(v, "; "))
 			}
-			return nil
+			return err
 		},
 	}
-	cmd.Flags().StringVar(&f.url, "database-url", "",
-		"use this PostgreSQL server (schema "+demoSchema+") instead of a throwaway cluster (default $DATABASE_URL)")
-	cmd.Flags().BoolVar(&f.kafka, "kafka", false, "show Kafka partitions consumed exactly once into PostgreSQL, and a zombie consumer refused (in-process Kafka)")
-	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the final report as one JSON object (the story goes to stderr)")
+	f := cmd.Flags()
+	f.StringVar(&url, "database-url", "",
+		"use this PostgreSQL server (schema "+demo.Schema+") instead of a throwaway cluster (default $DATABASE_URL)")
+	f.BoolVar(&cfg.Kafka, "kafka", false, "show Kafka partitions consumed exactly once into PostgreSQL, and a zombie consumer refused (in-process Kafka)")
+	f.BoolVar(&asJSON, "json", false, "print the final report as one JSON object (the story goes to stderr)")
+	f.BoolVar(&cfg.Unfenced, "unfenced", false, "control run: apply effects outside the fence; the report must find violations")
+	_ = f.MarkHidden("unfenced")
 	return cmd
 }
 
-const (
-	demoSchema     = "leasehold_demo"
-	demoGroup      = "demo"
-	demoPartitions = 12
-	demoJobs       = 3000
-	demoAccounts   = 200
-	// demoProduce is how long the enqueuing of the jobs is spread over.
-	demoProduce = 8 * time.Second
-	demoTTL     = 2 * time.Second
-	// demoWork is each handler's pretend work, so that the run lasts long
-	// enough to watch.
-	demoWork = 3 * time.Millisecond
-)
-
-// demoConfig configures runDemo.
-type demoConfig struct {
-	// DatabaseURL names the server to use. Empty starts a throwaway cluster.
-	DatabaseURL string
-	// Out receives the story. Nil discards it. When it is a terminal, the
-	// progress bar is redrawn in place.
-	Out io.Writer
-	// Logger receives the log records of leasehold's components. Nil
-	// discards them.
-	Logger *slog.Logger
+// display prints the story: steps stamped with the time since the start,
+// details as they are, and the progress as a bar redrawn in place under
+// the story on a terminal, and as a plain line now and then otherwise.
+type display struct {
+	w         io.Writer
+	tty       bool
+	start     time.Time
+	bar       string    // the bar drawn under the story, on a terminal
+	lastPlain time.Time // when the bar was last printed as a plain line
 }
 
-// runDemo runs the story and returns its report, whose Violations list the
-// invariants that failed. An error means the story could not be told.
-func runDemo(ctx context.Context, cfg demoConfig) (report, error) {
-	start := time.Now()
-	out := cfg.Out
-	if out == nil {
-		out = io.Discard
-	}
-	d := &demo{out: newDisplay(out, isTerminal(out)), log: cfg.Logger, schema: pgx.Identifier{demoSchema}.Sanitize()}
-	if d.log == nil {
-		d.log = slog.New(slog.DiscardHandler)
-	}
-	url, remove, err := demoDatabase(ctx, cfg.DatabaseURL, " (dropped at the start and the end)", d.out.say)
-	if err != nil {
-		return report{}, err
-	}
-	defer remove()
-	d.url = url
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		return report{}, fmt.Errorf("database URL: %w", err)
-	}
-	defer pool.Close()
-	d.pool = pool
-	if d.h, err = leasehold.Open(pool, leasehold.Config{Schema: demoSchema, Logger: d.log}); err != nil {
-		return report{}, err
-	}
-	if err := d.dropSchema(ctx); err != nil {
-		return report{}, err
-	}
-	defer func() {
-		if err := d.dropSchema(context.WithoutCancel(ctx)); err != nil {
-			d.out.say("could not drop the schema %s: %v", demoSchema, err)
+func (d *display) show(e demo.Event) {
+	switch e.Kind {
+	case demo.Progress:
+		const width = 30
+		filled := min(width, max(0, e.Done*width/max(e.Total, 1)))
+		bar := fmt.Sprintf("        [%s%s] %4d/%d applied, %d produced",
+			strings.Repeat("#", filled), strings.Repeat(".", width-filled), e.Done, e.Total, e.Items)
+		if d.tty {
+			d.bar = bar
+			fmt.Fprint(d.w, "\r\033[K"+bar)
+		} else if time.Since(d.lastPlain) >= 2*time.Second {
+			d.lastPlain = time.Now()
+			fmt.Fprintln(d.w, bar)
 		}
-	}()
-	if err := d.h.Migrate(ctx); err != nil {
-		return report{}, err
+	case demo.Step:
+		d.line(fmt.Sprintf("%6.2fs  %s", time.Since(d.start).Seconds(), e.Text))
+	default:
+		d.line(e.Text)
 	}
-	if err := history.Install(ctx, pool, demoSchema); err != nil {
-		return report{}, fmt.Errorf("demo: lease history: %w", err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE `+d.schema+`.demo_ledger (
-    n         bigserial PRIMARY KEY,
-    job_id    bigint NOT NULL,
-    account   text   NOT NULL,
-    seq       int    NOT NULL,
-    amount    bigint NOT NULL,
-    partition int    NOT NULL,
-    token     bigint NOT NULL,
-    worker    text   NOT NULL)`); err != nil {
-		return report{}, fmt.Errorf("demo: create the ledger: %w", err)
-	}
-	if err := d.story(ctx); err != nil {
-		return report{}, err
-	}
-	if err := d.tally(ctx); err != nil {
-		return report{}, err
-	}
-	d.rep.Seconds = time.Since(start).Seconds()
-	return d.rep, nil
 }
 
-// dropSchema drops the demo's schema, if it exists.
-func (d *demo) dropSchema(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := d.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+d.schema+" CASCADE"); err != nil {
-		return fmt.Errorf("demo: drop schema %s: %w", demoSchema, err)
+func (d *display) line(s string) {
+	if d.bar != "" {
+		fmt.Fprint(d.w, "\r\033[K")
 	}
-	return nil
+	fmt.Fprintln(d.w, s)
+	if d.bar != "" {
+		fmt.Fprint(d.w, d.bar)
+	}
+}
+
+// clearBar removes the progress bar from a terminal.
+func (d *display) clearBar() {
+	if d.bar != "" {
+		fmt.Fprint(d.w, "\r\033[K")
+	}
+	d.bar = ""
 }
 
 // isTerminal reports whether w is a terminal (a character device).
@@ -184,20 +131,47 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// demoDatabase returns the URL a demo runs on: url (schema demoSchema;
-// note says what the demo does to it), or else that of a throwaway cluster
-// started from the installed server binaries. remove removes the cluster
-// (nothing, for url).
-func demoDatabase(ctx context.Context, url, note string, say func(format string, args ...any)) (string, func(), error) {
-	if url != "" {
-		say("Using the given database, schema %q%s.", demoSchema, note)
-		return url, func() {}, nil
+// printDemo writes the report for people.
+func printDemo(w io.Writer, r demo.Report) {
+	fmt.Fprintln(w, "\nReport (the chaos checker's: ledger, jobs, workers' histories and lease audit)")
+	rows := checkRows(r.Result, r.Story == "kafka")
+	rows = append(rows, [2]string{"refused late commits", fmt.Sprintf("%d (of the paused worker, after the takeover)", r.Refused)})
+	if r.Story == "queue" {
+		rows = append(rows, [2]string{"failover after a crash", fmt.Sprintf("%d ms (crash to every partition held again; a lease expires %v after its last renewal)", r.FailoverMS, demo.TTL)})
 	}
-	say("Starting a throwaway PostgreSQL cluster from the installed server binaries...")
-	cl, err := pgcluster.Start(ctx, pgcluster.Config{})
-	if err != nil {
-		return "", nil, err
+	rows = append(rows, [2]string{"takeover after a pause", fmt.Sprintf("%d ms (pause to every partition held by the others)", r.PauseTakeoverMS)},
+		[2]string{"tokens per partition", tokenSummary(r.Tokens, r.TokenViolations == 0)})
+	for _, row := range rows {
+		fmt.Fprintf(w, "  %-30s %s\n", row[0], row[1])
 	}
-	say("PostgreSQL is up on 127.0.0.1:%d; it is removed when the demo ends.", cl.Port())
-	return cl.URL("postgres"), func() { cl.Remove() }, nil
+	if r.OK {
+		fmt.Fprintln(w, "All invariants hold: everything applied exactly once, in key order; every stale commit refused.")
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "VIOLATED: %s\n", v)
+	}
+}
+
+// tokenSummary describes the partitions' token histories, with the
+// partition that changed hands most as an example.
+func tokenSummary(tokens map[int][]int64, ok bool) string {
+	best, grants := -1, 0
+	for p, toks := range tokens {
+		grants += len(toks)
+		if best < 0 || len(toks) > len(tokens[best]) || (len(toks) == len(tokens[best]) && p < best) {
+			best = p
+		}
+	}
+	if best < 0 {
+		return "no grants"
+	}
+	toks := make([]string, len(tokens[best]))
+	for i, t := range tokens[best] {
+		toks[i] = fmt.Sprint(t)
+	}
+	verdict := "strictly increasing"
+	if !ok {
+		verdict = "NOT all strictly increasing"
+	}
+	return fmt.Sprintf("%s over %d grants; e.g. partition %d: %s", verdict, grants, best, strings.Join(toks, " < "))
 }

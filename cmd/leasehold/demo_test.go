@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/demo"
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
@@ -17,7 +18,7 @@ import (
 // and both takeovers measured.
 func TestDemo(t *testing.T) {
 	url := pgtest.URL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	cmd := newRootCmd()
@@ -41,73 +42,79 @@ func TestDemo(t *testing.T) {
 		}
 		return v
 	}
-	jobs := num("jobs")
-	if jobs <= 0 || num("processed") != jobs || num("effects") != jobs {
-		t.Errorf("jobs %v, processed %v, effects %v", jobs, num("processed"), num("effects"))
+	if jobs := num("jobs"); jobs < demo.Jobs || num("applied") != jobs {
+		t.Errorf("jobs %v, applied %v", jobs, num("applied"))
 	}
-	for _, k := range []string{"duplicates", "lost", "pending", "stray", "out_of_order", "stale_writes", "fenced_but_applied"} {
+	for _, k := range []string{"duplicates", "lost", "unfinished", "stray", "order_violations", "stale_accepted", "fenced_applied", "overlaps", "token_violations"} {
 		if v := num(k); v != 0 {
 			t.Errorf("%s = %v, want 0", k, v)
 		}
 	}
-	if v := num("fenced_refused"); v < 1 {
-		t.Errorf("fenced_refused = %v, want at least 1", v)
+	if num("refused") < 1 || num("stale_refused") < 1 {
+		t.Errorf("refused %v, stale_refused %v; want at least 1", num("refused"), num("stale_refused"))
 	}
 	if num("failover_ms") <= 0 || num("pause_takeover_ms") <= 0 {
 		t.Errorf("failover_ms %v, pause_takeover_ms %v: not measured", num("failover_ms"), num("pause_takeover_ms"))
 	}
-	if num("grants") < demoPartitions {
-		t.Errorf("%v grants for %d partitions", num("grants"), demoPartitions)
+	if num("grants") < demo.Partitions {
+		t.Errorf("%v grants for %d partitions", num("grants"), demo.Partitions)
 	}
-	if ok, _ := rep["ok"].(bool); !ok {
-		t.Errorf("ok = false; violations %v", rep["violations"])
+	if ok, _ := rep["ok"].(bool); !ok || rep["verdict"] != "pass" {
+		t.Errorf("ok %v, verdict %v; violations %v", rep["ok"], rep["verdict"], rep["violations"])
 	}
 	for _, want := range []string{"CRASHES", "FAILOVER", "PAUSES", "TAKEOVER", "REFUSED", "owners"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("the story lacks %q", want)
 		}
 	}
+}
 
-	// The demo drops its schema from a database it was given.
-	var n int
-	if err := pgtest.PoolURL(t, url).QueryRow(ctx,
-		"SELECT count(*) FROM pg_namespace WHERE nspname = $1", demoSchema).Scan(&n); err != nil {
-		t.Fatal(err)
+// demo --kafka --json prints the Kafka story's report as the last line.
+func TestDemoKafkaJSON(t *testing.T) {
+	t.Setenv("DATABASE_URL", pgtest.URL(t))
+	out, err := runDemo(t, "demo", "--kafka", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
-	if n != 0 {
-		t.Errorf("schema %s left behind", demoSchema)
+	lines := strings.Split(strings.TrimSpace(out), "\n") // runDemo merges the story (stderr) into out
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out)
+	}
+	for _, k := range []string{"story", "jobs", "applied", "duplicates", "lost", "offset_mismatches", "refused", "pause_takeover_ms", "ok"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON report lacks %q", k)
+		}
+	}
+	if m["story"] != "kafka" || m["ok"] != true {
+		t.Errorf("story %v, ok %v; violations %v", m["story"], m["ok"], m["violations"])
 	}
 }
 
-// The negative control: the report's check flags each kind of violation.
-func TestReportViolations(t *testing.T) {
-	good := report{Jobs: 3, Processed: 3, Effects: 3, FencedRefused: 1, FailoverMS: 2100, PauseTakeoverMS: 2300,
-		Grants: 3, Tokens: map[int][]int64{0: {1, 5}, 1: {2}}, TokenViolations: []string{}, Balance: 30, ExpectedBalance: 30}
-	if v := good.violations(); len(v) != 0 {
-		t.Fatalf("good report: %v", v)
+// The demo's exit status fails when the checker finds a violation: the
+// hidden unfenced control applies effects outside the fence, and the
+// command must report the duplicates and fail.
+func TestDemoFailsWhenTheCheckerFindsViolations(t *testing.T) {
+	t.Setenv("DATABASE_URL", pgtest.URL(t))
+	out, err := runDemo(t, "demo", "--kafka", "--unfenced")
+	if err == nil || !strings.Contains(err.Error(), "invariants violated") {
+		t.Fatalf("the unfenced demo did not fail: %v\n%s", err, out)
 	}
-	for name, bad := range map[string]func(*report){
-		"no jobs":            func(r *report) { *r = report{} },
-		"not processed":      func(r *report) { r.Processed, r.Effects = 2, 2 },
-		"duplicate":          func(r *report) { r.Duplicates, r.Effects = 1, 4 },
-		"lost":               func(r *report) { r.Lost = 1 },
-		"pending":            func(r *report) { r.Pending = 1 },
-		"stray":              func(r *report) { r.Stray, r.Effects = 1, 4 },
-		"out of order":       func(r *report) { r.OutOfOrder = 1 },
-		"stale write":        func(r *report) { r.StaleWrites = 1 },
-		"nothing refused":    func(r *report) { r.FencedRefused = 0 },
-		"fenced but applied": func(r *report) { r.FencedButApplied = 1 },
-		"no failover":        func(r *report) { r.FailoverMS = 0 },
-		"no takeover":        func(r *report) { r.PauseTakeoverMS = 0 },
-		"no grants":          func(r *report) { r.Grants = 0 },
-		"history":            func(r *report) { r.TokenViolations = []string{"overlap"} },
-		"tokens":             func(r *report) { r.Tokens = map[int][]int64{0: {5, 5}} },
-		"balance":            func(r *report) { r.Balance = 29 },
-	} {
-		r := good
-		bad(&r)
-		if v := r.violations(); len(v) == 0 {
-			t.Errorf("%s: no violation found", name)
-		}
+	if !strings.Contains(out, "VIOLATED: ") || !strings.Contains(out, "applied 2 times") {
+		t.Errorf("the report does not show the duplicates:\n%s", out)
 	}
+}
+
+// runDemo is run with room for a demo on a loaded machine.
+func runDemo(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), err
 }

@@ -24,25 +24,18 @@
 // version prints the module version of this build and the newest schema
 // version it knows.
 //
-// demo runs three workers in this process on one group of 12 partitions,
-// each with its own connection pool (through an in-process fault proxy) and
-// its own clock, and enqueues 3000 deposit jobs whose transactional handler
-// inserts a ledger row. It shows a progress bar and the partition ownership
-// table as it changes. Midway, worker-1 crashes: its connections are cut,
-// its clock and handlers freeze and it is never stopped; once its leases
-// expire, the others take its partitions over. Then worker-2 freezes
-// mid-job, deposits inserted but not committed, until worker-3 holds every
-// partition; when it resumes, its late commits carry the old fencing token
-// and are refused. The report is counted in the database: jobs, processed,
-// effects, duplicates, lost, fenced refusals, failover and takeover times,
-// and each partition's token history (from a lease audit trigger). It needs
-// nothing but the PostgreSQL server binaries: unless --database-url or
-// DATABASE_URL names a server, it starts a throwaway cluster and removes it
-// afterwards. On an existing server it works in the schema leasehold_demo,
-// which it drops at the start and at the end (the server must be reachable
-// over TCP). With --json it prints the report as one JSON object on standard
-// output (the story goes to standard error). The exit code is non-zero when
-// an invariant fails.
+// demo tells the fencing story (internal/demo, a scripted scenario on the
+// chaos suite's engine): three workers in this process share a group of 12
+// partitions and apply 3000 jobs; worker-1 crashes and the others take over
+// once its leases expire; worker-2 pauses mid-job past its lease, and its
+// late commits are refused by the fencing token. The chaos checker then
+// reads the ledger, the jobs, the workers' histories and the lease audit.
+// demo --kafka tells the pause on an in-process Kafka (kfake) topic. Unless
+// --database-url or DATABASE_URL names a server (whose schema leasehold_demo
+// it drops at the start and the end), it runs on a throwaway cluster. With
+// --json it prints the report as one JSON object on standard output (the
+// story goes to standard error). The exit code is non-zero when an
+// invariant fails.
 //
 // status shows, per group, each partition's owner, fencing token, lease
 // expiry and pending jobs, the keys whose due jobs wait behind a job that is
@@ -53,12 +46,6 @@
 // cancels jobs. These commands print tables, or JSON with --json, and take
 // --database-url (default $DATABASE_URL), --schema, --connect-timeout
 // (default 10s) and --timeout (default 1m). See docs/cli.md.
-// demo --kafka tells the Kafka story (docs/kafka.md) in about five seconds,
-// on an in-process Kafka (kfake): three workers consume a topic of 8
-// partitions into a ledger table, one pauses inside a batch past its TTL,
-// another owner commits the same records from the stored offset, and the
-// paused worker's commit is refused by the fence; the ledger is checked
-// for every record exactly once, in order.
 //
 // chaos runs worker OS processes under a seeded schedule of faults
 // (SIGSTOP past the lease TTL, kill -9 and restart, held and slowed

@@ -84,11 +84,19 @@ type Result struct {
 	// Foreign counts ledger rows of jobs the run does not know: its
 	// bookkeeping broke.
 	Foreign int `json:"foreign"`
+	// Stray counts jobs that are not completed and yet have an effect in
+	// the ledger: an effect that landed without its job's fenced
+	// completion.
+	Stray int `json:"stray"`
 	// Duplicates counts jobs applied more than once; Extra the surplus rows.
 	Duplicates int `json:"duplicates"`
 	Extra      int `json:"extra_applications"`
 	// StaleRefused counts commit attempts the fence refused (OutcomeFenced).
 	StaleRefused int `json:"stale_refused"`
+	// FencedApplied counts commit attempts the fence refused whose effect
+	// (a ledger row of the job by the same worker under the same token)
+	// is in the ledger nevertheless. Only queue commits name their job.
+	FencedApplied int `json:"fenced_applied"`
 	// StaleAccepted counts ledger rows written under a token older than
 	// one that had already written to the same partition, or older than
 	// another application of the same job: a stale owner's effect that
@@ -109,6 +117,8 @@ type Result struct {
 	// grants in the lease audit.
 	Commits int `json:"commits"`
 	Grants  int `json:"grants"`
+	// AppliedBy counts the ledger rows by worker.
+	AppliedBy map[string]int `json:"applied_by"`
 	// Violations describes the first violations found.
 	Violations []string `json:"violations,omitempty"`
 }
@@ -117,10 +127,12 @@ type Result struct {
 const maxViolations = 20
 
 // Check checks a run's record: every acknowledged job applied exactly
-// once, no stale effect accepted, each key's jobs applied in enqueue order,
-// strictly increasing tokens and no overlapping ownership windows in the
-// lease audit, and (Kafka) every stored offset at its log end. It counts the stale commits refused; a run that refused
-// none is inconclusive.
+// once, no effect without its job's completion, no stale effect accepted,
+// no effect of a commit the fence refused, each key's jobs applied in
+// enqueue order, strictly increasing tokens and no overlapping ownership
+// windows in the lease audit, and (Kafka) every stored offset at its log
+// end. It counts the stale commits refused; a run that refused none is
+// inconclusive.
 func Check(in Input) Result {
 	var r Result
 	flag := func(format string, a ...any) {
@@ -165,6 +177,10 @@ func Check(in Input) Result {
 			}
 			flag("job %d (key %s): applied %d times (tokens %s)", j.ID, j.Key, n, strings.Join(tokens, ", "))
 		}
+		if n > 0 && j.State != "completed" {
+			r.Stray++
+			flag("job %d (key %s): %s, yet its effect is in the ledger", j.ID, j.Key, j.State)
+		}
 	}
 	for id := range rows {
 		if !known[id] {
@@ -173,6 +189,10 @@ func Check(in Input) Result {
 		}
 	}
 	r.Applied = len(rows)
+	r.AppliedBy = map[string]int{}
+	for _, e := range ledger {
+		r.AppliedBy[e.Worker]++
+	}
 
 	// Stale effects: per partition, in insertion order, a token below the
 	// highest one already written; per job, an application under a token
@@ -223,8 +243,17 @@ func Check(in Input) Result {
 			continue
 		}
 		r.Commits++
-		if ev.Outcome == "fenced" {
-			r.StaleRefused++
+		if ev.Outcome != "fenced" {
+			continue
+		}
+		r.StaleRefused++
+		for _, e := range rows[ev.Job] {
+			if ev.Job != 0 && e.Worker == ev.Worker && e.Token == ev.Token {
+				r.FencedApplied++
+				flag("job %d: its commit by %s under token %d was refused, yet that run's effect is in the ledger (row %d)",
+					ev.Job, ev.Worker, ev.Token, e.N)
+				break
+			}
 		}
 	}
 
@@ -251,7 +280,7 @@ func Check(in Input) Result {
 	}
 
 	switch {
-	case r.Lost+r.Foreign+r.Duplicates+r.StaleAccepted+r.Overlaps+r.TokenViolations+r.OrderViolations+r.OffsetMismatches > 0:
+	case r.Lost+r.Foreign+r.Stray+r.Duplicates+r.FencedApplied+r.StaleAccepted+r.Overlaps+r.TokenViolations+r.OrderViolations+r.OffsetMismatches > 0:
 		r.Verdict = VerdictFail
 	case r.StaleRefused == 0:
 		r.Verdict = VerdictInconclusive

@@ -51,6 +51,9 @@ func TestCheckPassesAValidRun(t *testing.T) {
 	if r.Jobs != 3 || r.Applied != 3 || r.StaleRefused != 1 || r.Commits != 4 || r.Grants != 3 {
 		t.Fatalf("counts: %+v", r)
 	}
+	if r.AppliedBy["w0"] != 1 || r.AppliedBy["w1"] != 2 {
+		t.Fatalf("applied by worker: %v", r.AppliedBy)
+	}
 }
 
 func TestCheckWithoutRefusalsIsInconclusive(t *testing.T) {
@@ -80,6 +83,15 @@ func TestCheckFlagsEachViolation(t *testing.T) {
 			in.Ledger = in.Ledger[:2]
 			in.Jobs[1].State = "pending"
 		}, func(r Result) int { return r.Unfinished }, "still pending"},
+		{"effect of a job not completed", func(in *Input) {
+			in.Jobs[2].State = "pending"
+		}, func(r Result) int { return r.Stray }, "pending, yet its effect is in the ledger"},
+		{"refused commit applied", func(in *Input) {
+			// The run of job 2 by w0 under token 1 was refused, and its
+			// row is in the ledger all the same, beside the new owner's.
+			in.Events[1].Worker = "w0"
+			in.Ledger = append(in.Ledger, Entry{N: 4, Job: 2, Key: "a", Partition: 0, Token: 1, Worker: "w0"})
+		}, func(r Result) int { return r.FencedApplied }, "was refused, yet that run's effect is in the ledger"},
 		{"acknowledged job vanished", func(in *Input) {
 			in.Confirmed = append(in.Confirmed, 9)
 		}, func(r Result) int { return r.Lost }, "missing from the jobs table or the topic's log"},

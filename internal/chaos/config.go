@@ -65,6 +65,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// defaultSchema is the schema of a run's tables unless Config.Schema names
+// another.
+const defaultSchema = "leasehold_chaos"
+
 func (c Config) withDefaults() (Config, error) {
 	bad := func(field, reason string) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, reason)
@@ -90,7 +94,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.Schema == "" {
-		c.Schema = "leasehold_chaos"
+		c.Schema = defaultSchema
 	}
 	if _, err := store.Quote(c.Schema); err != nil {
 		return c, bad("Schema", err.Error())

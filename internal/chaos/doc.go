@@ -16,7 +16,13 @@
 // end.
 //
 // Run is the orchestrator (`leasehold chaos`); RunWorker is the body of
-// one worker process (the hidden `leasehold chaos worker`). Check is the
+// one worker process (the hidden `leasehold chaos worker`, whose flags
+// WorkerFlags defines and WorkerConfig.Args writes). Local is the same
+// engine with in-process Members instead of processes, for scripted
+// scenarios (internal/demo): the same database stage, workload, worker
+// code, history recorders and checker, with a member crashed or paused by
+// stopping its PausableClock, holding its handlers at a Gate and cutting or
+// holding its connections at its fault proxy. Check is the
 // checker: a pure function over what a run recorded, unit-tested with
 // negative controls. Plan is the seeded fault schedule.
 //

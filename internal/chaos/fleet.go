@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,20 +49,10 @@ func (f *fleet) start(s *slot) error {
 	s.incarnation++
 	id := fmt.Sprintf("w%d.%d", s.index, s.incarnation)
 	f.mu.Unlock()
-	args := []string{
-		"--id", id, "--database-url", s.url, "--workload", f.cfg.Workload,
-		"--schema", f.env.Schema, "--group", f.env.Group, "--partitions", strconv.Itoa(f.env.Partitions),
-		"--keys", strconv.Itoa(f.env.Keys), "--ttl", f.cfg.TTL.String(), "--seed", strconv.FormatInt(f.cfg.Seed, 10),
-		"--stall", strconv.FormatFloat(f.cfg.StallProbability, 'g', -1, 64),
-		"--history", filepath.Join(f.dir, id+".jsonl"), "--skew-file", s.skewFile,
-	}
-	if len(f.env.Brokers) > 0 {
-		args = append(args, "--brokers", strings.Join(f.env.Brokers, ","))
-	}
-	if f.cfg.Unfenced {
-		args = append(args, "--unfenced")
-	}
-	cmd := f.cfg.Command(args...)
+	wc := WorkerConfig{ID: id, DatabaseURL: s.url, Workload: f.cfg.Workload, Env: f.env, TTL: f.cfg.TTL,
+		Seed: f.cfg.Seed, StallProbability: f.cfg.StallProbability, Unfenced: f.cfg.Unfenced,
+		History: filepath.Join(f.dir, id+".jsonl"), SkewFile: s.skewFile}
+	cmd := f.cfg.Command(wc.Args()...)
 	logf, err := os.Create(filepath.Join(f.dir, id+".log"))
 	if err != nil {
 		return fmt.Errorf("chaos: worker log: %w", err)

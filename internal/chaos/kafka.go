@@ -133,6 +133,19 @@ func (w *kafkaWorkload) Outstanding(ctx context.Context, db *pgxpool.Pool, env E
 	return int(n), nil
 }
 
+// Items returns the records in the topic's log.
+func (w *kafkaWorkload) Items(ctx context.Context, _ *pgxpool.Pool, env Env) (int, error) {
+	ends, err := w.logEnds(ctx, env.Partitions)
+	if err != nil {
+		return 0, err
+	}
+	n := int64(0)
+	for _, end := range ends {
+		n += end
+	}
+	return int(n), nil
+}
+
 func (w *kafkaWorkload) Applied(ctx context.Context, db *pgxpool.Pool, env Env) (int64, error) {
 	q, err := render(env.Schema)
 	if err != nil {

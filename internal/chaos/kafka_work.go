@@ -44,11 +44,16 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 			// a database and committing offsets afterwards does.
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			_, err := db.Exec(actx, apply, b.Topic, b.Partition, int64(b.Token), we.ID, offs)
+			if _, err := db.Exec(actx, apply, b.Topic, b.Partition, int64(b.Token), we.ID, offs); err != nil {
+				return err
+			}
+		} else if _, err := tx.Exec(context.WithoutCancel(ctx), apply, b.Topic, b.Partition, int64(b.Token), we.ID, offs); err != nil {
 			return err
 		}
-		_, err := tx.Exec(context.WithoutCancel(ctx), apply, b.Topic, b.Partition, int64(b.Token), we.ID, offs)
-		return err
+		if len(offs) > 0 {
+			hold(we, HandlerRun{Partition: int(b.Partition), Token: int64(b.Token), First: offs[0], Last: offs[len(offs)-1]})
+		}
+		return nil
 	}
 	cfg := kafka.Config{
 		Group: we.Group, Topics: []string{kafkaTopic}, Brokers: we.Brokers, PartitionsPerTopic: we.Partitions,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
 )
@@ -47,11 +48,7 @@ func (queueWorkload) Setup(ctx context.Context, db *pgxpool.Pool, env *Env) erro
 const feedTick = 100 * time.Millisecond
 
 func (queueWorkload) Feed(ctx context.Context, db *pgxpool.Pool, env Env, n int, d time.Duration) ([]int64, error) {
-	h, err := handle(db, env.Schema, nil)
-	if err != nil {
-		return nil, err
-	}
-	c, err := queue.New(h, queue.Config{MaxAttempts: maxAttempts})
+	c, err := newQueueClient(db, env)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +87,57 @@ func (queueWorkload) Feed(ctx context.Context, db *pgxpool.Pool, env Env, n int,
 		}
 	}
 	return ids, nil
+}
+
+// newQueueClient returns the workload's queue client (the one place it is
+// built).
+func newQueueClient(db *pgxpool.Pool, env Env) (*queue.Client, error) {
+	h, err := handle(db, env.Schema, nil)
+	if err != nil {
+		return nil, err
+	}
+	return queue.New(h, queue.Config{MaxAttempts: maxAttempts})
+}
+
+// FeedPartitions enqueues a job to a key of each of the partitions given,
+// beyond the run's planned items, and returns their ids (a scenario's top
+// up of a worker whose partitions ran dry).
+func (queueWorkload) FeedPartitions(ctx context.Context, db *pgxpool.Pool, env Env, parts []int) ([]int64, error) {
+	c, err := newQueueClient(db, env)
+	if err != nil {
+		return nil, err
+	}
+	var jobs []queue.Job
+	for _, p := range parts {
+		for k := range env.Keys {
+			if key := fmt.Sprint("k", k); partition.OfString(key, env.Partitions) == p {
+				jobs = append(jobs, queue.Job{Group: env.Group, Key: key, Args: item{Seq: -1}})
+				break
+			}
+		}
+	}
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	res, err := c.EnqueueMany(ctx, jobs...)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: enqueue: %w", err)
+	}
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	return ids, nil
+}
+
+func (queueWorkload) Items(ctx context.Context, db *pgxpool.Pool, env Env) (int, error) {
+	q, err := render(env.Schema)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = db.QueryRow(ctx, q.items, env.Group).Scan(&n)
+	return n, err
 }
 
 func (queueWorkload) Outstanding(ctx context.Context, db *pgxpool.Pool, env Env) (int, error) {
@@ -161,15 +209,21 @@ func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) er
 			tokens.Store(j.ID, j.Token)
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			_, err := db.Exec(actx, apply, j.ID, j.Key, j.Partition, int64(j.Token), w.ID)
-			return err
+			if _, err := db.Exec(actx, apply, j.ID, j.Key, j.Partition, int64(j.Token), w.ID); err != nil {
+				return err
+			}
+			hold(w, HandlerRun{Job: j.ID, Partition: j.Partition, Token: int64(j.Token)})
+			return nil
 		})
 	} else {
 		queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, j *queue.Work[item]) error {
 			stall()
 			tokens.Store(j.ID, j.Token)
-			_, err := tx.Exec(context.WithoutCancel(ctx), apply, j.ID, j.Key, j.Partition, int64(j.Token), w.ID)
-			return err
+			if _, err := tx.Exec(context.WithoutCancel(ctx), apply, j.ID, j.Key, j.Partition, int64(j.Token), w.ID); err != nil {
+				return err
+			}
+			hold(w, HandlerRun{Job: j.ID, Partition: j.Partition, Token: int64(j.Token)})
+			return nil
 		})
 	}
 	ttl := w.Lease.TTL
@@ -204,5 +258,18 @@ func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) er
 	if err != nil {
 		return err
 	}
-	return wk.Run(ctx)
+	if err := wk.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*ttl+2*time.Second)
+	defer cancel()
+	return wk.Stop(sctx)
+}
+
+// hold passes a handler run to w's Hold hook, if it has one.
+func hold(w WorkerEnv, r HandlerRun) {
+	if w.Hold != nil {
+		w.Hold(r)
+	}
 }

@@ -52,6 +52,7 @@ type Recorder struct {
 	f      *os.File
 	worker string
 	err    error
+	tap    func(Event)
 }
 
 // NewRecorder opens (creating or appending to) the history file path.
@@ -61,6 +62,14 @@ func NewRecorder(path, worker string) (*Recorder, error) {
 		return nil, fmt.Errorf("chaos: history: %w", err)
 	}
 	return &Recorder{f: f, worker: worker}, nil
+}
+
+// Tap makes the recorder pass every event it records to f as well (an
+// in-process Member watching its own history). Call it before recording.
+func (r *Recorder) Tap(f func(Event)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tap = f
 }
 
 // Record appends e, stamped with the time and the worker. The first write
@@ -73,6 +82,9 @@ func (r *Recorder) Record(e Event) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.tap != nil {
+		r.tap(e)
+	}
 	if r.err != nil {
 		return
 	}

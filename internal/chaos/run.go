@@ -12,12 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/internal/netproxy"
-	"github.com/leasehold/leasehold/internal/pgcluster"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -93,11 +90,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	wl, err := WorkloadNamed(cfg.Workload)
-	if err != nil {
-		return nil, err
-	}
-	defer wl.Close()
 	began := time.Now()
 	var outMu sync.Mutex
 	say := func(format string, a ...any) {
@@ -105,58 +97,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer outMu.Unlock()
 		fmt.Fprintf(cfg.Out, "%7.1fs  %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, a...))
 	}
-
-	var cluster *pgcluster.Cluster
-	dbURL := cfg.DatabaseURL
-	if dbURL == "" {
-		say("starting a throwaway PostgreSQL cluster")
-		if cluster, err = pgcluster.Start(ctx, pgcluster.Config{}); err != nil {
+	if cfg.DatabaseURL != "" {
+		if _, err := processURL(cfg.DatabaseURL); err != nil {
 			return nil, err
 		}
-		defer cluster.Remove()
-		dbURL = cluster.URL("postgres")
 	}
-	u, err := url.Parse(dbURL)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
-		return nil, fmt.Errorf("%w: DatabaseURL must be a postgres:// URL with a host and port", ErrInvalidConfig)
-	}
-	pc, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return nil, fmt.Errorf("%w: DatabaseURL: %v", ErrInvalidConfig, err)
-	}
-	target := net.JoinHostPort(pc.ConnConfig.Host, fmt.Sprint(pc.ConnConfig.Port))
-	pc.ConnConfig.ConnectTimeout = 2 * time.Second
-	pc.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("chaos: database: %w", err)
-	}
-	defer pool.Close()
-
-	env := Env{Schema: cfg.Schema, Group: group, Partitions: cfg.Partitions, Keys: cfg.Keys}
-	if err := reset(ctx, pool, cfg.Schema); err != nil {
-		return nil, err
-	}
-	if cfg.DatabaseURL != "" {
-		defer func() {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			_, _ = pool.Exec(dctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE")
-		}()
-	}
-	h, err := handle(pool, cfg.Schema, cfg.Logger)
+	st, err := openStage(ctx, cfg.DatabaseURL, cfg.Workload,
+		Env{Schema: cfg.Schema, Group: group, Partitions: cfg.Partitions, Keys: cfg.Keys}, cfg.Logger, say)
 	if err != nil {
 		return nil, err
 	}
-	if err := h.Migrate(ctx); err != nil {
+	defer st.close(ctx)
+	pool, env, wl, cluster := st.pool, st.env, st.wl, st.cluster
+	u, err := processURL(st.url)
+	if err != nil {
 		return nil, err
 	}
-	if err := history.Install(ctx, pool, cfg.Schema); err != nil {
-		return nil, fmt.Errorf("chaos: lease audit: %w", err)
-	}
-	if err := wl.Setup(ctx, pool, &env); err != nil {
-		return nil, err
-	}
+	cc := pool.Config().ConnConfig
+	target := net.JoinHostPort(cc.Host, fmt.Sprint(cc.Port))
 
 	dir := cfg.Dir
 	keep := dir != ""
@@ -255,18 +213,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	fl.stop(3*cfg.TTL + 5*time.Second)
 	rep.WorkerExits = fl.unexpected
 
-	in, err := wl.Collect(ctx, pool, env)
-	if err != nil {
+	if rep.Result, rep.TornLines, err = st.check(ctx, confirmed, dir); err != nil {
 		return nil, err
 	}
-	in.Confirmed = confirmed
-	if in.Events, rep.TornLines, err = ReadEvents(dir); err != nil {
-		return nil, err
-	}
-	if in.Audit, err = history.Load(ctx, pool, cfg.Schema); err != nil {
-		return nil, err
-	}
-	rep.Result = Check(in)
 	rep.summarise(inj.records)
 	passed = rep.Verdict == VerdictPass
 	if !passed || keep {
@@ -277,12 +226,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// reset drops and recreates schema.
-func reset(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		return fmt.Errorf("chaos: reset schema %s: %w", schema, err)
+// processURL parses the URL the worker processes connect by, through
+// their proxies: a postgres:// URL with a host and port.
+func processURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+		return nil, fmt.Errorf("%w: DatabaseURL must be a postgres:// URL with a host and port", ErrInvalidConfig)
 	}
-	return nil
+	return u, nil
 }
 
 // converge waits until every partition is held by a live worker.

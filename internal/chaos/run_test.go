@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
@@ -35,46 +37,15 @@ func testCommand(args ...string) *exec.Cmd {
 	return cmd
 }
 
-// workerMain parses the flags the orchestrator passes (a subset of the
-// CLI's) and runs the worker.
+// workerMain parses the flags the orchestrator passes, as the CLI's
+// hidden worker command does, and runs the worker.
 func workerMain(args []string) int {
 	var cfg WorkerConfig
-	for i := 0; i < len(args); i += 2 {
-		v := ""
-		if i+1 < len(args) {
-			v = args[i+1]
-		}
-		switch args[i] {
-		case "--id":
-			cfg.ID = v
-		case "--database-url":
-			cfg.DatabaseURL = v
-		case "--workload":
-			cfg.Workload = v
-		case "--schema":
-			cfg.Env.Schema = v
-		case "--group":
-			cfg.Env.Group = v
-		case "--partitions":
-			fmt.Sscan(v, &cfg.Env.Partitions)
-		case "--keys":
-			fmt.Sscan(v, &cfg.Env.Keys)
-		case "--brokers":
-			cfg.Env.Brokers = strings.Split(v, ",")
-		case "--ttl":
-			cfg.TTL, _ = time.ParseDuration(v)
-		case "--seed":
-			fmt.Sscan(v, &cfg.Seed)
-		case "--stall":
-			fmt.Sscan(v, &cfg.StallProbability)
-		case "--history":
-			cfg.History = v
-		case "--skew-file":
-			cfg.SkewFile = v
-		case "--unfenced":
-			cfg.Unfenced = true
-			i--
-		}
+	fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)
+	WorkerFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()

@@ -24,6 +24,7 @@ CREATE TABLE {{schema}}.chaos_ledger (
 )`
 	sqlGroup       = `INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2)`
 	sqlApply       = `INSERT INTO {{schema}}.chaos_ledger (job_id, key, partition, token, worker) VALUES ($1, $2, $3, $4, $5)`
+	sqlItems       = `SELECT count(*) FROM {{schema}}.jobs WHERE group_name = $1`
 	sqlOutstanding = `SELECT count(*) FROM {{schema}}.jobs WHERE group_name = $1 AND state = 'pending'`
 	sqlApplied     = `SELECT coalesce(max(n), 0) FROM {{schema}}.chaos_ledger`
 	sqlJobs        = `SELECT id, key, partition, state FROM {{schema}}.jobs WHERE group_name = $1`
@@ -56,8 +57,8 @@ const maxAttempts = 10000
 
 // queries are the workloads' statements rendered for one schema.
 type queries struct {
-	ledger, group, apply, outstanding, applied, jobs, entries string
-	kafkaLedger, kafkaApply, kafkaApplied, kafkaEntries       string
+	ledger, group, apply, items, outstanding, applied, jobs, entries string
+	kafkaLedger, kafkaApply, kafkaApplied, kafkaEntries              string
 }
 
 func render(schema string) (queries, error) {
@@ -66,7 +67,7 @@ func render(schema string) (queries, error) {
 		return queries{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	r := func(sql string) string { return store.Render(sql, q) }
-	return queries{ledger: r(sqlLedger), group: r(sqlGroup), apply: r(sqlApply), outstanding: r(sqlOutstanding),
+	return queries{ledger: r(sqlLedger), group: r(sqlGroup), apply: r(sqlApply), items: r(sqlItems), outstanding: r(sqlOutstanding),
 		applied: r(sqlApplied), jobs: r(sqlJobs), entries: r(sqlEntries),
 		kafkaLedger: r(sqlKafkaLedger), kafkaApply: r(sqlKafkaApply), kafkaApplied: r(sqlKafkaApplied),
 		kafkaEntries: r(sqlKafkaEntries)}, nil

@@ -33,6 +33,9 @@ type Workload interface {
 	Feed(ctx context.Context, db *pgxpool.Pool, env Env, n int, d time.Duration) ([]int64, error)
 	// Outstanding returns how many items are not finished yet.
 	Outstanding(ctx context.Context, db *pgxpool.Pool, env Env) (int, error)
+	// Items returns how many items were produced (jobs enqueued, records
+	// in the topic's log).
+	Items(ctx context.Context, db *pgxpool.Pool, env Env) (int, error)
 	// Applied returns the number of ledger rows.
 	Applied(ctx context.Context, db *pgxpool.Pool, env Env) (int64, error)
 	// Collect reads the items, the ledger and (Kafka) the stored offsets
@@ -77,6 +80,10 @@ type WorkerEnv struct {
 	// Unfenced applies effects outside the fenced transaction (the
 	// control).
 	Unfenced bool
+	// Hold, if set, is called by each handler run after it wrote its
+	// effect and before it returns (so before its transaction commits):
+	// an in-process Member's Gate.
+	Hold func(HandlerRun)
 	// Logger receives the worker's logs.
 	Logger *slog.Logger
 }

@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"sync"
@@ -7,11 +7,12 @@ import (
 	"github.com/leasehold/leasehold/internal/fakeclock"
 )
 
-// pausableClock drives a fake clock in step with real time until paused.
+// PausableClock drives a fake clock in step with real time until paused.
 // The lease Client using it then sees time stand still: it neither renews
 // nor notices its deadline, exactly like a process stopped by a long GC
-// pause, SIGSTOP or a VM migration.
-type pausableClock struct {
+// pause, SIGSTOP or a VM migration. It is an in-process Member's clock; a
+// worker process's is a SkewClock.
+type PausableClock struct {
 	*fakeclock.Clock
 
 	mu     sync.Mutex
@@ -21,19 +22,20 @@ type pausableClock struct {
 	stop, done chan struct{}
 }
 
-// tick is how often the fake clock catches up with real time.
-const tick = 50 * time.Millisecond
+// clockTick is how often a PausableClock catches up with real time.
+const clockTick = 50 * time.Millisecond
 
-func newPausableClock() *pausableClock {
+// NewPausableClock returns a running clock; Close stops driving it.
+func NewPausableClock() *PausableClock {
 	now := time.Now()
-	p := &pausableClock{Clock: fakeclock.New(now), last: now, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &PausableClock{Clock: fakeclock.New(now), last: now, stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
 }
 
-func (p *pausableClock) run() {
+func (p *PausableClock) run() {
 	defer close(p.done)
-	t := time.NewTicker(tick)
+	t := time.NewTicker(clockTick)
 	defer t.Stop()
 	for {
 		select {
@@ -51,7 +53,7 @@ func (p *pausableClock) run() {
 
 // catchUpLocked advances the fake clock by the real time elapsed since it
 // last did and returns that duration.
-func (p *pausableClock) catchUpLocked() time.Duration {
+func (p *PausableClock) catchUpLocked() time.Duration {
 	now := time.Now()
 	d := now.Sub(p.last)
 	p.Clock.Advance(d)
@@ -59,26 +61,26 @@ func (p *pausableClock) catchUpLocked() time.Duration {
 	return d
 }
 
-// pause stops the fake clock.
-func (p *pausableClock) pause() {
+// Pause stops the fake clock.
+func (p *PausableClock) Pause() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.catchUpLocked()
 	p.paused = true
 }
 
-// resume advances the fake clock by the time it stood still, firing the
+// Resume advances the fake clock by the time it stood still, firing the
 // timers that came due meanwhile, and keeps it in step with real time again.
 // It returns how long the clock stood still.
-func (p *pausableClock) resume() time.Duration {
+func (p *PausableClock) Resume() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.paused = false
 	return p.catchUpLocked()
 }
 
-// close stops driving the fake clock.
-func (p *pausableClock) close() {
+// Close stops driving the fake clock.
+func (p *PausableClock) Close() {
 	close(p.stop)
 	<-p.done
 }
