@@ -12,7 +12,7 @@ import (
 
 func TestTableUpdateIsAConditionalWriteOnTheTarget(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	_, err := pool.Exec(ctx, `CREATE SCHEMA app; CREATE TABLE app.accounts (id int PRIMARY KEY, balance int NOT NULL,
 		fence_token bigint NOT NULL DEFAULT 0); INSERT INTO app.accounts VALUES (1, 0)`)

@@ -16,7 +16,7 @@ import (
 
 func TestTryAcquireHeldReleaseAndTokenOrder(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	a := newClient(t, pool, lease.Config{Owner: "a"})
 	b := newClient(t, pool, lease.Config{Owner: "b"})
@@ -63,7 +63,7 @@ func TestTryAcquireHeldReleaseAndTokenOrder(t *testing.T) {
 // succeed (idempotent for the owner) with a new token that fences the old.
 func TestSameOwnerRetrySupersedesWithNewToken(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	first := newClient(t, pool, lease.Config{Owner: "w1"})
 	l1, err := first.TryAcquire(ctx, "job")
@@ -87,7 +87,7 @@ func TestSameOwnerRetrySupersedesWithNewToken(t *testing.T) {
 
 func TestAcquireWaitsForReleaseAndHonoursContext(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	a := newClient(t, pool, lease.Config{Owner: "a"})
 	b := newClient(t, pool, lease.Config{Owner: "b", MaxBackoff: 50 * time.Millisecond})
@@ -123,7 +123,7 @@ func TestAcquireWaitsForReleaseAndHonoursContext(t *testing.T) {
 
 func TestAcquireManyIsAllOrNothingInCallerOrder(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	a := newClient(t, pool, lease.Config{Owner: "a"})
 	b := newClient(t, pool, lease.Config{Owner: "b"})
@@ -156,7 +156,7 @@ func TestAcquireManyIsAllOrNothingInCallerOrder(t *testing.T) {
 
 func TestBadInputGetsTypedErrors(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	c := newClient(t, pool, lease.Config{})
 	for _, name := range []string{"", strings.Repeat("x", lease.MaxNameLen+1), "nul\x00byte", "bad\xffutf8"} {
@@ -218,7 +218,7 @@ func TestConfigValidation(t *testing.T) {
 
 func TestUnmigratedDatabaseAndClosedClient(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	bare := pgtest.PoolURL(t, pgtest.URL(t)) // never migrated
 	c := newClient(t, bare, lease.Config{})
 	start := time.Now()
@@ -248,7 +248,7 @@ func TestUnmigratedDatabaseAndClosedClient(t *testing.T) {
 
 func TestTryAcquireAnyTakesWhatIsFreeAndInspectMany(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	a := newClient(t, pool, lease.Config{Owner: "a"})
 	b := newClient(t, pool, lease.Config{Owner: "b"})

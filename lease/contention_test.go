@@ -107,7 +107,7 @@ func TestContentionHistory(t *testing.T) {
 		t.Skip("several seconds of contention")
 	}
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	url := pgtest.MigratedURL(t)
 	pool := pgtest.PoolURL(t, url)
 	pgtest.Must(t, history.Install(ctx, pool, ""))

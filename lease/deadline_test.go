@@ -105,7 +105,7 @@ func stepClient(t *testing.T) (clk *stepClock, l *lease.Lease, t0 time.Time) {
 	clk = &stepClock{now: t0}
 	c := newClient(t, pgtest.Pool(t), lease.Config{Owner: "stepper", TTL: 3 * time.Second, Clock: clk,
 		Hooks: lease.Hooks{OnRenew: clk.onRenew}})
-	l, err := c.TryAcquire(ctxT(t), "job")
+	l, err := c.TryAcquire(pgtest.Context(t), "job")
 	pgtest.Must(t, err)
 	return clk, l, t0
 }
@@ -127,7 +127,7 @@ func TestLocalDeadlineCountsFromSendMinusMarginAndFollowsRenewals(t *testing.T) 
 	sent := t0.Add(500 * time.Millisecond)
 	clk.Set(sent)
 	clk.replyArrivesAt(sent.Add(400 * time.Millisecond))
-	pgtest.Must(t, l.Renew(ctxT(t)))
+	pgtest.Must(t, l.Renew(pgtest.Context(t)))
 	if want := sent.Add(stepTrust); !l.Deadline().Equal(want) {
 		t.Fatalf("deadline after renewal = t0%+v; want t0%+v (renewal sent + TTL - SafetyMargin)", l.Deadline().Sub(t0), want.Sub(t0))
 	}
@@ -159,7 +159,7 @@ func TestRenewalReplyAfterDeadlineDoesNotRevive(t *testing.T) {
 	deadline := l.Deadline()
 	clk.Set(t0.Add(2 * time.Second))                         // sent before the deadline ...
 	clk.replyArrivesAt(deadline.Add(100 * time.Millisecond)) // ... answered after it
-	if err := l.Renew(ctxT(t)); err != nil && !errors.Is(err, lease.ErrLost) {
+	if err := l.Renew(pgtest.Context(t)); err != nil && !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("late renewal = %v; want nil or ErrLost", err)
 	}
 	if !l.Deadline().Equal(deadline) {

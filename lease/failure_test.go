@@ -17,7 +17,7 @@ import (
 
 func TestBackgroundRenewalKeepsLeasesInOneStatement(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	var mu sync.Mutex
 	var events []lease.RenewEvent
@@ -61,7 +61,7 @@ func TestBackgroundRenewalKeepsLeasesInOneStatement(t *testing.T) {
 // migration, it neither renews nor notices its deadline. Another owner then
 // takes the lease after it expires in the database.
 func pausedHolder(t *testing.T) (fc *fakeclock.Clock, paused *lease.Lease, next *lease.Lease, pausedAt time.Time) {
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	fc = fakeclock.New(time.Now())
 	a := newClient(t, pool, lease.Config{Owner: "paused", TTL: time.Second, Clock: fc})
@@ -119,15 +119,15 @@ func TestPausedHolderLosesAtFirstRenewalOnResume(t *testing.T) {
 		t.Fatalf("Err = %v; want ErrLost found by renewal", la.Err())
 	}
 	// The stale holder's release must not free the new owner's lease.
-	pgtest.Must(t, la.Release(ctxT(t)))
-	if lb.Renew(ctxT(t)) != nil {
+	pgtest.Must(t, la.Release(pgtest.Context(t)))
+	if lb.Renew(pgtest.Context(t)) != nil {
 		t.Fatalf("new owner lost its lease after the stale holder released: %v", lb.Err())
 	}
 }
 
 func TestDatabaseGoneLeaseLostByLocalDeadlineThenRecovers(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	cl := pgtest.Cluster(t)
 	pool := pgtest.PoolURL(t, cl.URL("postgres"))
 	pgtest.Must(t, pgtest.Open(t, pool, leasehold.Config{}).Migrate(ctx))
@@ -169,7 +169,7 @@ func TestDatabaseGoneLeaseLostByLocalDeadlineThenRecovers(t *testing.T) {
 
 func TestDeleteExpiredKeepsTokensIncreasing(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	c := newClient(t, pool, lease.Config{})
 	l, err := c.TryAcquire(ctx, "gc")
@@ -196,7 +196,7 @@ func TestDeleteExpiredKeepsTokensIncreasing(t *testing.T) {
 // lease, and after the partition heals the Client acquires again.
 func TestPartitionedHolderLosesByDeadlineAndRecovers(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	url := pgtest.MigratedURL(t)
 	pool, proxy := proxiedPool(t, url)
 
@@ -228,7 +228,7 @@ func TestPartitionedHolderLosesByDeadlineAndRecovers(t *testing.T) {
 // *Lease holds would block everyone until it expired. The Client frees it.
 func TestIndeterminateAcquireFreesOrphanGrant(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	url := pgtest.MigratedURL(t)
 	proxied, proxy := proxiedPool(t, url)
 	direct := pgtest.PoolURL(t, url)

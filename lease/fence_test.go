@@ -27,7 +27,7 @@ func fenceClient(t *testing.T, pool *pgxpool.Pool, owner string, clock lease.Clo
 
 func fenceSetup(t *testing.T) (*pgxpool.Pool, *lease.Fence) {
 	pool := pgtest.Pool(t)
-	_, err := pool.Exec(ctxT(t), `CREATE TABLE effects (token bigint NOT NULL, note text)`)
+	_, err := pool.Exec(pgtest.Context(t), `CREATE TABLE effects (token bigint NOT NULL, note text)`)
 	pgtest.Must(t, err)
 	f, err := lease.NewFence(pgtest.DBOn(t, pool), lease.FenceConfig{})
 	pgtest.Must(t, err)
@@ -43,13 +43,13 @@ func effect(token fence.Token, note string) func(pgx.Tx) error {
 
 func count(t *testing.T, pool *pgxpool.Pool, token fence.Token) int {
 	var n int
-	pgtest.Must(t, pool.QueryRow(ctxT(t), `SELECT count(*) FROM effects WHERE token = $1`, int64(token)).Scan(&n))
+	pgtest.Must(t, pool.QueryRow(pgtest.Context(t), `SELECT count(*) FROM effects WHERE token = $1`, int64(token)).Scan(&n))
 	return n
 }
 
 func TestPostgresTxCommitsOnlyWhileTheLeaseCarriesTheToken(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, f := fenceSetup(t)
 	frozen := fakeclock.New(time.Now()) // A pauses: never renews
 	la, err := fenceClient(t, pool, "a", frozen).TryAcquire(ctx, "p/1")
@@ -92,7 +92,7 @@ func TestPostgresTxCommitsOnlyWhileTheLeaseCarriesTheToken(t *testing.T) {
 // takeover committed while A's effect transaction was still open, then
 // commits A's transaction.
 func takeoverDuringOpenEffect(t *testing.T, check func(context.Context, pgx.Tx, string, fence.Token) error) (committedWhileOpen, aCommitted bool) {
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, _ := fenceSetup(t)
 	la, err := fenceClient(t, pool, "a", fakeclock.New(time.Now())).TryAcquire(ctx, "p/1")
 	pgtest.Must(t, err)
@@ -169,7 +169,7 @@ func TestNewFenceRejectsBadConfig(t *testing.T) {
 // sequence, so another lease's (larger) token must not pass the check.
 func TestCheckRefusesATokenOfAnotherLease(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, f := fenceSetup(t)
 	c := fenceClient(t, pool, "a", nil)
 	l1, err := c.TryAcquire(ctx, "p/1")
@@ -192,7 +192,7 @@ func TestCheckRefusesATokenOfAnotherLease(t *testing.T) {
 // Tx promises that fn is not called when Check refuses.
 func TestTxDoesNotCallFnWhenCheckRefuses(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, f := fenceSetup(t)
 	la, err := fenceClient(t, pool, "a", fakeclock.New(time.Now())).TryAcquire(ctx, "p/1")
 	pgtest.Must(t, err)
@@ -225,7 +225,7 @@ func TestIdleTimeoutCutsOffAStalledEffectTransaction(t *testing.T) {
 // LockTimeout bounds Check's wait for the lease row's lock.
 func TestLockTimeoutBoundsTheCheck(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, _ := fenceSetup(t)
 	f, err := lease.NewFence(pgtest.DBOn(t, pool), lease.FenceConfig{LockTimeout: 200 * time.Millisecond})
 	pgtest.Must(t, err)

@@ -29,7 +29,7 @@ func waitLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
 // waiting for a lock within timeout.
 func lockWaiters(t *testing.T, pool *pgxpool.Pool, n int, timeout time.Duration) bool {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
 		var waiting int
 		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
@@ -67,7 +67,7 @@ func waitingOrDone(t *testing.T, pool *pgxpool.Pool, done chan error) bool {
 func grantAndReleaseLocked(t *testing.T, tx pgx.Tx, name string) int64 {
 	t.Helper()
 	var tok int64
-	pgtest.Must(t, tx.QueryRow(ctxT(t), `UPDATE leasehold.leases
+	pgtest.Must(t, tx.QueryRow(pgtest.Context(t), `UPDATE leasehold.leases
 		SET owner = 'other', token = nextval('leasehold.lease_token_seq'),
 		    acquired_at = clock_timestamp(), renewed_at = clock_timestamp(), expires_at = clock_timestamp()
 		WHERE name = $1 RETURNING token`, name).Scan(&tok))
@@ -94,7 +94,7 @@ func tryAcquireAsync(c *lease.Client, ctx context.Context, name string) <-chan a
 // row lock is granted, not before.
 func TestAcquireWaitingForTheRowGetsALaterToken(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	a := newClient(t, pool, lease.Config{Owner: "a", TTL: 30 * time.Second}) // 10s lock timeout
 	l0, err := a.TryAcquire(ctx, "job")
@@ -127,7 +127,7 @@ func TestAcquireWaitingForTheRowGetsALaterToken(t *testing.T) {
 // deletion wins almost always, so a few rounds make a miss very unlikely.)
 func TestDeleteExpiredDoesNotSlipUnderARunningAcquire(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	a := newClient(t, pool, lease.Config{Owner: "a", TTL: 30 * time.Second})
 	janitor := newClient(t, pool, lease.Config{Owner: "janitor", TTL: 30 * time.Second})

@@ -36,12 +36,6 @@ func newClient(t testing.TB, pool *pgxpool.Pool, cfg lease.Config) *lease.Client
 	return c
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // proxiedPool returns a pool on url whose connections pass through a TCP
 // fault proxy, and the proxy; both are closed when the test ends.
 func proxiedPool(t *testing.T, url string, opts ...func(*pgxpool.Config)) (*pgxpool.Pool, *netproxy.Proxy) {

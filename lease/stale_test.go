@@ -19,7 +19,7 @@ import (
 // grant back to life (even though nobody took it over meanwhile).
 func TestRenewalDoesNotReviveAnExpiredGrant(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	c := newClient(t, pool, lease.Config{Owner: "slow", TTL: time.Second, Clock: fakeclock.New(time.Now())})
 	l, err := c.TryAcquire(ctx, "job")
@@ -45,7 +45,7 @@ func TestRenewalDoesNotReviveAnExpiredGrant(t *testing.T) {
 // the token, not just the owner.
 func TestStaleReleaseBySameOwnerKeepsNewerGrant(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	first := newClient(t, pool, lease.Config{Owner: "w1"})
 	l1, err := first.TryAcquire(ctx, "job")
@@ -68,7 +68,7 @@ func TestStaleReleaseBySameOwnerKeepsNewerGrant(t *testing.T) {
 // say that the outcome is unknown.
 func TestAcquireWithLostReplyIsIndeterminate(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	url := pgtest.MigratedURL(t)
 	// No liveness ping: on a loaded machine the idle connection could be
 	// pinged into the blackhole instead of carrying the acquire.

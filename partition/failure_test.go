@@ -62,7 +62,7 @@ func TestRunReturningEarlyIsRetriedAfterABackoff(t *testing.T) {
 func TestFailedMemberLeavesTheGroup(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	old := startMember(t, pool, "old", 16, (&recorder{}).run("old"))
 	converged(t, pool, []string{"old"}, 10*time.Second)
 	_, err := pool.Exec(ctx, `DELETE FROM leasehold.groups WHERE name = 'g'; INSERT INTO leasehold.groups (name, partitions) VALUES ('g', 8)`)

@@ -28,10 +28,10 @@ func TestSecondStartAndSecondStop(t *testing.T) {
 		Lease: lease.Config{TTL: testTTL},
 	})
 	pgtest.Must(t, err)
-	pgtest.Must(t, m.Start(ctxT(t)))
+	pgtest.Must(t, m.Start(pgtest.Context(t)))
 	converged(t, pool, []string{"worker-1"}, 15*time.Second)
 
-	err = m.Start(ctxT(t))
+	err = m.Start(pgtest.Context(t))
 	if err != partition.ErrStarted || !errors.Is(err, leasehold.ErrStarted) || errors.Is(err, leasehold.ErrStopped) {
 		t.Errorf("second Start = %v; want partition.ErrStarted", err)
 	}
@@ -45,11 +45,11 @@ func TestSecondStartAndSecondStop(t *testing.T) {
 	if first == nil {
 		t.Fatal("Stop with an ended context = nil; want it to report that it could not leave in time")
 	}
-	if err := m.Stop(ctxT(t)); err != first {
+	if err := m.Stop(pgtest.Context(t)); err != first {
 		t.Errorf("second Stop = %v; want the first one's result %v", err, first)
 	}
 
-	err = m.Start(ctxT(t))
+	err = m.Start(pgtest.Context(t))
 	if err != partition.ErrStopped || !errors.Is(err, leasehold.ErrStopped) || errors.Is(err, leasehold.ErrStarted) {
 		t.Errorf("Start after Stop = %v; want partition.ErrStopped", err)
 	}
@@ -78,28 +78,28 @@ func TestStartAfterAFailedStartOrAStopBeforeStart(t *testing.T) {
 	failed, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 8, ID: "worker-2",
 		Run: (&recorder{}).run(""), Lease: quiet})
 	pgtest.Must(t, err)
-	if err := failed.Start(ctxT(t)); !errors.Is(err, partition.ErrPartitionCount) {
+	if err := failed.Start(pgtest.Context(t)); !errors.Is(err, partition.ErrPartitionCount) {
 		t.Fatalf("Start with another partition count = %v; want ErrPartitionCount", err)
 	}
-	if err := failed.Start(ctxT(t)); err != partition.ErrStopped {
+	if err := failed.Start(pgtest.Context(t)); err != partition.ErrStopped {
 		t.Errorf("Start after a failed Start = %v; want ErrStopped", err)
 	}
-	first := failed.Stop(ctxT(t))
-	if err := failed.Stop(ctxT(t)); err != first {
+	first := failed.Stop(pgtest.Context(t))
+	if err := failed.Stop(pgtest.Context(t)); err != first {
 		t.Errorf("second Stop after a failed Start = %v; want the first one's result %v", err, first)
 	}
 
 	never, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-3",
 		Run: (&recorder{}).run(""), Lease: quiet})
 	pgtest.Must(t, err)
-	first = never.Stop(ctxT(t))
+	first = never.Stop(pgtest.Context(t))
 	if first != nil {
 		t.Errorf("Stop of a member never started = %v; want nil", first)
 	}
-	if err := never.Stop(ctxT(t)); err != first {
+	if err := never.Stop(pgtest.Context(t)); err != first {
 		t.Errorf("second Stop of a member never started = %v; want %v", err, first)
 	}
-	if err := never.Start(ctxT(t)); err != partition.ErrStopped {
+	if err := never.Start(pgtest.Context(t)); err != partition.ErrStopped {
 		t.Errorf("Start after Stop of a member never started = %v; want ErrStopped", err)
 	}
 }

@@ -26,7 +26,7 @@ func startWith(t *testing.T, pool *pgxpool.Pool, cfg partition.Config) *partitio
 	cfg.Group = "g"
 	m, err := partition.New(pgtest.DBOn(t, pool), cfg)
 	pgtest.Must(t, err)
-	pgtest.Must(t, m.Start(ctxT(t)))
+	pgtest.Must(t, m.Start(pgtest.Context(t)))
 	t.Cleanup(func() { stopMember(t, m) })
 	return m
 }
@@ -54,9 +54,9 @@ func convergeNudged(t *testing.T, pool *pgxpool.Pool, want []string, within time
 	t.Helper()
 	var last partition.Status
 	for start := time.Now(); time.Since(start) < within; time.Sleep(100 * time.Millisecond) {
-		_, err := pool.Exec(ctxT(t), `SELECT pg_notify($1, 'g')`, partition.NotifyChannel(""))
+		_, err := pool.Exec(pgtest.Context(t), `SELECT pg_notify($1, 'g')`, partition.NotifyChannel(""))
 		pgtest.Must(t, err)
-		if last, err = partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "g"); err != nil {
+		if last, err = partition.Inspect(pgtest.Context(t), pgtest.DBOn(t, pool), "g"); err != nil {
 			t.Fatal(err)
 		}
 		if isConverged(last, want) {
@@ -73,7 +73,7 @@ func convergeNudged(t *testing.T, pool *pgxpool.Pool, want []string, within time
 func TestGracefulLeaveNeedsNoPollingOrExpiry(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	pgtest.Must(t, history.Install(ctxT(t), pool, ""))
+	pgtest.Must(t, history.Install(pgtest.Context(t), pool, ""))
 	const (
 		n     = 16
 		ttl   = 5 * time.Second
@@ -140,7 +140,7 @@ func TestGracefulLeaveNeedsNoPollingOrExpiry(t *testing.T) {
 	if moved == 0 {
 		t.Fatal("worker-3 handed nothing over: the test proves nothing")
 	}
-	vs, err := history.Load(ctxT(t), pool, "")
+	vs, err := history.Load(pgtest.Context(t), pool, "")
 	pgtest.Must(t, err)
 	if r := history.Check(vs); !r.OK() || r.Superseded != 0 {
 		t.Fatalf("lease history: %+v", r)
@@ -153,7 +153,7 @@ func TestGracefulLeaveNeedsNoPollingOrExpiry(t *testing.T) {
 func TestCrashedHoldersLeaseIsClaimedAtExpiry(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	var expires time.Time
 	pgtest.Must(t, pool.QueryRow(ctx, `
 		INSERT INTO leasehold.leases (name, owner, token, acquired_at, renewed_at, expires_at)
@@ -211,7 +211,7 @@ func TestGrantArrivingDuringStopStartsNoRun(t *testing.T) {
 			Hooks: lease.Hooks{OnAcquire: stopMidGrant}},
 	})
 	pgtest.Must(t, err)
-	pgtest.Must(t, m.Start(ctxT(t)))
+	pgtest.Must(t, m.Start(pgtest.Context(t)))
 	t.Cleanup(func() { stopMember(t, m) }) // a no-op once the Stop below returned
 	select {
 	case err := <-stopped:
@@ -225,7 +225,7 @@ func TestGrantArrivingDuringStopStartsNoRun(t *testing.T) {
 	if k := runs.Load(); k != 0 {
 		t.Errorf("Run was called %d times for grants that arrived after Stop began", k)
 	}
-	st, err := partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "g")
+	st, err := partition.Inspect(pgtest.Context(t), pgtest.DBOn(t, pool), "g")
 	pgtest.Must(t, err)
 	for _, p := range st.Partitions {
 		if p.Held {

@@ -66,7 +66,7 @@ func startMember(t *testing.T, pool *pgxpool.Pool, id string, n int, run func(co
 		Lease: lease.Config{TTL: testTTL},
 	})
 	pgtest.Must(t, err)
-	pgtest.Must(t, m.Start(ctxT(t)))
+	pgtest.Must(t, m.Start(pgtest.Context(t)))
 	t.Cleanup(func() { stopMember(t, m) })
 	return m
 }
@@ -79,12 +79,6 @@ func stopMember(t *testing.T, m *partition.Member) {
 	}
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // converged waits until every partition is held by its desired owner among
 // exactly the members want, and returns how long that took.
 func converged(t *testing.T, pool *pgxpool.Pool, want []string, within time.Duration) time.Duration {
@@ -92,7 +86,7 @@ func converged(t *testing.T, pool *pgxpool.Pool, want []string, within time.Dura
 	start := time.Now()
 	var last partition.Status
 	for time.Since(start) < within {
-		st, err := partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "g")
+		st, err := partition.Inspect(pgtest.Context(t), pgtest.DBOn(t, pool), "g")
 		if err != nil && !errors.Is(err, partition.ErrGroupNotFound) {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 func TestJoinLeaveConvergeWithGracefulHandoff(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	pgtest.Must(t, history.Install(ctxT(t), pool, ""))
+	pgtest.Must(t, history.Install(pgtest.Context(t), pool, ""))
 	rec := &recorder{}
 	const n = 16
 	a := startMember(t, pool, "worker-1", n, rec.run("worker-1"))
@@ -61,7 +61,7 @@ func TestJoinLeaveConvergeWithGracefulHandoff(t *testing.T) {
 	if handoffs == 0 {
 		t.Fatal("no partition changed hands: the test proves nothing")
 	}
-	vs, err := history.Load(ctxT(t), pool, "")
+	vs, err := history.Load(pgtest.Context(t), pool, "")
 	pgtest.Must(t, err)
 	if r := history.Check(vs); !r.OK() || r.Superseded != 0 {
 		t.Fatalf("lease history: %+v", r)
@@ -74,7 +74,7 @@ func TestPartitionCountIsFixedPerGroup(t *testing.T) {
 	startMember(t, pool, "worker-1", 8, (&recorder{}).run("worker-1"))
 	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 16, ID: "worker-2", Run: (&recorder{}).run("")})
 	pgtest.Must(t, err)
-	err = m.Start(ctxT(t))
+	err = m.Start(pgtest.Context(t))
 	var ce *partition.CountError
 	if !errors.Is(err, partition.ErrPartitionCount) || !errors.As(err, &ce) || ce.Stored != 8 || ce.Configured != 16 {
 		t.Fatalf("Start with another partition count = %v; want *CountError 16 vs 8", err)
@@ -87,7 +87,7 @@ func TestDuplicateLiveMemberIDIsRefused(t *testing.T) {
 	startMember(t, pool, "worker-1", 4, (&recorder{}).run("worker-1"))
 	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-1", Run: (&recorder{}).run("")})
 	pgtest.Must(t, err)
-	if err := m.Start(ctxT(t)); !errors.Is(err, partition.ErrDuplicateMember) {
+	if err := m.Start(pgtest.Context(t)); !errors.Is(err, partition.ErrDuplicateMember) {
 		t.Fatalf("Start with a live member's id = %v; want ErrDuplicateMember", err)
 	}
 }
@@ -106,7 +106,7 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("New(%+v) = %v; want ErrInvalidConfig", cfg, err)
 		}
 	}
-	if _, err := partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "nope"); !errors.Is(err, partition.ErrGroupNotFound) {
+	if _, err := partition.Inspect(pgtest.Context(t), pgtest.DBOn(t, pool), "nope"); !errors.Is(err, partition.ErrGroupNotFound) {
 		t.Errorf("Inspect(unknown group) = %v; want ErrGroupNotFound", err)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // overlap.
 func TestDatabaseOutageOfOneMember(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	url := pgtest.MigratedURL(t)
 	pool := pgtest.PoolURL(t, url)
 	pgtest.Must(t, history.Install(ctx, pool, ""))

@@ -86,7 +86,7 @@ func TestProcessesCrashAndPause(t *testing.T) {
 		t.Skip("multi-process failover")
 	}
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	url := pgtest.MigratedURL(t)
 	pool := pgtest.PoolURL(t, url)
 	pgtest.Must(t, history.Install(ctx, pool, ""))
@@ -170,7 +170,7 @@ func TestProcessesCrashAndPause(t *testing.T) {
 
 // ownedBy returns the partitions member holds, with their tokens.
 func ownedBy(t *testing.T, pool *pgxpool.Pool, member string) map[int]int64 {
-	st, err := partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "g")
+	st, err := partition.Inspect(pgtest.Context(t), pgtest.DBOn(t, pool), "g")
 	pgtest.Must(t, err)
 	out := map[int]int64{}
 	for _, p := range st.Partitions {

@@ -16,22 +16,22 @@ import (
 func TestInspectIncarnationsAndGroups(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	if gs, err := partition.Groups(ctxT(t), pgtest.DBOn(t, pool)); err != nil || len(gs) != 0 {
+	if gs, err := partition.Groups(pgtest.Context(t), pgtest.DBOn(t, pool)); err != nil || len(gs) != 0 {
 		t.Fatalf("Groups on an empty schema = %v, %v; want none", gs, err)
 	}
 	idle := func(ctx context.Context, _ partition.Ownership) { <-ctx.Done() }
 	startMember(t, pool, "a", 4, idle)
 	startMember(t, pool, "b", 4, idle)
 	converged(t, pool, []string{"a", "b"}, 30*time.Second)
-	_, err := pool.Exec(ctxT(t), `INSERT INTO leasehold.groups (name, partitions) VALUES ('another', 2)`)
+	_, err := pool.Exec(pgtest.Context(t), `INSERT INTO leasehold.groups (name, partitions) VALUES ('another', 2)`)
 	pgtest.Must(t, err)
-	gs, err := partition.Groups(ctxT(t), pgtest.DBOn(t, pool))
+	gs, err := partition.Groups(pgtest.Context(t), pgtest.DBOn(t, pool))
 	pgtest.Must(t, err)
 	if !slices.Equal(gs, []string{"another", "g"}) {
 		t.Fatalf("Groups = %v; want [another g]", gs)
 	}
 
-	st, err := partition.Inspect(ctxT(t), pgtest.DBOn(t, pool), "g")
+	st, err := partition.Inspect(pgtest.Context(t), pgtest.DBOn(t, pool), "g")
 	pgtest.Must(t, err)
 	inc := map[string]string{}
 	for _, m := range st.Members {

@@ -13,7 +13,7 @@ import (
 // A typed nil Args is bad input: it must give an error, not a panic.
 func TestTypedNilArgsIsAnError(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	_, c := setup(t)
 	defer func() {
 		if r := recover(); r != nil {
@@ -30,7 +30,7 @@ func TestTypedNilArgsIsAnError(t *testing.T) {
 // on a nil pointer).
 func TestPointerArgs(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	got := make(chan int, 1)
 	ws := queue.NewWorkers()

@@ -45,7 +45,7 @@ func TestHandlerThatBreaksItsTransactionSpendsAnAttempt(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ctx := ctxT(t)
+			ctx := pgtest.Context(t)
 			pool, c := setup(t)
 			ws := queue.NewWorkers()
 			queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error { return tc.h(ctx, tx) })
@@ -74,7 +74,7 @@ func TestHandlerThatBreaksItsTransactionSpendsAnAttempt(t *testing.T) {
 // the fence check, after the handler, so the new owner waits on the zombie.
 func TestZombieHandlerTransactionIsCutOff(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	_, err := pool.Exec(ctx, `CREATE TABLE accounts (id int PRIMARY KEY, n int NOT NULL); INSERT INTO accounts VALUES (1, 0)`)
 	pgtest.Must(t, err)

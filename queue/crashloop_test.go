@@ -49,7 +49,7 @@ type runRecord struct {
 // behind it run.
 func TestCrashLoopingJobIsDiscarded(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	keys := keysIn(0, 4, "crash")
 	down := make(chan int, 16)     // a poison run took its worker down, with its attempt
@@ -167,7 +167,7 @@ func waitFor(t *testing.T, ctx context.Context, pool *pgxpool.Pool, down chan in
 // batch.
 func TestCleanHandoffChargesNoAttempt(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	started := make(chan int, 4)
 	stored := make(chan int, 4) // the job's attempt as stored while it runs
@@ -220,7 +220,7 @@ func TestCleanHandoffChargesNoAttempt(t *testing.T) {
 // whose start was delayed) returns at once, running nothing.
 func TestStaleRunStartIsFenced(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var ran atomic.Int32
 	ws := queue.NewWorkers()

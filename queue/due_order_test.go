@@ -16,7 +16,7 @@ import (
 // id order: a job enqueued later but due earlier runs first.
 func TestDueJobsRunInRunAtThenIDOrder(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var mu sync.Mutex
 	var ran []string

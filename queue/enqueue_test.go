@@ -35,16 +35,10 @@ type kindless struct{}
 
 func (kindless) Kind() string { return "" }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // setup returns a pool with the group "emails" of 8 partitions, and a Client.
 func setup(t *testing.T) (*pgxpool.Pool, *queue.Client) {
 	pool := pgtest.Pool(t)
-	_, err := pool.Exec(ctxT(t), `INSERT INTO leasehold.groups (name, partitions) VALUES ('emails', 8)`)
+	_, err := pool.Exec(pgtest.Context(t), `INSERT INTO leasehold.groups (name, partitions) VALUES ('emails', 8)`)
 	pgtest.Must(t, err)
 	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
@@ -53,13 +47,13 @@ func setup(t *testing.T) (*pgxpool.Pool, *queue.Client) {
 
 func jobCount(t *testing.T, pool *pgxpool.Pool) int {
 	var n int
-	pgtest.Must(t, pool.QueryRow(ctxT(t), `SELECT count(*) FROM leasehold.jobs`).Scan(&n))
+	pgtest.Must(t, pool.QueryRow(pgtest.Context(t), `SELECT count(*) FROM leasehold.jobs`).Scan(&n))
 	return n
 }
 
 func TestEnqueueOne(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "customer-42", Args: email{To: "a@example.com", Subject: "hi"}})
 	pgtest.Must(t, err)
@@ -86,7 +80,7 @@ func TestEnqueueOne(t *testing.T) {
 
 func TestEnqueueManyInOneStatement(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	jobs := make([]queue.Job, 1000)
 	for i := range jobs {
@@ -116,7 +110,7 @@ func TestEnqueueManyInOneStatement(t *testing.T) {
 
 func TestUniqueKeyMakesASecondEnqueueANoOpWhilePending(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	job := queue.Job{Group: "emails", Key: "k", Args: email{}, UniqueKey: "welcome:42"}
 	first, err := c.Enqueue(ctx, job)
@@ -153,7 +147,7 @@ func TestUniqueKeyMakesASecondEnqueueANoOpWhilePending(t *testing.T) {
 
 func TestEnqueueTxCommitsOrRollsBackWithTheCallersTransaction(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	tx, err := pool.Begin(ctx)
 	pgtest.Must(t, err)
@@ -180,7 +174,7 @@ func TestEnqueueTxCommitsOrRollsBackWithTheCallersTransaction(t *testing.T) {
 
 func TestBadJobsAreRefusedAndNothingIsEnqueued(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	good := queue.Job{Group: "emails", Key: "k", Args: email{}}
 	for _, tc := range []struct {
@@ -225,7 +219,7 @@ func TestBadJobsAreRefusedAndNothingIsEnqueued(t *testing.T) {
 // finished: the statement then skips input 0 and inserts input 1.
 func TestEnqueueMappingSurvivesAUniqueKeyFreedMidStatement(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	_, err := pool.Exec(ctx, `CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN IF NEW.args->>'to' = 'second' THEN PERFORM pg_sleep(1); END IF; RETURN NEW; END $$;

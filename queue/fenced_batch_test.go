@@ -21,7 +21,7 @@ import (
 // (completed ⇔ completed; fenced ⇒ still pending, for the newer owner).
 func TestFencedRunDoesNotRelabelCommittedRuns(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	keys := keysIn(0, 3, "fenced")
 	var ids []int64

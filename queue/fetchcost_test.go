@@ -39,7 +39,7 @@ func explain(t *testing.T, ctx context.Context, db interface {
 // backlog and returns one job.
 func TestFetchCostDoesNotGrowWithKeyBacklog(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, _ := setup(t)
 	_, err := pool.Exec(ctx, `ALTER TABLE leasehold.jobs SET (autovacuum_enabled = false)`) // never analysed
 	pgtest.Must(t, err)
@@ -102,7 +102,7 @@ func TestFetchCostDoesNotGrowWithKeyBacklog(t *testing.T) {
 // statement testing state = 'pending' plainly, does walk them.
 func TestCompletionPlanWithStaleStatistics(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, _ := setup(t)
 	for _, s := range []string{
 		`ALTER TABLE leasehold.jobs SET (autovacuum_enabled = false)`,

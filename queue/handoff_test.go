@@ -18,7 +18,7 @@ import (
 // and neither handler's completion overwrites the cancellation.
 func TestJobFinishedElsewhereWhileRunningIsLeftAlone(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	ledgerSetup(t, pool)
 	started := make(chan struct{}, 2)
@@ -95,7 +95,7 @@ func TestJobFinishedElsewhereWhileRunningIsLeftAlone(t *testing.T) {
 // run the job again.
 func TestHandoffRecordsOutcomesOfJobsThatRan(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	started := make(chan struct{})
 	var once sync.Once

@@ -22,7 +22,7 @@ import (
 // no handler is reported snoozed.
 func TestHookReportsSnoozesAndRetries(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var calls atomic.Int32
 	ws := queue.NewWorkers()
@@ -85,7 +85,7 @@ func TestLeaseEndCancelsHandlers(t *testing.T) {
 	for _, tx := range []bool{false, true} {
 		t.Run(fmt.Sprint("tx=", tx), func(t *testing.T) {
 			t.Parallel()
-			ctx := ctxT(t)
+			ctx := pgtest.Context(t)
 			pool, c := setup(t)
 			res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "lease")[0], Args: step{"x"}})
 			pgtest.Must(t, err)

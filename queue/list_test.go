@@ -20,7 +20,7 @@ func ids(jobs []queue.JobInfo) []int64 {
 // List selects by state, kind and partition, newest first, in pages.
 func TestList(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	_, c := setup(t)
 	k1, k2 := keysIn(1, 3, "a"), keysIn(2, 2, "b")
 	res, err := c.EnqueueMany(ctx,
@@ -77,7 +77,7 @@ func TestList(t *testing.T) {
 
 func TestListBadFilter(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	_, c := setup(t)
 	if _, err := c.List(ctx, queue.Filter{Group: "nope"}); !errors.Is(err, queue.ErrUnknownGroup) {
 		t.Errorf("unknown group: %v; want ErrUnknownGroup", err)

@@ -16,7 +16,7 @@ import (
 // job enqueued afterwards.
 func TestListenReconnectsAfterADatabaseRestart(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	cl := pgtest.Cluster(t)
 	pool := pgtest.PoolURL(t, cl.URL("postgres"))
 	pgtest.Must(t, pgtest.DBOn(t, pool).Migrate(ctx))

@@ -21,7 +21,7 @@ func TestKeylessJobsSpreadAndNeverWait(t *testing.T) {
 	for _, keyed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "keyless", true: "one key (control)"}[keyed], func(t *testing.T) {
 			t.Parallel()
-			ctx := ctxT(t)
+			ctx := pgtest.Context(t)
 			pool, c := setup(t)
 			ws := queue.NewWorkers()
 			queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
@@ -85,7 +85,7 @@ func TestKeylessJobsSpreadAndNeverWait(t *testing.T) {
 // OrderStrict keeps them waiting until it has run again.
 func TestNonBlockingJobStepsAside(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var mu sync.Mutex
 	var ran []string
@@ -127,7 +127,7 @@ func contains(xs []string, x string) bool { return index(xs, x) >= 0 }
 // keyless job never waits.
 func TestJobInfoWaitingBehind(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	_, c := setup(t)
 	later := time.Now().Add(time.Hour)
 	res, err := c.EnqueueMany(ctx,
@@ -162,7 +162,7 @@ func TestJobInfoWaitingBehind(t *testing.T) {
 // hold nothing.
 func TestWaitsListsHeldUpKeys(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	_, c := setup(t)
 	later := time.Now().Add(time.Hour)
 	res, err := c.EnqueueMany(ctx,

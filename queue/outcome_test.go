@@ -30,7 +30,7 @@ func (orphan) Kind() string { return "nobody_handles_this" }
 // retries.
 func TestOutcomesAndOrderUnderRetries(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var mu sync.Mutex
 	var ran []string // "name@attempt" in the order handlers ran to success
@@ -144,7 +144,7 @@ func index(xs []string, x string) int {
 
 func TestRetentionDeletesOldFinishedJobs(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: "old", Args: step{"x"}}, queue.Job{Group: "emails", Key: "new", Args: step{"x"}})
 	pgtest.Must(t, err)
@@ -168,7 +168,7 @@ func TestRetentionDeletesOldFinishedJobs(t *testing.T) {
 // not spend an attempt: the job stays pending for the next owner.
 func TestHandoffInterruptsWithoutSpendingAnAttempt(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	started := make(chan struct{})
 	var once sync.Once
@@ -196,7 +196,7 @@ func TestHandoffInterruptsWithoutSpendingAnAttempt(t *testing.T) {
 // A discarded job is kept, inspectable, and can be put back to run again.
 func TestDiscardedJobsAreInspectableAndRetryable(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var mu sync.Mutex
 	fail := true
@@ -293,7 +293,7 @@ func TestProcessorConcurrencyDefaults(t *testing.T) {
 // UTF-8) must not stop the batch's outcomes from being recorded.
 func TestUnstorableErrorMessageDoesNotPoisonTheBatch(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var okRuns atomic.Int32
 	ws := queue.NewWorkers()

@@ -83,7 +83,7 @@ func TestOnceEachCatchesViolations(t *testing.T) {
 // grant that ran them.
 func TestHandoffMidWindowRecordsFinishedJobsOnce(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	keys := keysIn(0, 16, "window")
 	l := newRunLog()
@@ -157,7 +157,7 @@ func TestHandoffMidWindowRecordsFinishedJobsOnce(t *testing.T) {
 // with the stalled job, so all ran again.)
 func TestStalledJobVoidsOnlyItsOwnOutcome(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	keys := keysIn(0, 5, "stall")
 	l := newRunLog()
@@ -213,7 +213,7 @@ func TestStalledJobVoidsOnlyItsOwnOutcome(t *testing.T) {
 // second time.)
 func TestFailedCompletionIsRetried(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	l := newRunLog()
 	ws := queue.NewWorkers()

@@ -40,7 +40,7 @@ func workerLog(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, c
 		PollInterval: 100 * time.Millisecond,
 		Lease:        lease.Config{TTL: time.Second, Clock: clock}})
 	pgtest.Must(t, err)
-	pgtest.Must(t, m.Start(ctxT(t)))
+	pgtest.Must(t, m.Start(pgtest.Context(t)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -50,7 +50,7 @@ func workerLog(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, c
 }
 
 func ledgerSetup(t *testing.T, pool *pgxpool.Pool) {
-	_, err := pool.Exec(ctxT(t), `CREATE TABLE ledger (n bigserial PRIMARY KEY, job_id bigint NOT NULL, key text, seq int, token bigint)`)
+	_, err := pool.Exec(pgtest.Context(t), `CREATE TABLE ledger (n bigserial PRIMARY KEY, job_id bigint NOT NULL, key text, seq int, token bigint)`)
 	pgtest.Must(t, err)
 }
 
@@ -59,7 +59,7 @@ func waitFinished(t *testing.T, pool *pgxpool.Pool, within time.Duration) {
 	t.Helper()
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		var pending int
-		pgtest.Must(t, pool.QueryRow(ctxT(t), `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending'`).Scan(&pending))
+		pgtest.Must(t, pool.QueryRow(pgtest.Context(t), `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending'`).Scan(&pending))
 		if pending == 0 {
 			return
 		}
@@ -86,7 +86,7 @@ func record(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
 // the order they were enqueued.
 func TestTransactionalJobsApplyOnceInKeyOrder(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	ledgerSetup(t, pool)
 	ws := queue.NewWorkers()
@@ -119,7 +119,7 @@ func TestTransactionalJobsApplyOnceInKeyOrder(t *testing.T) {
 // transaction is refused with ErrFenced: the ledger holds one row.
 func TestStaleOwnerIsFenced(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	ledgerSetup(t, pool)
 	stalled, resume := make(chan struct{}), make(chan struct{})
@@ -197,7 +197,7 @@ func (s *syncBuffer) String() string {
 // is refused with ErrFenced (the error a's commit got above).
 func TestStaleTokenCheckIsErrFenced(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	f, err := lease.NewFence(pgtest.DBOn(t, pool), lease.FenceConfig{})
 	pgtest.Must(t, err)
@@ -227,7 +227,7 @@ func TestStaleTokenCheckIsErrFenced(t *testing.T) {
 // owner's completion is refused with ErrFenced.
 func TestStaleOwnersPlainCompletionIsFenced(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	stalled, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -270,7 +270,7 @@ func TestStaleOwnersPlainCompletionIsFenced(t *testing.T) {
 // and is retried.
 func TestBatchTransactionalHandler(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	ledgerSetup(t, pool)
 	var mu sync.Mutex
@@ -319,7 +319,7 @@ func TestBatchTransactionalHandler(t *testing.T) {
 // fenced; the stale owner runs no further job of the batch.
 func TestFencedBatchReportsCommittedJobsAsCompleted(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	ledgerSetup(t, pool)
 	var keys []string

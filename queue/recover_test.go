@@ -116,7 +116,7 @@ func waitJob(t *testing.T, ctx context.Context, c *queue.Client, id int64, state
 // charge, as the same attempt, even its last.
 func TestRecoveredJobFetchedAgainIsChargedAgain(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	keys := keysIn(0, 2, "refetch")
 	var mu sync.Mutex
@@ -182,7 +182,7 @@ func TestRecoveredJobFetchedAgainIsChargedAgain(t *testing.T) {
 // running, with ErrNoOutcome.)
 func TestInterruptedRecoveredJobIsNotCharged(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	started := make(chan int, 4)
 	var runs atomic.Int32
@@ -220,7 +220,7 @@ func TestInterruptedRecoveredJobIsNotCharged(t *testing.T) {
 // and the next owner ran the rest, a crashing job among them, uncharged.)
 func TestHandoffDuringRecoveryLeavesTheRestToTheNextOwner(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	keys := keysIn(0, 2, "midway")
 	var handoff atomic.Pointer[context.CancelCauseFunc]
@@ -260,7 +260,7 @@ func TestHandoffDuringRecoveryLeavesTheRestToTheNextOwner(t *testing.T) {
 // charged nor run.
 func TestJobCancelledDuringRecoveryDoesNotRun(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	keys := keysIn(0, 2, "cancelled")
 	var victim atomic.Int64
@@ -292,7 +292,7 @@ func TestJobCancelledDuringRecoveryDoesNotRun(t *testing.T) {
 // record alone: the newer run may yet end abruptly.
 func TestStaleRunEndKeepsTheNewerRunsMark(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, _ := setup(t)
 	a := newAfterCrash(t, ctx, pool, false)
 	handoff, done := a.run(ctx, queue.ProcessorConfig{Workers: queue.NewWorkers()})
@@ -315,7 +315,7 @@ func TestStaleRunEndKeepsTheNewerRunsMark(t *testing.T) {
 // a clean end: those jobs ran without an outcome.
 func TestUnrecordedLastBatchIsNotACleanEnd(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var handoff atomic.Pointer[context.CancelCauseFunc]
 	var lock atomic.Pointer[pgx.Tx]
@@ -361,7 +361,7 @@ func TestUnrecordedLastBatchIsNotACleanEnd(t *testing.T) {
 // their jobs PartitionConcurrency at once again.
 func TestBatchesAfterRecoveryRunConcurrently(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	keys := keysIn(0, 3, "after")
 	var arrived sync.WaitGroup
@@ -402,7 +402,7 @@ func TestBatchesAfterRecoveryRunConcurrently(t *testing.T) {
 // and spends nothing.
 func TestRecoveredOutcomesAreReportedAndRecorded(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	keys := keysIn(0, 2, "reported")
 	ws := queue.NewWorkers()
@@ -455,7 +455,7 @@ func TestRecoveredOutcomesAreReportedAndRecorded(t *testing.T) {
 // attempt was spent.
 func TestUnknownKindMessageIsRecordedOnce(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	a := newAfterCrash(t, ctx, pool, false)
 	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: keysIn(0, 1, "orphan")[0], Args: orphan{}})

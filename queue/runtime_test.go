@@ -37,7 +37,7 @@ func member(t *testing.T, pool *pgxpool.Pool, partitions int, cfg queue.Processo
 			p.Listen(lctx)
 		}
 	}()
-	pgtest.Must(t, m.Start(ctxT(t)))
+	pgtest.Must(t, m.Start(pgtest.Context(t)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -65,7 +65,7 @@ func TestListenWakesAnIdlePartition(t *testing.T) {
 	for _, listen := range []bool{true, false} {
 		t.Run(fmt.Sprint("listen=", listen), func(t *testing.T) {
 			t.Parallel()
-			ctx := ctxT(t)
+			ctx := pgtest.Context(t)
 			pool, c := setup(t)
 			ran := make(chan struct{}, 10)
 			ws := queue.NewWorkers()
@@ -96,7 +96,7 @@ func TestListenWakesAnIdlePartition(t *testing.T) {
 // a batch of jobs notifies each partition once.
 func TestEnqueueNotifiesEachPartitionOfDueJobsOnce(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	conn, err := pool.Acquire(ctx)
 	pgtest.Must(t, err)
@@ -146,7 +146,7 @@ func TestConcurrencyLimitsAndKeyOrder(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc), func(t *testing.T) {
 			t.Parallel()
-			ctx := ctxT(t)
+			ctx := pgtest.Context(t)
 			pool := pgtest.Pool(t)
 			_, err := pool.Exec(ctx, `INSERT INTO leasehold.groups (name, partitions) VALUES ('emails', $1)`, tc.partitions)
 			pgtest.Must(t, err)
@@ -205,7 +205,7 @@ func TestConcurrencyLimitsAndKeyOrder(t *testing.T) {
 // ErrJobTimeout: a failed attempt, recorded, and reported to the hook.
 func TestJobTimeoutIsAFailedAttempt(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var mu sync.Mutex
 	var events []queue.JobEvent
@@ -249,7 +249,7 @@ func TestJobTimeoutIsAFailedAttempt(t *testing.T) {
 // statement, the rest once at the end of the window, after they committed.
 func TestEnqueueNotificationsAreCoalescedAndSentAfterCommit(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, _ := setup(t)
 	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{NotifyWindow: 300 * time.Millisecond})
 	pgtest.Must(t, err)
@@ -297,7 +297,7 @@ func TestEnqueueNotificationsAreCoalescedAndSentAfterCommit(t *testing.T) {
 // still wakes its owner: the notification follows at the window's end.
 func TestCoalescedNotificationsLoseNoWakeUp(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, _ := setup(t)
 	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{NotifyWindow: 2 * time.Second})
 	pgtest.Must(t, err)
@@ -332,7 +332,7 @@ func TestCoalescedNotificationsLoseNoWakeUp(t *testing.T) {
 // hot loop; once the lock is gone the job completes, once.
 func TestUnrecordableBatchWaitsBeforeRefetching(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var runs atomic.Int32
 	ws := queue.NewWorkers()
@@ -375,7 +375,7 @@ func TestUnrecordableBatchWaitsBeforeRefetching(t *testing.T) {
 // processor commits it, once.
 func TestHandlerCannotCommitItsTransaction(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	ledgerSetup(t, pool)
 	var refused atomic.Int32
@@ -411,7 +411,7 @@ func TestCompletionWaitingOnATakeoverIsRefused(t *testing.T) {
 	for _, transactional := range []bool{false, true} {
 		t.Run(fmt.Sprint("tx=", transactional), func(t *testing.T) {
 			t.Parallel()
-			ctx := ctxT(t)
+			ctx := pgtest.Context(t)
 			pool, c := setup(t)
 			ledgerSetup(t, pool)
 			release := make(chan struct{})

@@ -20,7 +20,7 @@ import (
 // are not counted.
 func TestStats(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	k1, k2, k3 := keysIn(1, 3, "a"), keysIn(2, 2, "b"), keysIn(3, 2, "c")
 	job := func(key string, runAt time.Time) queue.Job {
@@ -65,7 +65,7 @@ func TestStats(t *testing.T) {
 func TestStatsUnknownGroup(t *testing.T) {
 	t.Parallel()
 	_, c := setup(t)
-	if _, err := c.Stats(ctxT(t), "nope"); !errors.Is(err, queue.ErrUnknownGroup) {
+	if _, err := c.Stats(pgtest.Context(t), "nope"); !errors.Is(err, queue.ErrUnknownGroup) {
 		t.Fatalf("stats of an unknown group: %v; want ErrUnknownGroup", err)
 	}
 }
@@ -74,7 +74,7 @@ func TestStatsUnknownGroup(t *testing.T) {
 // changed; Retry brings a cancelled job back.
 func TestCancel(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	res, err := c.EnqueueMany(ctx,
 		queue.Job{Group: "emails", Key: "a", Args: email{To: "a"}},
@@ -127,7 +127,7 @@ func TestCancel(t *testing.T) {
 // plain handler's effect has happened, but the job stays cancelled.
 func TestCancelWhileRunning(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	ledgerSetup(t, pool)
 	started := make(chan struct{}, 3)

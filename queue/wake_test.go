@@ -16,7 +16,7 @@ import (
 // notification (none: no Listen).
 func TestBacklogDrainsWithoutPolling(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	var jobs []queue.Job
 	for _, k := range keysIn(0, 3, "backlog") {
@@ -35,7 +35,7 @@ func TestBacklogDrainsWithoutPolling(t *testing.T) {
 // instead of at the next poll (an hour).
 func TestListenWakesEveryPartitionWhenItStartsListening(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	ws := queue.NewWorkers()
 	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error { return nil })
