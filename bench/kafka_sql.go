@@ -12,7 +12,7 @@ import (
 	"github.com/leasehold/leasehold/internal/store"
 )
 
-// kafkaBegin is fence.Postgres.Begin's BEGIN with the default timeouts
+// kafkaBegin is lease.Fence.Begin's BEGIN with the default timeouts
 // (lock 1s, idle 5s, statement 5s), as the consumer sends it.
 const kafkaBegin = "BEGIN; SET LOCAL lock_timeout = 1000; SET LOCAL idle_in_transaction_session_timeout = 5000; " +
 	"SET LOCAL statement_timeout = 5000"

@@ -69,7 +69,7 @@ func TestHandlerThatBreaksItsTransactionSpendsAnAttempt(t *testing.T) {
 }
 
 // A zombie transactional handler (paused past its lease while holding a row
-// lock in tx) must be cut off by the fence's idle timeout, as fence.Postgres
+// lock in tx) must be cut off by the fence's idle timeout, as lease.Fence
 // promises; the new owner then runs the job. The timeouts are set only at
 // the fence check, after the handler, so the new owner waits on the zombie.
 func TestZombieHandlerTransactionIsCutOff(t *testing.T) {

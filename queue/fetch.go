@@ -26,7 +26,7 @@ type fetchResult struct {
 	scanned int
 }
 
-// fetch reads up to n due jobs of the partition (see queuesql.Fetch),
+// fetch reads up to n due jobs of the partition (see queueFetch in internal/store),
 // leaving out the jobs in flight and the keys in skip.
 func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string) (fetchResult, error) {
 	if inFlight == nil {

@@ -103,8 +103,8 @@ type rowQuerier interface {
 }
 
 // completeFenced records outcomes in one fenced statement (see
-// queuesql.CompleteFenced) on db: the pool (the statement is then its own
-// transaction) or a transactional handler's transaction. It returns how
+// queueCompleteFenced in internal/store) on db: the pool (the statement is
+// then its own transaction) or a transactional handler's transaction. It returns how
 // many jobs changed (finished ones are left alone); a stale owner's
 // outcomes are refused with a *fence.FencedError.
 func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o partition.Ownership, outs []outcome) (int, error) {
