@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/admin"
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
@@ -70,8 +71,8 @@ func TestDeadDatabase(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
-				if !errors.Is(err, errUnreachable) || !strings.Contains(err.Error(), "--connect-timeout") {
-					t.Errorf("%s database, %v: %v; want errUnreachable", name, args, err)
+				if !errors.Is(err, admin.ErrUnreachable) || !strings.Contains(err.Error(), "--connect-timeout") {
+					t.Errorf("%s database, %v: %v; want admin.ErrUnreachable", name, args, err)
 				}
 				if err != nil && strings.Contains(err.Error(), "secret") {
 					t.Errorf("the error shows the password: %v", err)
@@ -86,8 +87,8 @@ func TestDeadDatabase(t *testing.T) {
 func TestNoDatabaseURL(t *testing.T) {
 	t.Setenv("DATABASE_URL", "")
 	for _, args := range adminCommands {
-		if _, err := runIn(t, "", args...); !errors.Is(err, errNoDatabase) {
-			t.Errorf("%v without a URL: %v; want errNoDatabase", args, err)
+		if _, err := runIn(t, "", args...); !errors.Is(err, admin.ErrNoDatabase) {
+			t.Errorf("%v without a URL: %v; want admin.ErrNoDatabase", args, err)
 		}
 	}
 }
@@ -96,7 +97,7 @@ func TestNoDatabaseURL(t *testing.T) {
 func TestDatabaseURLFromEnv(t *testing.T) {
 	url, _ := adminDB(t)
 	t.Setenv("DATABASE_URL", url)
-	var rep statusReport
+	var rep admin.Status
 	pgtest.Must(t, runJSON(t, &rep, "", "status"))
 	if len(rep.Groups) != 1 || rep.Groups[0].Group != "g" {
 		t.Fatalf("status with DATABASE_URL: %+v", rep)

@@ -55,4 +55,10 @@
 //
 // The global flag --verbose shows the log records of the lease clients and
 // of migrations, which are silenced by default.
+//
+// This package holds the commands, their flags and their output. The work
+// of the database commands (connecting, migrating, the status report,
+// parsing and enqueueing jobs, showing, listing, retrying and cancelling
+// them) is internal/admin's; the demo's is internal/demo's and chaos's is
+// internal/chaos's.
 package main

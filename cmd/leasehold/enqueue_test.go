@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/admin"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
@@ -18,7 +19,7 @@ func TestEnqueueFlags(t *testing.T) {
 	t.Parallel()
 	url, pool := adminDB(t)
 	ctx := context.Background()
-	var res []enqueueResult
+	var res []admin.EnqueueResult
 	err := runJSON(t, &res, "", "enqueue", "--database-url", url, "--group", "g", "--kind", "welcome",
 		"--key", "user-42", "--args", `{"user_id": 42}`, "--delay", "1h", "--max-attempts", "3", "--unique-key", "w:42")
 	pgtest.Must(t, err)
@@ -67,7 +68,7 @@ func TestEnqueueOrdering(t *testing.T) {
 	ctx := context.Background()
 	q, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
 	pgtest.Must(t, err)
-	ordering := func(res []enqueueResult) ([]queue.Ordering, []int64) {
+	ordering := func(res []admin.EnqueueResult) ([]queue.Ordering, []int64) {
 		t.Helper()
 		out, behind := make([]queue.Ordering, len(res)), make([]int64, len(res))
 		for i, r := range res {
@@ -79,7 +80,7 @@ func TestEnqueueOrdering(t *testing.T) {
 	}
 	// Key a: a non-blocking job scheduled for later holds nothing up; the
 	// third job waits behind the second, due.
-	var res, more []enqueueResult
+	var res, more []admin.EnqueueResult
 	pgtest.Must(t, runJSON(t, &res, "", "enqueue", "--database-url", url, "--group", "g", "--kind", "k", "--key", "a",
 		"--ordering", "non-blocking", "--delay", "1h"))
 	pgtest.Must(t, runJSON(t, &more, "", "enqueue", "--database-url", url, "--group", "g", "--kind", "k", "--key", "a"))
@@ -102,7 +103,7 @@ func TestEnqueueOrdering(t *testing.T) {
 	if w := []int64{0, 0, res[1].ID}; !slices.Equal(behind[:3], w) {
 		t.Errorf("key a's jobs wait behind %v; want %v", behind[:3], w)
 	}
-	var views []jobView
+	var views []admin.JobView
 	pgtest.Must(t, runJSON(t, &views, "", "jobs", "show", "--database-url", url, fmt.Sprint(res[0].ID), fmt.Sprint(res[1].ID)))
 	if len(views) != 2 || views[0].Ordering != "non-blocking" || views[1].Ordering != "strict" || views[1].WaitingBehind != 0 {
 		t.Errorf("jobs show of key a's first two jobs: %+v", views)
@@ -151,9 +152,9 @@ func TestEnqueueStdin(t *testing.T) {
 {"group":"other","kind":"b","key":"k2","args":[1,2],"max_attempts":2,"delay":"30s"}
    {"kind":"a","key":"k1","args":"text","unique_key":"u","run_at":"2030-01-01T00:00:00Z"}` + "\r\n" +
 		`{"kind":"a","key":"k3","unique_key":"u"}` + "\n"
-	var res []enqueueResult
+	var res []admin.EnqueueResult
 	pgtest.Must(t, runJSON(t, &res, in, "enqueue", "--database-url", url, "--group", "g", "-"))
-	want := []enqueueResult{
+	want := []admin.EnqueueResult{
 		{Line: 1, Group: "g", Partition: partition.OfString("k1", 8)},
 		{Line: 3, Group: "other", Partition: partition.OfString("k2", 2)},
 		{Line: 4, Group: "g", Partition: partition.OfString("k1", 8)},
@@ -186,7 +187,7 @@ func TestEnqueueStdinMalformed(t *testing.T) {
 	t.Parallel()
 	url, pool := adminDB(t)
 	good := `{"group":"g","kind":"a","key":"k"}` + "\n"
-	many := strings.Repeat(good, 2*enqueueBatch+5)
+	many := strings.Repeat(good, 2*admin.EnqueueBatch+5)
 	for _, tc := range []struct {
 		in   string
 		line int
@@ -207,13 +208,13 @@ func TestEnqueueStdinMalformed(t *testing.T) {
 		{`{"group":"g","kind":"a","max_attempts":"3"}`, 1, "invalid JSON"},
 		{good + good + `{"group":"g","kind":"a","key":"k","ordering":"fifo"}`, 3, `ordering "fifo" is not strict or non-blocking`},
 		{`{"group":"g","kind":"a","key":"k","ordering":1}`, 1, "invalid JSON"},
-		{many + `{"group":"g","kind":"` + strings.Repeat("x", 101) + `"}`, 2*enqueueBatch + 6, "kind"},
-		{many + `{"group":"g","kind":"a","key":"` + strings.Repeat("x", 256) + `"}`, 2*enqueueBatch + 6, "key"},
+		{many + `{"group":"g","kind":"` + strings.Repeat("x", 101) + `"}`, 2*admin.EnqueueBatch + 6, "kind"},
+		{many + `{"group":"g","kind":"a","key":"` + strings.Repeat("x", 256) + `"}`, 2*admin.EnqueueBatch + 6, "key"},
 	} {
 		out, err := runIn(t, tc.in, "enqueue", "--database-url", url, "--stdin")
 		prefix := fmt.Sprintf("line %d: ", tc.line)
 		if err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), tc.want) ||
-			!strings.Contains(err.Error(), "nothing was enqueued") || !errors.Is(err, errBadInput) && !errors.Is(err, queue.ErrUnknownGroup) {
+			!strings.Contains(err.Error(), "nothing was enqueued") || !errors.Is(err, admin.ErrBadInput) && !errors.Is(err, queue.ErrUnknownGroup) {
 			t.Errorf("input ending %q: %v; want an error starting %q about %q", tail(tc.in), err, prefix, tc.want)
 		}
 		if out != "" {
@@ -224,10 +225,10 @@ func TestEnqueueStdinMalformed(t *testing.T) {
 		}
 	}
 	// The control: the same many lines, well-formed, enqueue every job.
-	var res []enqueueResult
+	var res []admin.EnqueueResult
 	pgtest.Must(t, runJSON(t, &res, many, "enqueue", "--database-url", url, "--stdin"))
-	if n := jobCount(t, pool); n != 2*enqueueBatch+5 || len(res) != n {
-		t.Fatalf("%d jobs enqueued, %d results; want %d", n, len(res), 2*enqueueBatch+5)
+	if n := jobCount(t, pool); n != 2*admin.EnqueueBatch+5 || len(res) != n {
+		t.Fatalf("%d jobs enqueued, %d results; want %d", n, len(res), 2*admin.EnqueueBatch+5)
 	}
 }
 

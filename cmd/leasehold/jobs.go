@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasehold/leasehold/internal/admin"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -26,95 +27,46 @@ func newJobsCmd() *cobra.Command {
 	return cmd
 }
 
-// jobView is a job as `leasehold jobs --json` prints it.
-type jobView struct {
-	ID          int64           `json:"id"`
-	Group       string          `json:"group"`
-	Partition   int             `json:"partition"`
-	Key         string          `json:"key"`
-	Kind        string          `json:"kind"`
-	Args        json.RawMessage `json:"args"`
-	State       string          `json:"state"`
-	Attempt     int             `json:"attempt"`
-	MaxAttempts int             `json:"max_attempts"`
-	RunAt       time.Time       `json:"run_at"`
-	CreatedAt   time.Time       `json:"created_at"`
-	FinishedAt  *time.Time      `json:"finished_at"`
-	// FinishedToken is the fencing token of the grant that finished the job.
-	FinishedToken *int64 `json:"finished_token"`
-	// Errors has one {"attempt", "at", "error"} object per recorded error.
-	Errors    json.RawMessage `json:"errors"`
-	UniqueKey string          `json:"unique_key"`
-	// Ordering is "strict" or "non-blocking": what the job does to the later
-	// jobs of its key while it waits (ignored for a job without a key).
-	Ordering string `json:"ordering"`
-	// WaitingBehind is the id of the earlier pending job of the same key
-	// that this pending job waits behind. It is omitted when the job waits
-	// for no job, and always by `jobs list`, which does not look.
-	WaitingBehind int64 `json:"waiting_behind,omitempty"`
-}
-
-func viewOf(j queue.JobInfo) jobView {
-	v := jobView{ID: j.ID, Group: j.Group, Partition: j.Partition, Key: j.Key, Kind: j.Kind, Args: j.Args,
-		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
-		FinishedAt: j.FinishedAt, Errors: j.Errors, UniqueKey: j.UniqueKey, Ordering: j.Ordering.String(),
-		WaitingBehind: j.WaitingBehind}
-	if j.FinishedToken != nil {
-		t := int64(*j.FinishedToken)
-		v.FinishedToken = &t
-	}
-	return v
-}
-
 func newJobsShowCmd(db *dbFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID...",
 		Short: "Show jobs: state, attempts, errors, args, run-at time, finishing token",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ids, err := parseIDs(args)
+			ids, err := admin.ParseIDs(args)
 			if err != nil {
 				return err
 			}
-			q, ctx, done, err := db.queue(cmd.Context())
+			h, ctx, done, err := db.connect(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
 			defer done()
-			views := []jobView{}
-			var missing []string
-			for _, id := range ids {
-				j, err := q.JobInfo(ctx, id)
-				if errors.Is(err, queue.ErrNotFound) {
-					missing = append(missing, fmt.Sprint(id))
-					continue
-				}
-				if err != nil {
-					return dbErr(ctx, err)
-				}
-				views = append(views, viewOf(j))
+			views, err := admin.ShowJobs(ctx, h, ids)
+			var missing *admin.MissingError
+			if err != nil && !errors.As(err, &missing) {
+				return admin.Explain(ctx, err)
 			}
 			w := cmd.OutOrStdout()
 			if db.json {
-				err = printJSON(w, views)
+				if perr := printJSON(w, views); perr != nil {
+					return perr
+				}
 			} else {
 				for i, v := range views {
 					if i > 0 {
 						fmt.Fprintln(w)
 					}
-					v.print(w)
+					printJob(w, v)
 				}
-			}
-			if err == nil && len(missing) > 0 {
-				err = fmt.Errorf("%w: %s (never enqueued, or deleted by retention)", queue.ErrNotFound, strings.Join(missing, ", "))
 			}
 			return err
 		},
 	}
 }
 
-// print writes the job for people.
-func (v jobView) print(w io.Writer) {
+// printJob writes the job for people.
+func printJob(w io.Writer, v admin.JobView) {
 	t := newTable(w)
 	t.row("job", v.ID)
 	t.row("group", v.Group)
@@ -175,24 +127,20 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.Group == "" {
-				return fmt.Errorf("%w: --group is required", errBadInput)
+				return fmt.Errorf("%w: --group is required", admin.ErrBadInput)
 			}
-			q, ctx, done, err := db.queue(cmd.Context())
+			h, ctx, done, err := db.connect(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
 			defer done()
-			jobs, err := q.List(ctx, f)
+			jobs, err := admin.ListJobs(ctx, h, f)
 			if err != nil {
-				return dbErr(ctx, err)
+				return admin.Explain(ctx, err)
 			}
 			w := cmd.OutOrStdout()
 			if db.json {
-				views := make([]jobView, len(jobs))
-				for i, j := range jobs {
-					views[i] = viewOf(j)
-				}
-				return printJSON(w, views)
+				return printJSON(w, jobs)
 			}
 			if len(jobs) == 0 {
 				fmt.Fprintln(w, "no jobs")

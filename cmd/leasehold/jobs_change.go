@@ -3,28 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"slices"
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/admin"
 )
-
-// errNotChanged is returned by `jobs retry` and `jobs cancel` when some of
-// the jobs named were left alone; the output says which and why.
-var errNotChanged = errors.New("some jobs were left alone")
-
-// changeResult is one job of `jobs retry --json` or `jobs cancel --json`.
-type changeResult struct {
-	ID      int64 `json:"id"`
-	Changed bool  `json:"changed"`
-	// State is the job's state as read after the change; "" if not found.
-	State string `json:"state"`
-	// Reason says why the job was left alone.
-	Reason string `json:"reason,omitempty"`
-}
 
 func newJobsRetryCmd(db *dbFlags) *cobra.Command {
 	return &cobra.Command{
@@ -34,18 +19,7 @@ func newJobsRetryCmd(db *dbFlags) *cobra.Command {
 			"their recorded errors kept. It says which jobs it left alone and why, and then exits with status 1.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return changeJobs(cmd, db, args, "retried", (*queue.Client).Retry, func(j queue.JobInfo) string {
-				switch j.State {
-				case "pending":
-					return "pending: nothing to retry"
-				case "completed":
-					return "completed: nothing to retry"
-				}
-				if j.UniqueKey != "" {
-					return fmt.Sprintf("a pending job of the group has its unique key %q", j.UniqueKey)
-				}
-				return "changed by someone else meanwhile"
-			})
+			return changeJobs(cmd, db, args, "retried", admin.RetryJobs)
 		},
 	}
 }
@@ -60,64 +34,35 @@ func newJobsCancelCmd(db *dbFlags) *cobra.Command {
 			"status 1.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return changeJobs(cmd, db, args, "cancelled", (*queue.Client).Cancel, func(j queue.JobInfo) string {
-				if j.State != "pending" {
-					return "already " + j.State
-				}
-				return "changed by someone else meanwhile"
-			})
+			return changeJobs(cmd, db, args, "cancelled", admin.CancelJobs)
 		},
 	}
 }
 
-// changeJobs runs change on the jobs named by args, then reads the jobs it
-// left alone to say why.
+// changeJobs runs change (admin.RetryJobs or admin.CancelJobs) on the jobs
+// named by args and prints its results; verb says what it does to a job.
 func changeJobs(cmd *cobra.Command, db *dbFlags, args []string, verb string,
-	change func(*queue.Client, context.Context, ...int64) ([]int64, error), why func(queue.JobInfo) string) error {
-	ids, err := parseIDs(args)
+	change func(context.Context, *leasehold.DB, []int64) ([]admin.ChangeResult, error)) error {
+	ids, err := admin.ParseIDs(args)
 	if err != nil {
 		return err
 	}
-	q, ctx, done, err := db.queue(cmd.Context())
+	h, ctx, done, err := db.connect(cmd.Context(), nil)
 	if err != nil {
 		return err
 	}
 	defer done()
-	changed, err := change(q, ctx, ids...)
-	if err != nil {
-		return dbErr(ctx, err)
+	res, err := change(ctx, h, ids)
+	if err != nil && !errors.Is(err, admin.ErrNotChanged) {
+		return admin.Explain(ctx, err)
 	}
-	res := make([]changeResult, len(ids))
-	left := 0
-	for i, id := range ids {
-		r := changeResult{ID: id, Changed: slices.Contains(changed, id)}
-		j, err := q.JobInfo(ctx, id)
-		switch {
-		case errors.Is(err, queue.ErrNotFound):
-			r.Reason = "not found (never enqueued, or deleted by retention)"
-		case err != nil:
-			return dbErr(ctx, fmt.Errorf("%s %v; reading the jobs back: %w", verb, changed, err))
-		default:
-			r.State = j.State
-			if !r.Changed {
-				r.Reason = why(j)
-			}
-		}
-		if !r.Changed {
-			left++
-		}
-		res[i] = r
+	if perr := printChanges(cmd.OutOrStdout(), res, verb, db.json); perr != nil {
+		return perr
 	}
-	if err := printChanges(cmd.OutOrStdout(), res, verb, db.json); err != nil {
-		return err
-	}
-	if left > 0 {
-		return fmt.Errorf("%w: %d of %d not %s", errNotChanged, left, len(ids), verb)
-	}
-	return nil
+	return err
 }
 
-func printChanges(w io.Writer, res []changeResult, verb string, asJSON bool) error {
+func printChanges(w io.Writer, res []admin.ChangeResult, verb string, asJSON bool) error {
 	if asJSON {
 		return printJSON(w, res)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/admin"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -21,7 +22,7 @@ func enqueueN(t *testing.T, url string, n int) []int64 {
 	for i := range n {
 		fmt.Fprintf(&in, `{"group":"g","kind":"a","key":"k%d","args":{"i":%d}}`+"\n", i, i)
 	}
-	var res []enqueueResult
+	var res []admin.EnqueueResult
 	pgtest.Must(t, runJSON(t, &res, in.String(), "enqueue", "--database-url", url, "-"))
 	ids := make([]int64, len(res))
 	for i, r := range res {
@@ -39,19 +40,19 @@ func TestJobsCancelRetryShow(t *testing.T) {
 	pgtest.Must(t, err)
 	s := func(id int64) string { return fmt.Sprint(id) }
 
-	var ch []changeResult
+	var ch []admin.ChangeResult
 	err = runJSON(t, &ch, "", "jobs", "cancel", "--database-url", url, s(ids[0]), s(ids[2]), "999999")
-	if !errors.Is(err, errNotChanged) || !strings.Contains(err.Error(), "2 of 3 not cancelled") {
-		t.Errorf("cancel with jobs left alone: %v; want errNotChanged, 2 of 3", err)
+	if !errors.Is(err, admin.ErrNotChanged) || !strings.Contains(err.Error(), "2 of 3 not cancelled") {
+		t.Errorf("cancel with jobs left alone: %v; want admin.ErrNotChanged, 2 of 3", err)
 	}
-	want := []changeResult{{ID: ids[0], Changed: true, State: "cancelled"},
+	want := []admin.ChangeResult{{ID: ids[0], Changed: true, State: "cancelled"},
 		{ID: ids[2], State: "completed", Reason: "already completed"},
 		{ID: 999999, Reason: "not found (never enqueued, or deleted by retention)"}}
 	if fmt.Sprint(ch) != fmt.Sprint(want) {
 		t.Errorf("cancel: %+v; want %+v", ch, want)
 	}
 
-	var views []jobView
+	var views []admin.JobView
 	pgtest.Must(t, runJSON(t, &views, "", "jobs", "show", "--database-url", url, s(ids[0]), s(ids[2])))
 	if len(views) != 2 || views[0].State != "cancelled" || views[0].FinishedToken != nil || views[0].Key != "k0" ||
 		compact(t, views[0].Args) != `{"i":0}` || views[1].FinishedToken == nil || *views[1].FinishedToken != 9 {
@@ -75,10 +76,10 @@ func TestJobsCancelRetryShow(t *testing.T) {
 	}
 
 	err = runJSON(t, &ch, "", "jobs", "retry", "--database-url", url, s(ids[0]), s(ids[1]))
-	if !errors.Is(err, errNotChanged) {
-		t.Errorf("retry of a pending job: %v; want errNotChanged", err)
+	if !errors.Is(err, admin.ErrNotChanged) {
+		t.Errorf("retry of a pending job: %v; want admin.ErrNotChanged", err)
 	}
-	want = []changeResult{{ID: ids[0], Changed: true, State: "pending"},
+	want = []admin.ChangeResult{{ID: ids[0], Changed: true, State: "pending"},
 		{ID: ids[1], State: "pending", Reason: "pending: nothing to retry"}}
 	if fmt.Sprint(ch) != fmt.Sprint(want) {
 		t.Errorf("retry: %+v; want %+v", ch, want)
@@ -105,7 +106,7 @@ func TestJobsList(t *testing.T) {
 	pgtest.Must(t, err)
 	list := func(args ...string) []int64 {
 		t.Helper()
-		var views []jobView
+		var views []admin.JobView
 		pgtest.Must(t, runJSON(t, &views, "", append([]string{"jobs", "list", "--database-url", url, "--group", "g"}, args...)...))
 		out := make([]int64, len(views))
 		for i, v := range views {
@@ -125,7 +126,7 @@ func TestJobsList(t *testing.T) {
 	same(list("--limit", "2", "--before", fmt.Sprint(ids[3])), ids[2], ids[1])
 	same(list("--kind", "b"))
 
-	var views []jobView
+	var views []admin.JobView
 	pgtest.Must(t, runJSON(t, &views, "", "jobs", "list", "--database-url", url, "--group", "g", "--partition", "0,1,2,3,4,5,6,7"))
 	if len(views) != 5 {
 		t.Errorf("every partition: %d jobs", len(views))
@@ -157,7 +158,7 @@ func TestJobsShowWaitingBehind(t *testing.T) {
 {"group":"g","kind":"a","key":"n","delay":"1h","ordering":"non-blocking"}
 {"group":"g","kind":"a","key":"n"}
 {"group":"g","kind":"a"}`
-	var res []enqueueResult
+	var res []admin.EnqueueResult
 	pgtest.Must(t, runJSON(t, &res, in, "enqueue", "--database-url", url, "-"))
 	if len(res) != 5 {
 		t.Fatalf("enqueued %+v", res)
@@ -166,7 +167,7 @@ func TestJobsShowWaitingBehind(t *testing.T) {
 	for _, r := range res {
 		args = append(args, fmt.Sprint(r.ID))
 	}
-	var views []jobView
+	var views []admin.JobView
 	pgtest.Must(t, runJSON(t, &views, "", args...))
 	type got struct {
 		Ordering string

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,10 +64,6 @@ func (o *rootOptions) logger(w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
-
-// errNoDatabase is returned when a command needs a database and none is named.
-var errNoDatabase = errors.New("no database given: pass --database-url or set DATABASE_URL " +
-	"(e.g. postgres://user:password@localhost:5432/dbname)")
 
 // databaseURL returns the --database-url flag's value, else $DATABASE_URL,
 // else "".

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/admin"
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
@@ -83,8 +84,8 @@ func TestMigrateNewerSchema(t *testing.T) {
 func TestMigrateWithoutURL(t *testing.T) {
 	t.Setenv("DATABASE_URL", "")
 	_, err := run(t, "migrate")
-	if !errors.Is(err, errNoDatabase) {
-		t.Fatalf("migrate without a URL: %v, want errNoDatabase", err)
+	if !errors.Is(err, admin.ErrNoDatabase) {
+		t.Fatalf("migrate without a URL: %v, want admin.ErrNoDatabase", err)
 	}
 	if !strings.Contains(err.Error(), "--database-url") || !strings.Contains(err.Error(), "DATABASE_URL") {
 		t.Errorf("error %q does not say how to name a database", err)
@@ -127,7 +128,7 @@ func TestMigrateAndVersionJSON(t *testing.T) {
 
 func TestMigrateUnreachableDatabase(t *testing.T) {
 	_, err := run(t, "migrate", "--database-url", "postgres://nobody@127.0.0.1:1/x", "--connect-timeout", "300ms")
-	if !errors.Is(err, errUnreachable) {
-		t.Fatalf("migrate on a dead database: %v; want errUnreachable", err)
+	if !errors.Is(err, admin.ErrUnreachable) {
+		t.Fatalf("migrate on a dead database: %v; want admin.ErrUnreachable", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/admin"
 )
 
 // migrateResult is what migrate did, as --json prints it.
@@ -24,25 +24,14 @@ func newMigrateCmd(opts *rootOptions) *cobra.Command {
 			"or $DATABASE_URL and prints the version reached. It is safe to run concurrently.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, ctx, done, err := db.connect(cmd.Context())
+			h, ctx, done, err := db.connect(cmd.Context(), opts.logger(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}
 			defer done()
-			h, err = leasehold.Open(h.Pool(), leasehold.Config{Schema: db.schema, Logger: opts.logger(cmd.ErrOrStderr())})
+			before, after, err := admin.Migrate(ctx, h)
 			if err != nil {
-				return err
-			}
-			before, err := h.SchemaVersion(ctx)
-			if err != nil {
-				return dbErr(ctx, err)
-			}
-			if err := h.Migrate(ctx); err != nil {
-				return dbErr(ctx, err)
-			}
-			after, err := h.SchemaVersion(ctx)
-			if err != nil {
-				return dbErr(ctx, err)
+				return admin.Explain(ctx, err)
 			}
 			w := cmd.OutOrStdout()
 			switch {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -65,17 +64,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// parseIDs parses job ids given as arguments.
-func parseIDs(args []string) ([]int64, error) {
-	ids := make([]int64, len(args))
-	for i, a := range args {
-		id, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || id <= 0 {
-			return nil, fmt.Errorf("job id %q: not a positive integer", a)
-		}
-		ids[i] = id
-	}
-	return ids, nil
 }

@@ -1,77 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/partition"
-	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/internal/admin"
 )
-
-// statusReport is what `leasehold status --json` prints.
-type statusReport struct {
-	// Now is the database time the report is relative to.
-	Now    time.Time     `json:"now"`
-	Groups []groupStatus `json:"groups"`
-}
-
-type groupStatus struct {
-	Group          string `json:"group"`
-	PartitionCount int    `json:"partition_count"`
-	Held           int    `json:"held"`         // partitions whose lease is unexpired
-	LiveMembers    int    `json:"live_members"` // members whose heartbeat is unexpired
-	Pending        int64  `json:"pending"`
-	Scheduled      int64  `json:"scheduled"`
-	Retrying       int64  `json:"retrying"`
-	// OldestDueMS is the largest OldestDueMS of the partitions.
-	OldestDueMS int64             `json:"oldest_due_ms"`
-	Partitions  []partitionStatus `json:"partitions"`
-	Members     []memberStatus    `json:"members"`
-	// Waits are the keys whose due jobs wait behind a job that is not due,
-	// the most held up first, at most waitsLimit.
-	Waits []waitStatus `json:"waits"`
-}
-
-type partitionStatus struct {
-	Partition   int        `json:"partition"`
-	Owner       string     `json:"owner"`       // member id of the lease's holder; "" if never granted
-	Incarnation string     `json:"incarnation"` // the holder's incarnation
-	Token       int64      `json:"token"`       // the latest grant's fencing token; 0 if never granted
-	Held        bool       `json:"held"`
-	Desired     string     `json:"desired"` // the owner the assignment wants among the live members
-	AcquiredAt  *time.Time `json:"acquired_at"`
-	ExpiresAt   *time.Time `json:"expires_at"`
-	// ExpiresInMS is the time left on the lease; negative once expired.
-	ExpiresInMS *int64 `json:"expires_in_ms"`
-	Pending     int64  `json:"pending"`
-	Scheduled   int64  `json:"scheduled"`
-	Retrying    int64  `json:"retrying"`
-	OldestDueMS int64  `json:"oldest_due_ms"`
-}
-
-type memberStatus struct {
-	ID             string    `json:"id"`
-	Incarnation    string    `json:"incarnation"`
-	Live           bool      `json:"live"`
-	JoinedAt       time.Time `json:"joined_at"`
-	HeartbeatAt    time.Time `json:"heartbeat_at"`
-	HeartbeatAgeMS int64     `json:"heartbeat_age_ms"`
-	ExpiresAt      time.Time `json:"expires_at"`
-	// Partitions are the partitions whose unexpired lease this incarnation
-	// holds.
-	Partitions []int `json:"partitions"`
-}
-
-// idle reports whether a partition is uninteresting: held by the owner the
-// assignment wants, with no pending job.
-func (p partitionStatus) idle() bool {
-	return p.Held && p.Owner == p.Desired && p.Pending == 0 && p.Scheduled == 0
-}
 
 // listAllBelow is the partition count up to which the table lists every
 // partition without --all.
@@ -91,19 +28,19 @@ func newStatusCmd() *cobra.Command {
 			"(idle: held by their desired owner, no pending job) unless --all; --json gives everything.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, ctx, done, err := db.connect(cmd.Context())
+			h, ctx, done, err := db.connect(cmd.Context(), nil)
 			if err != nil {
 				return err
 			}
 			defer done()
-			rep, err := readStatus(ctx, h, groups)
+			rep, err := admin.ReadStatus(ctx, h, groups)
 			if err != nil {
-				return dbErr(ctx, err)
+				return admin.Explain(ctx, err)
 			}
 			if db.json {
 				return printJSON(cmd.OutOrStdout(), rep)
 			}
-			return rep.print(cmd.OutOrStdout(), all)
+			return printStatus(cmd.OutOrStdout(), rep, all)
 		},
 	}
 	db.add(cmd, false)
@@ -112,86 +49,9 @@ func newStatusCmd() *cobra.Command {
 	return cmd
 }
 
-// readStatus reads the status of groups, or of every group if none.
-func readStatus(ctx context.Context, h *leasehold.DB, groups []string) (statusReport, error) {
-	pool := h.Pool()
-	if len(groups) == 0 {
-		var err error
-		if groups, err = partition.Groups(ctx, h); err != nil {
-			return statusReport{}, err
-		}
-	}
-	q, err := queue.New(h, queue.Config{})
-	if err != nil {
-		return statusReport{}, err
-	}
-	now, err := dbNow(ctx, pool)
-	if err != nil {
-		return statusReport{}, err
-	}
-	rep := statusReport{Now: now, Groups: []groupStatus{}}
-	for _, g := range groups {
-		st, err := partition.Inspect(ctx, h, g)
-		if err != nil {
-			return statusReport{}, err
-		}
-		stats, err := q.Stats(ctx, g)
-		if err != nil {
-			return statusReport{}, err
-		}
-		waits, err := q.Waits(ctx, g, waitsLimit)
-		if err != nil {
-			return statusReport{}, err
-		}
-		gs := groupOf(st, stats, now)
-		gs.Waits = waitsOf(waits, now)
-		rep.Groups = append(rep.Groups, gs)
-	}
-	return rep, nil
-}
-
-func groupOf(st partition.Status, stats []queue.PartitionStats, now time.Time) groupStatus {
-	g := groupStatus{Group: st.Group, PartitionCount: len(st.Partitions),
-		Partitions: make([]partitionStatus, len(st.Partitions)), Members: make([]memberStatus, len(st.Members))}
-	for i, ps := range st.Partitions {
-		p := partitionStatus{Partition: ps.Partition, Owner: ps.Owner, Incarnation: ps.Incarnation,
-			Token: int64(ps.Token), Held: ps.Held, Desired: ps.Desired}
-		if ps.Owner != "" {
-			in := ps.Expires.Sub(now).Milliseconds()
-			p.AcquiredAt, p.ExpiresAt, p.ExpiresInMS = &ps.Acquired, &ps.Expires, &in
-		}
-		if i < len(stats) && stats[i].Partition == ps.Partition {
-			s := stats[i]
-			p.Pending, p.Scheduled, p.Retrying, p.OldestDueMS = s.Pending, s.Scheduled, s.Retrying, s.OldestDue.Milliseconds()
-		}
-		if p.Held {
-			g.Held++
-		}
-		g.Pending += p.Pending
-		g.Scheduled += p.Scheduled
-		g.Retrying += p.Retrying
-		g.OldestDueMS = max(g.OldestDueMS, p.OldestDueMS)
-		g.Partitions[i] = p
-	}
-	for i, ms := range st.Members {
-		m := memberStatus{ID: ms.ID, Incarnation: ms.Incarnation, Live: ms.Live, JoinedAt: ms.Joined,
-			HeartbeatAt: ms.Heartbeat, HeartbeatAgeMS: now.Sub(ms.Heartbeat).Milliseconds(), ExpiresAt: ms.Expires,
-			Partitions: []int{}}
-		for _, p := range g.Partitions {
-			if p.Held && p.Owner == m.ID && p.Incarnation == m.Incarnation {
-				m.Partitions = append(m.Partitions, p.Partition)
-			}
-		}
-		if m.Live {
-			g.LiveMembers++
-		}
-		g.Members[i] = m
-	}
-	return g
-}
-
-// print writes the report as tables; with all, every partition is listed.
-func (r statusReport) print(w io.Writer, all bool) error {
+// printStatus writes the report as tables; with all, every partition is
+// listed.
+func printStatus(w io.Writer, r admin.Status, all bool) error {
 	if len(r.Groups) == 0 {
 		fmt.Fprintln(w, "no groups yet (a worker creates its group when it starts)")
 		return nil
@@ -200,14 +60,14 @@ func (r statusReport) print(w io.Writer, all bool) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		if err := g.print(w, all); err != nil {
+		if err := printGroup(w, g, all); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (g groupStatus) print(w io.Writer, all bool) error {
+func printGroup(w io.Writer, g admin.GroupStatus, all bool) error {
 	oldest := "-"
 	if g.OldestDueMS > 0 {
 		oldest = human(time.Duration(g.OldestDueMS) * time.Millisecond)
@@ -217,7 +77,7 @@ func (g groupStatus) print(w io.Writer, all bool) error {
 	t := newTable(w, "PARTITION", "OWNER", "TOKEN", "EXPIRES IN", "PENDING", "RETRYING", "SCHEDULED", "OLDEST DUE")
 	hidden := 0
 	for _, p := range g.Partitions {
-		if !all && g.PartitionCount > listAllBelow && p.idle() {
+		if !all && g.PartitionCount > listAllBelow && p.Idle() {
 			hidden++
 			continue
 		}
@@ -263,4 +123,30 @@ func (g groupStatus) print(w io.Writer, all bool) error {
 		t.row(m.ID, m.Incarnation, live, len(m.Partitions), human(time.Duration(m.HeartbeatAgeMS)*time.Millisecond)+" ago")
 	}
 	return t.flush()
+}
+
+// printWaits writes the section of a group's waiting keys, if it has any,
+// followed by a blank line.
+func printWaits(w io.Writer, waits []admin.WaitStatus) error {
+	if len(waits) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "keys waiting behind a job:")
+	t := newTable(w, "PARTITION", "KEY", "JOB", "DUE IN", "ATTEMPTS", "WAITING")
+	for _, ws := range waits {
+		why := "scheduled"
+		if ws.Attempt > 0 {
+			why = "retrying"
+		}
+		t.row(ws.Partition, fmt.Sprintf("%q", ws.Key), ws.JobID, human(time.Duration(ws.DueInMS)*time.Millisecond),
+			fmt.Sprintf("%d (%s)", ws.Attempt, why), ws.Waiting)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(waits) == admin.WaitsLimit {
+		fmt.Fprintf(w, "(the %d most held up keys; others may wait too)\n", admin.WaitsLimit)
+	}
+	fmt.Fprintln(w)
+	return nil
 }

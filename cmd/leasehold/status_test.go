@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/internal/admin"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -51,14 +52,14 @@ func TestStatus(t *testing.T) {
 	in := fmt.Sprintf(`{"group":"g","kind":"a","key":%q}
 {"group":"g","kind":"a","key":%q}
 {"group":"g","kind":"a","key":%q,"delay":"1h"}`, k1, k1, k2)
-	var res []enqueueResult
+	var res []admin.EnqueueResult
 	pgtest.Must(t, runJSON(t, &res, in, "enqueue", "--database-url", url, "-"))
 	_, err := pool.Exec(context.Background(), `UPDATE leasehold.jobs SET run_at = clock_timestamp() - interval '1 hour' WHERE id = $1;`, res[0].ID)
 	pgtest.Must(t, err)
 	_, err = pool.Exec(context.Background(), `UPDATE leasehold.jobs SET attempt = 1 WHERE id = $1`, res[1].ID)
 	pgtest.Must(t, err)
 
-	var rep statusReport
+	var rep admin.Status
 	pgtest.Must(t, runJSON(t, &rep, "", "status", "--database-url", url))
 	if len(rep.Groups) != 1 {
 		t.Fatalf("groups %+v", rep.Groups)
@@ -158,7 +159,7 @@ func TestStatusManyPartitions(t *testing.T) {
 	if got := rows(out); len(got) != 40 || strings.Contains(out, "not listed") {
 		t.Errorf("--all lists %d partitions:\n%s", len(got), out)
 	}
-	var rep statusReport
+	var rep admin.Status
 	pgtest.Must(t, runJSON(t, &rep, "", "status", "--database-url", url))
 	if len(rep.Groups) != 1 || len(rep.Groups[0].Partitions) != 40 || rep.Groups[0].Held != 39 ||
 		len(rep.Groups[0].Members) != 1 || len(rep.Groups[0].Members[0].Partitions) != 39 {
@@ -169,7 +170,7 @@ func TestStatusManyPartitions(t *testing.T) {
 func TestStatusGroups(t *testing.T) {
 	t.Parallel()
 	url := pgtest.MigratedURL(t)
-	var rep statusReport
+	var rep admin.Status
 	pgtest.Must(t, runJSON(t, &rep, "", "status", "--database-url", url))
 	if len(rep.Groups) != 0 || rep.Now.IsZero() {
 		t.Errorf("no groups: %+v", rep)
@@ -208,19 +209,19 @@ func TestStatusWaits(t *testing.T) {
 {"group":"g","kind":"a","key":"r"}
 {"group":"g","kind":"a","key":"n","delay":"1h","ordering":"non-blocking"}
 {"group":"g","kind":"a","key":"n"}`
-	var res []enqueueResult
+	var res []admin.EnqueueResult
 	pgtest.Must(t, runJSON(t, &res, in, "enqueue", "--database-url", url, "-"))
 	// r's first job failed once and retries in 10 minutes.
 	_, err := pool.Exec(context.Background(), `UPDATE leasehold.jobs SET attempt = 1, run_at = clock_timestamp() + interval '10 minutes' WHERE id = $1`, res[3].ID)
 	pgtest.Must(t, err)
 
-	var rep statusReport
+	var rep admin.Status
 	pgtest.Must(t, runJSON(t, &rep, "", "status", "--database-url", url))
 	if len(rep.Groups) != 1 {
 		t.Fatalf("groups %+v", rep.Groups)
 	}
 	ws := rep.Groups[0].Waits
-	want := []waitStatus{
+	want := []admin.WaitStatus{
 		{Partition: partition.OfString("s", 8), Key: "s", JobID: res[0].ID, Waiting: 2},
 		{Partition: partition.OfString("r", 8), Key: "r", JobID: res[3].ID, Attempt: 1, Waiting: 1},
 	}
@@ -273,7 +274,7 @@ func TestStatusWaits(t *testing.T) {
 	// No waits: no section, and an empty array.
 	_, err = pool.Exec(context.Background(), `UPDATE leasehold.jobs SET run_at = clock_timestamp() WHERE id = ANY($1)`, []int64{res[0].ID, res[3].ID})
 	pgtest.Must(t, err)
-	var due statusReport
+	var due admin.Status
 	pgtest.Must(t, runJSON(t, &due, "", "status", "--database-url", url))
 	if len(due.Groups) != 1 || due.Groups[0].Waits == nil || len(due.Groups[0].Waits) != 0 {
 		t.Errorf("waits once due: %+v", due.Groups)

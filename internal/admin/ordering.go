@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"fmt"
@@ -6,17 +6,17 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-// orderingNames are the orderings `leasehold enqueue` accepts, by name (the
-// names queue.Ordering.String gives).
+// orderingNames are the orderings the command accepts, by name (the names
+// queue.Ordering.String gives).
 var orderingNames = map[string]queue.Ordering{
 	queue.OrderStrict.String():      queue.OrderStrict,
 	queue.OrderNonBlocking.String(): queue.OrderNonBlocking,
 }
 
-// orderingOf parses an ordering given by --ordering or an input line's
+// ParseOrdering parses an ordering given by --ordering or an input line's
 // "ordering": "strict" or "non-blocking"; "" is the default, strict. field
 // names where it was given, for the error.
-func orderingOf(field, name string) (queue.Ordering, error) {
+func ParseOrdering(field, name string) (queue.Ordering, error) {
 	if name == "" {
 		return queue.OrderStrict, nil
 	}

@@ -1,0 +1,152 @@
+package admin
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// Status is the status report, as `leasehold status --json` prints it.
+type Status struct {
+	// Now is the database time the report is relative to.
+	Now    time.Time     `json:"now"`
+	Groups []GroupStatus `json:"groups"`
+}
+
+// GroupStatus is the status of one group: its partitions, members and
+// waiting keys, and their totals.
+type GroupStatus struct {
+	Group          string `json:"group"`
+	PartitionCount int    `json:"partition_count"`
+	Held           int    `json:"held"`         // partitions whose lease is unexpired
+	LiveMembers    int    `json:"live_members"` // members whose heartbeat is unexpired
+	Pending        int64  `json:"pending"`
+	Scheduled      int64  `json:"scheduled"`
+	Retrying       int64  `json:"retrying"`
+	// OldestDueMS is the largest OldestDueMS of the partitions.
+	OldestDueMS int64             `json:"oldest_due_ms"`
+	Partitions  []PartitionStatus `json:"partitions"`
+	Members     []MemberStatus    `json:"members"`
+	// Waits are the keys whose due jobs wait behind a job that is not due,
+	// the most held up first, at most WaitsLimit.
+	Waits []WaitStatus `json:"waits"`
+}
+
+// PartitionStatus is the status of one partition: its lease and its jobs.
+type PartitionStatus struct {
+	Partition   int        `json:"partition"`
+	Owner       string     `json:"owner"`       // member id of the lease's holder; "" if never granted
+	Incarnation string     `json:"incarnation"` // the holder's incarnation
+	Token       int64      `json:"token"`       // the latest grant's fencing token; 0 if never granted
+	Held        bool       `json:"held"`
+	Desired     string     `json:"desired"` // the owner the assignment wants among the live members
+	AcquiredAt  *time.Time `json:"acquired_at"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	// ExpiresInMS is the time left on the lease; negative once expired.
+	ExpiresInMS *int64 `json:"expires_in_ms"`
+	Pending     int64  `json:"pending"`
+	Scheduled   int64  `json:"scheduled"`
+	Retrying    int64  `json:"retrying"`
+	OldestDueMS int64  `json:"oldest_due_ms"`
+}
+
+// MemberStatus is the status of one member of a group.
+type MemberStatus struct {
+	ID             string    `json:"id"`
+	Incarnation    string    `json:"incarnation"`
+	Live           bool      `json:"live"`
+	JoinedAt       time.Time `json:"joined_at"`
+	HeartbeatAt    time.Time `json:"heartbeat_at"`
+	HeartbeatAgeMS int64     `json:"heartbeat_age_ms"`
+	ExpiresAt      time.Time `json:"expires_at"`
+	// Partitions are the partitions whose unexpired lease this incarnation
+	// holds.
+	Partitions []int `json:"partitions"`
+}
+
+// Idle reports whether a partition is uninteresting: held by the owner the
+// assignment wants, with no pending job.
+func (p PartitionStatus) Idle() bool {
+	return p.Held && p.Owner == p.Desired && p.Pending == 0 && p.Scheduled == 0
+}
+
+// ReadStatus reads the status of groups, or of every group if none, with
+// times relative to the database clock.
+func ReadStatus(ctx context.Context, db *leasehold.DB, groups []string) (Status, error) {
+	if len(groups) == 0 {
+		var err error
+		if groups, err = partition.Groups(ctx, db); err != nil {
+			return Status{}, err
+		}
+	}
+	q, err := queue.New(db, queue.Config{})
+	if err != nil {
+		return Status{}, err
+	}
+	now, err := dbNow(ctx, db)
+	if err != nil {
+		return Status{}, err
+	}
+	rep := Status{Now: now, Groups: []GroupStatus{}}
+	for _, g := range groups {
+		st, err := partition.Inspect(ctx, db, g)
+		if err != nil {
+			return Status{}, err
+		}
+		stats, err := q.Stats(ctx, g)
+		if err != nil {
+			return Status{}, err
+		}
+		waits, err := q.Waits(ctx, g, WaitsLimit)
+		if err != nil {
+			return Status{}, err
+		}
+		gs := groupOf(st, stats, now)
+		gs.Waits = waitsOf(waits, now)
+		rep.Groups = append(rep.Groups, gs)
+	}
+	return rep, nil
+}
+
+func groupOf(st partition.Status, stats []queue.PartitionStats, now time.Time) GroupStatus {
+	g := GroupStatus{Group: st.Group, PartitionCount: len(st.Partitions),
+		Partitions: make([]PartitionStatus, len(st.Partitions)), Members: make([]MemberStatus, len(st.Members))}
+	for i, ps := range st.Partitions {
+		p := PartitionStatus{Partition: ps.Partition, Owner: ps.Owner, Incarnation: ps.Incarnation,
+			Token: int64(ps.Token), Held: ps.Held, Desired: ps.Desired}
+		if ps.Owner != "" {
+			in := ps.Expires.Sub(now).Milliseconds()
+			p.AcquiredAt, p.ExpiresAt, p.ExpiresInMS = &ps.Acquired, &ps.Expires, &in
+		}
+		if i < len(stats) && stats[i].Partition == ps.Partition {
+			s := stats[i]
+			p.Pending, p.Scheduled, p.Retrying, p.OldestDueMS = s.Pending, s.Scheduled, s.Retrying, s.OldestDue.Milliseconds()
+		}
+		if p.Held {
+			g.Held++
+		}
+		g.Pending += p.Pending
+		g.Scheduled += p.Scheduled
+		g.Retrying += p.Retrying
+		g.OldestDueMS = max(g.OldestDueMS, p.OldestDueMS)
+		g.Partitions[i] = p
+	}
+	for i, ms := range st.Members {
+		m := MemberStatus{ID: ms.ID, Incarnation: ms.Incarnation, Live: ms.Live, JoinedAt: ms.Joined,
+			HeartbeatAt: ms.Heartbeat, HeartbeatAgeMS: now.Sub(ms.Heartbeat).Milliseconds(), ExpiresAt: ms.Expires,
+			Partitions: []int{}}
+		for _, p := range g.Partitions {
+			if p.Held && p.Owner == m.ID && p.Incarnation == m.Incarnation {
+				m.Partitions = append(m.Partitions, p.Partition)
+			}
+		}
+		if m.Live {
+			g.LiveMembers++
+		}
+		g.Members[i] = m
+	}
+	return g
+}
