@@ -40,7 +40,7 @@ func TestHandlerThatBreaksItsTransactionSpendsAnAttempt(t *testing.T) {
 		}},
 		// Commit is refused (ErrTxManaged); returning its error fails the
 		// attempt.
-		"committed itself": {want: "committed or rolled back by the processor",
+		"committed itself": {want: "committed or rolled back by its runner",
 			h: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }},
 	} {
 		t.Run(name, func(t *testing.T) {
