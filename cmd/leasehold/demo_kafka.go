@@ -23,6 +23,7 @@ import (
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/worker"
 )
 
 const (
@@ -258,11 +259,12 @@ func (k *kafkaDemo) story(ctx context.Context) error {
 	clk := newPausableClock()
 	defer clk.close()
 	workers := map[string]*kafka.Consumer{}
+	running := map[string]*worker.Worker{}
 	var order []string
 	defer func() {
 		for _, id := range order {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-			workers[id].Stop(sctx)
+			running[id].Stop(sctx)
 			cancel()
 		}
 	}()
@@ -273,18 +275,22 @@ func (k *kafkaDemo) story(ctx context.Context) error {
 			clock = clk.Clock
 		}
 		c, err := kafka.New(d.h, kafka.Config{
-			Group: k.group, Topics: []string{kafkaDemoTopic}, Brokers: k.brokers,
-			PartitionsPerTopic: kafkaDemoPartitions, ID: id, Handler: k.handler(id), MaxBatch: 100,
-			Lease: lease.Config{TTL: kafkaDemoTTL, Clock: clock},
+			Topics: []string{kafkaDemoTopic}, Brokers: k.brokers,
+			PartitionsPerTopic: kafkaDemoPartitions, Handler: k.handler(id), MaxBatch: 100,
 			Fence: lease.FenceConfig{IdleTimeout: 10 * kafkaDemoTTL},
 		})
 		if err != nil {
 			return err
 		}
-		if err := c.Start(ctx); err != nil {
+		w, err := worker.New(d.h, worker.Config{Group: k.group, ID: id, Kafka: c,
+			Lease: lease.Config{TTL: kafkaDemoTTL, Clock: clock}})
+		if err != nil {
 			return err
 		}
-		workers[id] = c
+		if err := w.Start(ctx); err != nil {
+			return err
+		}
+		workers[id], running[id] = c, w
 		order = append(order, id)
 	}
 	d.say("Three workers consume the topic: each Kafka partition is a leasehold partition, owned through a")
