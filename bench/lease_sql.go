@@ -1,7 +1,6 @@
 package main
 
 import (
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/internal/store"
