@@ -36,7 +36,7 @@ func (b *kafkaBench) handoff(ctx context.Context, group string, wait time.Durati
 	// settled waits until every partition is owned by its desired owner
 	// among cs (partition.Assign over their ids) and each grant delivered
 	// its first record.
-	settled := func(cs ...*kafka.Consumer) error {
+	settled := func(cs ...*kafkaWorker) error {
 		ids := make([]string, len(cs))
 		for i, c := range cs {
 			ids[i] = c.ID()

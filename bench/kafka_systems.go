@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/worker"
 )
 
 // franz consumes every partition from offset 0 with one plain client.
@@ -51,8 +52,8 @@ func insertEffects(ctx context.Context, tx pgx.Tx, topic string, p int32, recs [
 	return err
 }
 
-// leasehold consumes the topic with one kafka member owning every
-// partition, from Start until every record is committed.
+// leasehold consumes the topic with one worker running a kafka consumer,
+// owning every partition, from Start until every record is committed.
 func (b *kafkaBench) leasehold(ctx context.Context, group string, oneRow bool) (sample, error) {
 	var mu sync.Mutex
 	var first time.Time // the earliest grant: claiming the partitions is not timed
@@ -129,29 +130,43 @@ func (b *kafkaBench) verify(ctx context.Context, group string, oneRow bool) erro
 	return nil
 }
 
-func (b *kafkaBench) consumer(ctx context.Context, group, id string, h kafka.Handler, wait time.Duration, batch int) (*kafka.Consumer, error) {
+// kafkaWorker is a leasehold worker running a Kafka consumer.
+type kafkaWorker struct {
+	*kafka.Consumer
+	w *worker.Worker
+}
+
+// ID returns the worker's member id.
+func (k *kafkaWorker) ID() string { return k.w.ID() }
+
+// consumer starts a worker of group running a consumer of the topic.
+func (b *kafkaBench) consumer(ctx context.Context, group, id string, h kafka.Handler, wait time.Duration, batch int) (*kafkaWorker, error) {
 	db, err := lhDB(b.lh, "")
 	if err != nil {
 		return nil, err
 	}
 	c, err := kafka.New(db, kafka.Config{
-		Group: group, Topics: []string{b.topic}, Brokers: b.brokers, PartitionsPerTopic: b.f.partitions,
-		ID: id, Handler: h, MaxBatch: batch, FetchMaxWait: wait,
-		Lease: lease.Config{TTL: 5 * time.Second},
+		Topics: []string{b.topic}, Brokers: b.brokers, PartitionsPerTopic: b.f.partitions,
+		Handler: h, MaxBatch: batch, FetchMaxWait: wait,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Start(ctx); err != nil {
+	w, err := worker.New(db, worker.Config{Group: group, ID: id, Kafka: c, Lease: lease.Config{TTL: 5 * time.Second}})
+	if err != nil {
 		return nil, err
 	}
-	return c, nil
+	if err := w.Start(ctx); err != nil {
+		return nil, err
+	}
+	return &kafkaWorker{Consumer: c, w: w}, nil
 }
 
-func stopConsumer(c *kafka.Consumer) {
+// stopConsumer stops the worker gracefully.
+func stopConsumer(k *kafkaWorker) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c.Stop(ctx)
+	k.w.Stop(ctx)
 }
 
 // rawSQL consumes the topic with a franz-go client and a goroutine per

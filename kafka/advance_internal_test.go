@@ -20,7 +20,7 @@ func TestAdvanceIsConditional(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := New(pgtest.DBOn(t, pool), Config{Group: "g", Topics: []string{"t"}, Brokers: []string{"127.0.0.1:1"},
+	c, err := New(pgtest.DBOn(t, pool), Config{Topics: []string{"t"}, Brokers: []string{"127.0.0.1:1"},
 		Handler: func(context.Context, pgx.Tx, *Batch) error { return nil }})
 	pgtest.Must(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO leasehold.groups (name, partitions) VALUES ('g', 64)`)
@@ -37,14 +37,14 @@ func TestAdvanceIsConditional(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		pgtest.Must(t, err)
 		defer tx.Rollback(ctx)
-		if err := c.advance(ctx, tx, "t", p, fence.Token(token), prev, next); err != nil {
+		if err := c.advance(ctx, tx, "g", "t", p, fence.Token(token), prev, next); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)
 	}
 	stored := func(p int32) (int64, int64) {
 		t.Helper()
-		next, token, ok, err := c.stored(ctx, pool, "t", p)
+		next, token, ok, err := c.stored(ctx, pool, "g", "t", p)
 		pgtest.Must(t, err)
 		if !ok {
 			return -1, -1

@@ -35,7 +35,8 @@ type Handler func(ctx context.Context, tx pgx.Tx, b *Batch) error
 // records of one Kafka partition, in offset order (offsets need not be
 // contiguous: transaction markers and compaction leave gaps).
 type Batch struct {
-	// Group is the consumer's group.
+	// Group is the consumer group: the Group of the worker running the
+	// Consumer.
 	Group string
 	// Topic and Partition name the Kafka partition.
 	Topic     string
@@ -90,11 +91,11 @@ const MaxTopicPartitions = 16384
 
 // Config configures a Consumer. The zero value of every optional field means
 // its default.
+//
+// The consumer group, the member id, the leases and the membership settings
+// are the worker's (worker.Config: Group, ID, Lease, HandoffTimeout,
+// MembershipPollInterval): the Consumer is run by a worker.Worker.
 type Config struct {
-	// Group names the consumer group: its leasehold partition group (with
-	// PartitionsPerTopic × len(Topics) partitions) and the key of its
-	// stored offsets. Required; 1 to 100 bytes.
-	Group string
 	// Topics are the topics consumed. Required; their order is part of the
 	// group's layout (see PartitionsPerTopic): keep it.
 	Topics []string
@@ -103,24 +104,17 @@ type Config struct {
 	Brokers []string
 	// PartitionsPerTopic is how many Kafka partitions of each topic the
 	// group can consume: topic i's partition p is the group's partition
-	// i×PartitionsPerTopic + p. It is an upper bound on each topic's
-	// partition count, fixed when the group is created; partitions added
-	// up to it are picked up, and slots above a topic's count are idle. A
-	// topic with more partitions is refused at Start (ErrTooManyPartitions)
-	// and logged at error level when it grows past it. Closer to the real
-	// count balances better (docs/kafka.md). Defaults to 64.
+	// i×PartitionsPerTopic + p, and the group has len(Topics) ×
+	// PartitionsPerTopic partitions (Partitions). It is an upper bound on
+	// each topic's partition count, fixed when the group is created;
+	// partitions added up to it are picked up, and slots above a topic's
+	// count are idle. A topic with more partitions is refused at Open
+	// (ErrTooManyPartitions) and logged at error level when it grows past
+	// it. Closer to the real count balances better (docs/kafka.md).
+	// Defaults to 64.
 	PartitionsPerTopic int
 	// Handler applies each batch. Required.
 	Handler Handler
-	// ID identifies this worker in the group. Defaults to
-	// lease.DefaultOwner().
-	ID string
-	// Lease configures the member's leases (TTL, renew interval, clock).
-	// Lease.Owner must be empty (see ID). Defaults as in lease.Config.
-	Lease lease.Config
-	// PollInterval and HandoffTimeout are passed to the partition member.
-	// Default to 1s and Lease.TTL.
-	PollInterval, HandoffTimeout time.Duration
 	// MaxBatch is the largest number of records handed to one Handler
 	// call. Defaults to 500.
 	MaxBatch int
@@ -150,8 +144,8 @@ type Config struct {
 	// consumed (ConsumePartitions, ConsumeResetOffset, FetchMaxWait,
 	// FetchIsolationLevel) are set by the consumer after them; options
 	// that make a client consume by itself (ConsumerGroup, ShareGroup,
-	// ConsumeTopics, ConsumeRegex, ConsumePartitions) are refused by Start
-	// with ErrInvalidConfig.
+	// ConsumeTopics, ConsumeRegex, ConsumePartitions) are refused by Open
+	// (so by the worker's Start) with ErrInvalidConfig. Defaults to none.
 	ClientOptions []kgo.Opt
 }
 
@@ -170,8 +164,6 @@ func (c Config) withDefaults() (Config, error) {
 		c.PartitionsPerTopic = 64
 	}
 	switch {
-	case c.Group == "" || len(c.Group) > 100:
-		return c, bad("Group", "must be 1 to 100 bytes")
 	case len(c.Topics) == 0:
 		return c, bad("Topics", "required")
 	case len(c.Brokers) == 0:
@@ -183,11 +175,8 @@ func (c Config) withDefaults() (Config, error) {
 	case len(c.Topics)*c.PartitionsPerTopic > partition.MaxPartitions:
 		return c, bad("PartitionsPerTopic", fmt.Sprintf("%d topics × %d exceeds %d group partitions",
 			len(c.Topics), c.PartitionsPerTopic, partition.MaxPartitions))
-	case c.MaxBatch < 0 || c.FetchMaxWait < 0 || c.MetadataInterval < 0 || c.RetryMin < 0 || c.RetryMax < 0 ||
-		c.PollInterval < 0 || c.HandoffTimeout < 0:
+	case c.MaxBatch < 0 || c.FetchMaxWait < 0 || c.MetadataInterval < 0 || c.RetryMin < 0 || c.RetryMax < 0:
 		return c, bad("durations/MaxBatch", "negative value")
-	case c.Lease.Owner != "":
-		return c, bad("Lease.Owner", "must be empty: the member derives its lease owner id from ID")
 	case c.StartAt != StartEarliest && c.StartAt != StartLatest:
 		return c, bad("StartAt", fmt.Sprintf("unknown value %d", c.StartAt))
 	case c.OutOfRange < OutOfRangeFail || c.OutOfRange > OutOfRangeLatest:

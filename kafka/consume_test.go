@@ -14,35 +14,59 @@ import (
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/worker"
 )
 
-// start creates and starts a consumer, stopped when the test ends.
-func start(t testing.TB, pool *pgxpool.Pool, cfg kafka.Config) *kafka.Consumer {
-	t.Helper()
-	return startLog(t, pool, cfg, testLogger(t))
+// node is a test worker running a Kafka consumer.
+type node struct {
+	*kafka.Consumer
+	w  *worker.Worker
+	id string
 }
 
-// startLog is start with the consumer's logs going to log.
-func startLog(t testing.TB, pool *pgxpool.Pool, cfg kafka.Config, log *slog.Logger) *kafka.Consumer {
+// newNode creates a consumer of cfg and a worker of group running it
+// (lease TTL 2s), its logs going to log; nothing is started. cfg.Handler
+// defaults to a ledger handler named id.
+func newNode(t testing.TB, pool *pgxpool.Pool, group, id string, cfg kafka.Config, log *slog.Logger) *node {
 	t.Helper()
-	if cfg.Lease.TTL == 0 {
-		cfg.Lease = lease.Config{TTL: 2 * time.Second}
-	}
 	if cfg.Handler == nil {
-		cfg.Handler = ledgerHandler(cfg.ID)
+		cfg.Handler = ledgerHandler(id)
 	}
-	c, err := kafka.New(pgtest.Open(t, pool, leasehold.Config{Logger: log}), cfg)
+	db := pgtest.Open(t, pool, leasehold.Config{Logger: log})
+	c, err := kafka.New(db, cfg)
 	pgtest.Must(t, err)
-	pgtest.Must(t, c.Start(ctxT(t, 30*time.Second)))
-	t.Cleanup(func() { stop(t, c) })
-	return c
+	w, err := worker.New(db, worker.Config{Group: group, ID: id, Kafka: c, Lease: lease.Config{TTL: 2 * time.Second}})
+	pgtest.Must(t, err)
+	t.Cleanup(func() { // a worker never started, or stopped already: only releases resources
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		w.Stop(ctx)
+	})
+	return &node{Consumer: c, w: w, id: id}
 }
 
-func stop(t testing.TB, c *kafka.Consumer) {
+// start starts a worker of group running a consumer of cfg; it is stopped
+// when the test ends.
+func start(t testing.TB, pool *pgxpool.Pool, group, id string, cfg kafka.Config) *node {
+	t.Helper()
+	return startLog(t, pool, group, id, cfg, testLogger(t))
+}
+
+// startLog is start with the worker's logs going to log.
+func startLog(t testing.TB, pool *pgxpool.Pool, group, id string, cfg kafka.Config, log *slog.Logger) *node {
+	t.Helper()
+	n := newNode(t, pool, group, id, cfg, log)
+	pgtest.Must(t, n.w.Start(ctxT(t, 30*time.Second)))
+	t.Cleanup(func() { stop(t, n) })
+	return n
+}
+
+// stop stops the node's worker gracefully.
+func stop(t testing.TB, n *node) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := c.Stop(ctx); err != nil {
-		t.Errorf("Stop %s: %v", c.ID(), err)
+	if err := n.w.Stop(ctx); err != nil {
+		t.Errorf("Stop %s: %v", n.id, err)
 	}
 }
 
@@ -60,13 +84,9 @@ func TestConsumesEveryRecordOnceAcrossAGracefulHandoff(t *testing.T) {
 	t.Parallel()
 	brokers := cluster(t, 8, "t")
 	pool := newLedger(t)
-	cfg := kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 8, MaxBatch: 50}
-	a := cfg
-	a.ID = "a"
-	ca := start(t, pool, a)
-	b := cfg
-	b.ID = "b"
-	start(t, pool, b)
+	cfg := kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 8, MaxBatch: 50}
+	ca := start(t, pool, "g", "a", cfg)
+	start(t, pool, "g", "b", cfg)
 	produced := produce(t, brokers, "t", 0, 2000)
 	waitOffsets(t, pool, "g", "t", logEnds(produced), 30*time.Second)
 	stop(t, ca)
@@ -107,16 +127,17 @@ func TestConfigErrors(t *testing.T) {
 	pool := pgtest.Pool(t)
 	h := ledgerHandler("x")
 	for name, cfg := range map[string]kafka.Config{
-		"no group":       {Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h},
-		"no topics":      {Group: "g", Brokers: []string{"b:1"}, Handler: h},
-		"no handler":     {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}},
-		"no brokers":     {Group: "g", Topics: []string{"t"}, Handler: h},
-		"twice":          {Group: "g", Topics: []string{"t", "t"}, Brokers: []string{"b:1"}, Handler: h},
-		"too many":       {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, PartitionsPerTopic: 1 << 20},
-		"negative":       {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, FetchMaxWait: -1},
-		"bad policy":     {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, OutOfRange: 7},
-		"lease owner":    {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, Lease: lease.Config{Owner: "x"}},
-		"retry inverted": {Group: "g", Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, RetryMin: time.Minute, RetryMax: time.Second},
+		"no topics":  {Brokers: []string{"b:1"}, Handler: h},
+		"no handler": {Topics: []string{"t"}, Brokers: []string{"b:1"}},
+		"no brokers": {Topics: []string{"t"}, Handler: h},
+		"twice":      {Topics: []string{"t", "t"}, Brokers: []string{"b:1"}, Handler: h},
+		"too many":   {Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, PartitionsPerTopic: 1 << 20},
+		"too many topics": {Topics: []string{"a", "b", "c", "d", "e"}, Brokers: []string{"b:1"}, Handler: h,
+			PartitionsPerTopic: kafka.MaxTopicPartitions},
+		"negative":       {Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, FetchMaxWait: -1},
+		"bad policy":     {Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, OutOfRange: 7},
+		"bad start":      {Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, StartAt: 3},
+		"retry inverted": {Topics: []string{"t"}, Brokers: []string{"b:1"}, Handler: h, RetryMin: time.Minute, RetryMax: time.Second},
 	} {
 		t.Setenv(kafka.EnvBrokers, "")
 		if _, err := kafka.New(pgtest.DBOn(t, pool), cfg); !errors.Is(err, kafka.ErrInvalidConfig) {
@@ -132,7 +153,7 @@ func TestBrokersFromEnvironment(t *testing.T) {
 	brokers := cluster(t, 2, "t")
 	t.Setenv(kafka.EnvBrokers, brokers[0])
 	pool := newLedger(t)
-	start(t, pool, kafka.Config{Group: "g", Topics: []string{"t"}, PartitionsPerTopic: 2, ID: "env"})
+	start(t, pool, "g", "env", kafka.Config{Topics: []string{"t"}, PartitionsPerTopic: 2})
 	produced := produce(t, brokers, "t", 0, 20)
 	waitOffsets(t, pool, "g", "t", logEnds(produced), 30*time.Second)
 }
@@ -150,36 +171,36 @@ func TestStartErrors(t *testing.T) {
 		"fits":                {kafka.Config{Topics: []string{"t"}, PartitionsPerTopic: 5}, nil},
 	} {
 		cfg := tc.cfg
-		cfg.Group, cfg.Brokers, cfg.Handler = "g-"+name[:4], brokers, ledgerHandler("x")
-		c, err := kafka.New(pgtest.DBOn(t, pool), cfg)
-		pgtest.Must(t, err)
-		err = c.Start(ctxT(t, 20*time.Second))
+		cfg.Brokers = brokers
+		n := newNode(t, pool, "g-"+name[:4], "x", cfg, testLogger(t))
+		err := n.w.Start(ctxT(t, 20*time.Second))
 		if tc.want == nil {
 			pgtest.Must(t, err)
-			stop(t, c)
+			stop(t, n)
 			continue
 		}
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: got %v, want %v", name, err, tc.want)
 		}
-		if err := c.Stop(ctxT(t, 10*time.Second)); err != nil {
+		if err := n.w.Stop(ctxT(t, 10*time.Second)); err != nil {
 			t.Errorf("%s: Stop after a failed Start: %v", name, err)
+		}
+		if err := n.Ready(); !errors.Is(err, kafka.ErrNotOpen) {
+			t.Errorf("%s: the consumer after a failed Start: Ready = %v; want ErrNotOpen (left closed)", name, err)
 		}
 	}
 }
 
-// A broker that cannot be reached fails Start within its context, with the
-// cause, and leaves nothing running.
+// A broker that cannot be reached fails the worker's Start within its
+// context, with the cause, and leaves nothing running.
 func TestStartWithoutABroker(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	c, err := kafka.New(pgtest.DBOn(t, pool), kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: []string{"127.0.0.1:1"},
-		Handler: ledgerHandler("x")})
-	pgtest.Must(t, err)
+	n := newNode(t, pool, "g", "x", kafka.Config{Topics: []string{"t"}, Brokers: []string{"127.0.0.1:1"}}, testLogger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	began := time.Now()
-	err = c.Start(ctx)
+	err := n.w.Start(ctx)
 	if err == nil || !strings.Contains(err.Error(), "read metadata") {
 		t.Fatalf("Start = %v, want a metadata error", err)
 	}
@@ -188,11 +209,11 @@ func TestStartWithoutABroker(t *testing.T) {
 	}
 	// Start ran its clean-up under its own context: if that had ended, the
 	// clean-up may report it. Every Stop returns what the clean-up reported.
-	first := c.Stop(ctxT(t, 10*time.Second))
+	first := n.w.Stop(ctxT(t, 10*time.Second))
 	if first != nil && !errors.Is(first, context.DeadlineExceeded) {
 		t.Fatalf("Stop after a failed Start: %v; want nil or Start's context's end", first)
 	}
-	if err := c.Stop(ctxT(t, 10*time.Second)); err != first {
+	if err := n.w.Stop(ctxT(t, 10*time.Second)); err != first {
 		t.Fatalf("second Stop after a failed Start = %v; want the first one's result %v", err, first)
 	}
 	t.Logf("Start after %v: %v", time.Since(began).Round(time.Millisecond), err)

@@ -14,40 +14,55 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
-	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/partition"
 )
 
-// Consumer consumes the partitions of its topics that this worker owns.
-// Create it with New, Start it, and Stop it to hand its partitions off
-// gracefully. A stopped Consumer cannot be restarted.
+// Consumer consumes the Kafka partitions of its topics that its worker
+// owns. Create it with New and run it with a worker:
+//
+//	c, err := kafka.New(db, kafka.Config{Topics: ..., Handler: ...})
+//	w, err := worker.New(db, worker.Config{Group: "payments-ledger", Kafka: c})
+//	err = w.Run(ctx) // or w.Start(ctx) ... w.Stop(ctx)
+//
+// The worker's group is the consumer group; it has Partitions() partitions,
+// one per Kafka partition slot. Open, Run and Close are the worker's: it
+// calls Open at Start, Run for each partition it is granted, and Close at
+// Stop. A Consumer is run by one worker at a time (a second Open while it
+// is open returns ErrInUse); after Close it can be opened again, by a new
+// worker, and its Stats keep counting.
 type Consumer struct {
-	cfg    Config
-	pool   *pgxpool.Pool
-	member *partition.Member
-	fence  *lease.Fence
-	q      store.KafkaSQL
-	retry  *backoff.Backoff
-	log    *slog.Logger
-	opts   []kgo.Opt // base options of every Kafka client
-
-	admin *kgo.Client // metadata and offset listing; set by Start
-
-	life lifecycle.Service // Start and Stop: once each, serialised
-
-	ctx    context.Context // lifecycle of the metadata loop
-	cancel context.CancelFunc
-	loops  sync.WaitGroup
+	cfg   Config
+	pool  *pgxpool.Pool
+	fence *lease.Fence
+	q     store.KafkaSQL
+	retry *backoff.Backoff
+	log   *slog.Logger // the DB's logger
 
 	mu      sync.Mutex
-	counts  map[string]int // partitions per topic, from the last metadata read
-	changed chan struct{}  // closed when counts change
+	busy    bool     // Open began and Close has not ended it
+	sess    *session // set by a successful Open, cleared by Close
 	stalled map[topicPartition]*OffsetError
 	owned   map[topicPartition]fence.Token
 
 	batches, records, fenced, failed, resets atomic.Int64
+}
+
+// session is one Open of a Consumer: what Open sets up and Close tears
+// down. A partition's Run keeps the session it started in.
+type session struct {
+	group string
+	log   *slog.Logger
+	opts  []kgo.Opt   // base options of every Kafka client
+	admin *kgo.Client // metadata and offset listing
+
+	cancel context.CancelFunc // stops the metadata loop
+	done   chan struct{}      // closed when the metadata loop returns
+
+	mu      sync.Mutex
+	counts  map[string]int // partitions per topic, from the last metadata read
+	changed chan struct{}  // closed when counts change
+	metaErr error          // the last metadata read's error
 }
 
 type topicPartition struct {
@@ -55,8 +70,8 @@ type topicPartition struct {
 	partition int32
 }
 
-// New returns a Consumer whose handlers write through pool. It validates
-// cfg and does no I/O.
+// New returns a Consumer whose handlers write through db's pool. It
+// validates cfg and does no I/O.
 func New(db *leasehold.DB, cfg Config) (*Consumer, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
@@ -73,100 +88,133 @@ func New(db *leasehold.DB, cfg Config) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	c := &Consumer{
+	return &Consumer{
 		cfg: cfg, pool: db.Pool(), fence: f, q: st.Kafka,
 		retry:   backoff.New(cfg.RetryMin, cfg.RetryMax, nil),
-		log:     db.Logger().With("group", cfg.Group),
-		counts:  map[string]int{},
-		changed: make(chan struct{}),
+		log:     db.Logger(),
 		stalled: map[topicPartition]*OffsetError{},
 		owned:   map[topicPartition]fence.Token{},
-	}
-	// Clipped: every owned partition appends its consume options to
-	// c.opts concurrently, and spare capacity would let them write into
-	// one shared array (one partition's client consuming another's).
-	// franz-go's warnings first, so that a WithLogger in ClientOptions wins.
-	c.opts = slices.Clip(append(append([]kgo.Opt{kgo.WithLogger(kgoLogger{c.log})}, cfg.ClientOptions...),
-		kgo.SeedBrokers(cfg.Brokers...)))
-	m, err := partition.New(db, partition.Config{
-		Group:          cfg.Group,
-		Partitions:     len(cfg.Topics) * cfg.PartitionsPerTopic,
-		ID:             cfg.ID,
-		Run:            c.run,
-		Lease:          cfg.Lease,
-		PollInterval:   cfg.PollInterval,
-		HandoffTimeout: cfg.HandoffTimeout,
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.member = m
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	return c, nil
+	}, nil
 }
 
-// Start reads the topics' metadata (every topic must exist and have at most
-// PartitionsPerTopic partitions), then joins the group: from then on the
-// partitions this worker owns are consumed. ctx bounds the start-up only.
-// If Start fails, the Consumer is stopped. A second Start returns
-// ErrStarted; a Start on a stopped Consumer returns ErrStopped. A Stop
-// during Start waits for it.
-func (c *Consumer) Start(ctx context.Context) error {
-	return c.life.Start(ctx, lifecycle.Refusals{Started: ErrStarted, Stopped: ErrStopped}, c.start, c.shutdown)
-}
+// Partitions returns the consumer group's partition count: len(Topics) ×
+// PartitionsPerTopic, one group partition per Kafka partition slot. The
+// worker running the Consumer uses it as its group's partition count.
+func (c *Consumer) Partitions() int { return len(c.cfg.Topics) * c.cfg.PartitionsPerTopic }
 
-// start is Start's work, run once.
-func (c *Consumer) start(ctx context.Context) error {
-	admin, err := kgo.NewClient(c.opts...)
+// Open prepares the Consumer to consume for group; the worker calls it at
+// Start, before it joins the group. It checks ClientOptions (consuming
+// options are refused with ErrInvalidConfig), reads the topics' metadata
+// (every topic must exist, ErrTopicNotFound, and have at most
+// PartitionsPerTopic partitions, *PartitionCountError) bounded by ctx, and
+// starts reading it again every MetadataInterval. It returns ErrInUse if
+// the Consumer is open already. If Open fails, the Consumer is left closed.
+func (c *Consumer) Open(ctx context.Context, group string) error {
+	if group == "" {
+		return fmt.Errorf("%w: Open: empty group", ErrInvalidConfig)
+	}
+	c.mu.Lock()
+	if c.busy {
+		c.mu.Unlock()
+		return ErrInUse
+	}
+	c.busy = true
+	c.mu.Unlock()
+	s, err := c.open(ctx, group)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("%w: Kafka client: %v", ErrInvalidConfig, err)
-	}
-	c.admin = admin
-	if err := consumingOption(admin); err != nil {
+		c.busy = false
 		return err
 	}
-	if err := c.refresh(ctx, true); err != nil {
-		return err
-	}
-	if err := c.member.Start(ctx); err != nil {
-		return err
-	}
-	c.loops.Add(1)
-	go func() {
-		defer c.loops.Done()
-		c.metadataLoop()
-	}()
-	c.log.Info("kafka: consumer started", "member", c.member.ID(), "topics", c.cfg.Topics,
-		"partitions_per_topic", c.cfg.PartitionsPerTopic)
+	c.sess = s
 	return nil
 }
 
-// Stop hands the owned partitions off gracefully, bounded by ctx: each
-// partition's consumption stops, a batch being handled finishes (and
-// commits, fenced) or rolls back, and the leases are released so other
-// workers take over at once. Stop on a Consumer that was never started
-// only releases its resources; Stop after a failed Start returns the error
-// of the clean-up that Start ran. A second Stop returns the first one's
-// result.
-func (c *Consumer) Stop(ctx context.Context) error {
-	return c.life.Stop(ctx, c.shutdown, func(ctx context.Context) error {
-		c.cancel()
-		return c.member.Stop(ctx)
-	})
+// open is Open's work.
+func (c *Consumer) open(ctx context.Context, group string) (*session, error) {
+	log := c.log.With("group", group)
+	s := &session{group: group, log: log, counts: map[string]int{}, changed: make(chan struct{}),
+		done: make(chan struct{})}
+	// Clipped: every owned partition appends its consume options to
+	// s.opts concurrently, and spare capacity would let them write into
+	// one shared array (one partition's client consuming another's).
+	// franz-go's warnings first, so that a WithLogger in ClientOptions wins.
+	s.opts = slices.Clip(append(append([]kgo.Opt{kgo.WithLogger(kgoLogger{log})}, c.cfg.ClientOptions...),
+		kgo.SeedBrokers(c.cfg.Brokers...)))
+	admin, err := kgo.NewClient(s.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Kafka client: %v", ErrInvalidConfig, err)
+	}
+	s.admin = admin
+	if err := consumingOption(admin); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	if err := c.refresh(ctx, s, true); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() {
+		defer close(s.done)
+		c.metadataLoop(lctx, s)
+	}()
+	log.Info("kafka: consumer open", "topics", c.cfg.Topics, "partitions_per_topic", c.cfg.PartitionsPerTopic)
+	return s, nil
 }
 
-func (c *Consumer) shutdown(ctx context.Context) error {
-	err := c.member.Stop(ctx)
-	c.cancel()
-	c.loops.Wait()
-	if c.admin != nil {
-		c.admin.Close()
+// Close ends what Open started: it stops the metadata reads and closes
+// the metadata client, waiting for the reads at most until ctx ends. The
+// worker calls it at Stop, after its partitions were given up (their Runs
+// returned). Close on a Consumer that is not open does nothing.
+func (c *Consumer) Close(ctx context.Context) error {
+	c.mu.Lock()
+	s := c.sess
+	c.sess = nil
+	if s != nil {
+		c.busy = false
 	}
+	c.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.cancel()
+	var err error
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		err = fmt.Errorf("kafka: close: the metadata read did not end: %w", context.Cause(ctx))
+	}
+	s.admin.Close()
+	s.log.Info("kafka: consumer closed")
 	return err
 }
 
-// ID returns the worker's member id.
-func (c *Consumer) ID() string { return c.member.ID() }
+// current returns the open session, or nil.
+func (c *Consumer) current() *session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess
+}
+
+// Ready returns nil while the Consumer is open and its last metadata read
+// succeeded: ErrNotOpen before Open and after Close, else the read's
+// error (a broker that cannot be reached, say). The worker's /readyz
+// reports it.
+func (c *Consumer) Ready() error {
+	s := c.current()
+	if s == nil {
+		return ErrNotOpen
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.metaErr != nil {
+		return fmt.Errorf("kafka: the last metadata read failed: %w", s.metaErr)
+	}
+	return nil
+}
 
 // Stats is a snapshot of a Consumer's counters since New.
 type Stats struct {
@@ -182,14 +230,16 @@ type Stats struct {
 	// earliest or latest offset (OutOfRangeEarliest, OutOfRangeLatest).
 	Resets int64
 	// Owned maps each Kafka partition ("topic/partition") this worker
-	// consumes now to its token.
+	// consumes now to its token (idle slots, whose partition does not
+	// exist yet, are not listed).
 	Owned map[string]fence.Token
 	// Stalled lists the owned partitions whose stored offset is outside
 	// the log under OutOfRangeFail: they are not consumed.
 	Stalled []*OffsetError
 }
 
-// Stats returns the consumer's counters.
+// Stats returns the consumer's counters. The worker exports them as
+// metrics (leasehold_kafka_*).
 func (c *Consumer) Stats() Stats {
 	s := Stats{Batches: c.batches.Load(), Records: c.records.Load(), Fenced: c.fenced.Load(),
 		Failed: c.failed.Load(), Resets: c.resets.Load(), Owned: map[string]fence.Token{}}

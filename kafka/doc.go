@@ -10,9 +10,20 @@
 // owner consumes the partition with direct assignment (no Kafka group),
 // from the offset stored in PostgreSQL, and hands each batch of records to
 // a Handler inside a transaction that also advances the stored offset and
-// checks the token (fence.Postgres): effects and offset commit together or
+// checks the token (lease.Fence): effects and offset commit together or
 // not at all, and a stale owner's commit is refused with an error wrapping
 // fence.ErrFenced.
+//
+// A Consumer is a source run by a worker.Worker, which owns the group
+// membership, the leases, the metrics, the health endpoints and the
+// graceful stop:
+//
+//	c, err := kafka.New(db, kafka.Config{Topics: []string{"payments"}, Handler: apply})
+//	w, err := worker.New(db, worker.Config{Group: "payments-ledger", Kafka: c})
+//	err = w.Run(ctx) // or w.Start(ctx) ... w.Stop(ctx)
+//
+// The worker's Group is the consumer group. The Consumer's Open, Run and
+// Close are called by the worker.
 //
 // The stored offset is "last processed offset + 1"; offsets are never
 // assumed contiguous. A stored offset outside the log is never silently

@@ -3,8 +3,6 @@ package kafka
 import (
 	"errors"
 	"fmt"
-
-	"github.com/leasehold/leasehold/internal/lifecycle"
 )
 
 var (
@@ -22,12 +20,13 @@ var (
 	ErrOffsetMoved = errors.New("kafka: stored offset moved under the owner")
 	// ErrTopicNotFound means a configured topic does not exist.
 	ErrTopicNotFound = errors.New("kafka: topic not found")
-	// ErrStarted is returned by a second Start on a started Consumer. It
-	// wraps leasehold.ErrStarted.
-	ErrStarted = lifecycle.Started("kafka: consumer already started")
-	// ErrStopped is returned by Start on a stopped Consumer (one that was
-	// stopped, or whose Start failed). It wraps leasehold.ErrStopped.
-	ErrStopped = lifecycle.Stopped("kafka: consumer stopped")
+	// ErrInUse is returned by Open on a Consumer that is open: a
+	// Consumer is run by one worker at a time. The worker's Start returns
+	// it wrapped.
+	ErrInUse = errors.New("kafka: consumer in use by another worker")
+	// ErrNotOpen is returned by Ready on a Consumer that is not open
+	// (before its worker's Start, after its Stop).
+	ErrNotOpen = errors.New("kafka: consumer not open")
 )
 
 // OffsetError reports a stored offset outside the partition's log: below

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,25 +15,27 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/kafka"
+	"github.com/leasehold/leasehold/worker"
 )
 
 // A worker consuming the topic "payments" into a ledger table, exactly
 // once: the rows of a batch, the stored offset's advance and the fence check
-// commit together. Run as many workers as you like; each Kafka partition has
+// commit together. The Consumer is run by a worker, whose Group is the
+// consumer group; it brings metrics, /healthz and /readyz, and a graceful
+// stop on SIGTERM. Run as many workers as you like; each Kafka partition has
 // one owner at a time.
 func Example() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	db, err := leasehold.Open(pool, leasehold.Config{})
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	c, err := kafka.New(db, kafka.Config{
-		Group:              "payments-ledger",
 		Topics:             []string{"payments"},
 		Brokers:            []string{"localhost:9092"}, // or $KAFKA_BROKERS
 		PartitionsPerTopic: 32,                         // upper bound: partitions added up to 32 are picked up
@@ -47,13 +50,17 @@ func Example() {
 		},
 	})
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	if err := c.Start(ctx); err != nil {
-		panic(err)
+	w, err := worker.New(db, worker.Config{Group: "payments-ledger", Kafka: c, MetricsAddr: ":9090"})
+	if err != nil {
+		log.Fatal(err)
 	}
-	<-ctx.Done()
-	c.Stop(context.Background()) // graceful: the others take over at once
+	// Until SIGTERM, then a graceful stop: batches in flight commit, the
+	// partitions are released and the other workers take over at once.
+	if err := w.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
 }
 
 // A stored offset outside the log is reported, never silently reset.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/kafka"
@@ -31,8 +30,8 @@ func TestStaleCommitIsRefusedBeforeTheNewOwnerCommits(t *testing.T) {
 	inside, release := make(chan fence.Token, 1), make(chan struct{})
 	var calls atomic.Int32
 	inner := ledgerHandler("w")
-	c := start(t, pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
-		ID: "w", Fence: lease.FenceConfig{IdleTimeout: 30 * time.Second},
+	c := start(t, pool, "g", "w", kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
+		Fence: lease.FenceConfig{IdleTimeout: 30 * time.Second},
 		Handler: func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
 			if err := inner(ctx, tx, b); err != nil {
 				return err
@@ -76,8 +75,8 @@ func TestHandlerErrorsAndPanicsRetryTheBatch(t *testing.T) {
 	inner := ledgerHandler("w")
 	var mu sync.Mutex
 	attempts := 0 // handler calls whose batch starts at offset 0
-	c := start(t, pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
-		ID: "w", MaxBatch: 10, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+	c := start(t, pool, "g", "w", kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
+		MaxBatch: 10, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		Handler: func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
 			if err := inner(ctx, tx, b); err != nil {
 				return err
@@ -112,8 +111,8 @@ func TestHandlerErrorsAndPanicsRetryTheBatch(t *testing.T) {
 }
 
 // A batch whose handler returns after the partition's context was
-// cancelled (Stop) still commits, fenced: Stop lets a batch in flight
-// finish.
+// cancelled (the worker's Stop) still commits, fenced: Stop lets a batch in
+// flight finish.
 func TestBatchFinishingDuringStopCommits(t *testing.T) {
 	t.Parallel()
 	brokers := cluster(t, 1, "t")
@@ -122,8 +121,8 @@ func TestBatchFinishingDuringStopCommits(t *testing.T) {
 	inside := make(chan int64, 1)
 	var calls atomic.Int32
 	inner := ledgerHandler("w")
-	c, err := kafka.New(pgtest.Open(t, pool, leasehold.Config{Logger: testLogger(t)}), kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
-		ID: "w", MaxBatch: 5, Lease: lease.Config{TTL: 2 * time.Second},
+	c := start(t, pool, "g", "w", kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
+		MaxBatch: 5,
 		Handler: func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
 			if err := inner(ctx, tx, b); err != nil {
 				return err
@@ -134,8 +133,6 @@ func TestBatchFinishingDuringStopCommits(t *testing.T) {
 			}
 			return nil
 		}})
-	pgtest.Must(t, err)
-	pgtest.Must(t, c.Start(ctxT(t, 30*time.Second)))
 	next := <-inside
 	stop(t, c)
 	if got := storedOffset(t, pool, "g", "t", 0); got != next {

@@ -44,8 +44,8 @@ func TestTransactionMarkersAndAbortedRecordsLeaveGaps(t *testing.T) {
 	txn(true, 4)
 
 	pool := newLedger(t)
-	cfg := kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1, ID: "a", MaxBatch: 3}
-	c := start(t, pool, cfg)
+	cfg := kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1, MaxBatch: 3}
+	c := start(t, pool, "g", "a", cfg)
 	last := committed[len(committed)-1].offset + 1
 	waitOffsets(t, pool, "g", "t", map[int32]int64{0: last}, 20*time.Second)
 	stop(t, c)
@@ -55,8 +55,7 @@ func TestTransactionMarkersAndAbortedRecordsLeaveGaps(t *testing.T) {
 
 	txn(false, 2)
 	txn(true, 3)
-	cfg.ID = "b" // a new owner continues from the stored offset
-	start(t, pool, cfg)
+	start(t, pool, "g", "b", cfg) // a new owner continues from the stored offset
 	waitOffsets(t, pool, "g", "t", map[int32]int64{0: committed[len(committed)-1].offset + 1}, 20*time.Second)
 	if bad := checkLedger("t", committed, ledger(t, pool)); len(bad) > 0 {
 		t.Fatal(bad)

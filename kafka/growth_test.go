@@ -36,13 +36,11 @@ func TestPartitionsAddedArePickedUp(t *testing.T) {
 	t.Parallel()
 	brokers := cluster(t, 2, "t")
 	pool := newLedger(t)
-	cfg := kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 6,
+	cfg := kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 6,
 		MetadataInterval: 100 * time.Millisecond}
-	var cs []*kafka.Consumer
+	var cs []*node
 	for _, id := range []string{"a", "b"} {
-		c := cfg
-		c.ID = id
-		cs = append(cs, start(t, pool, c))
+		cs = append(cs, start(t, pool, "g", id, cfg))
 	}
 	produced := produce(t, brokers, "t", 0, 200)
 	waitOffsets(t, pool, "g", "t", logEnds(produced), 20*time.Second)

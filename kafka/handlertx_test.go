@@ -23,8 +23,8 @@ func TestHandlerCannotCommitTheTransaction(t *testing.T) {
 	pool := newLedger(t)
 	inner := ledgerHandler("w")
 	errs := make(chan error, 100)
-	c := start(t, pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
-		ID: "w", MaxBatch: 5, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+	c := start(t, pool, "g", "w", kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
+		MaxBatch: 5, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		Handler: func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
 			if err := inner(ctx, tx, b); err != nil {
 				return err

@@ -37,7 +37,7 @@ func TestBrokerGoneIsLogged(t *testing.T) {
 	brokers := kc.ListenAddrs()
 	pool := newLedger(t)
 	var logs lockedBuffer
-	c := startLog(t, pool, kafka.Config{Group: "g", ID: "a", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 2},
+	c := startLog(t, pool, "g", "a", kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 2},
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	produced := produce(t, brokers, "t", 0, 10)
 	waitOffsets(t, pool, "g", "t", logEnds(produced), 30*time.Second)

@@ -9,17 +9,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// refresh reads the topics' partition counts. At start (strict) a missing
-// topic or one with too many partitions is an error; later they are logged
-// and the last known counts kept.
-func (c *Consumer) refresh(ctx context.Context, strict bool) error {
+// refresh reads the topics' partition counts into s. At Open (strict) a
+// missing topic or one with too many partitions is an error; later they are
+// logged and the last known counts kept. It records whether the read
+// succeeded (Ready).
+func (c *Consumer) refresh(ctx context.Context, s *session, strict bool) (err error) {
+	defer func() {
+		s.mu.Lock()
+		s.metaErr = err
+		s.mu.Unlock()
+	}()
 	req := kmsg.NewPtrMetadataRequest()
 	for _, t := range c.cfg.Topics {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	resp, err := req.RequestWith(ctx, c.admin)
+	resp, err := req.RequestWith(ctx, s.admin)
 	if err != nil {
 		return fmt.Errorf("kafka: read metadata of %v: %w", c.cfg.Topics, err)
 	}
@@ -35,7 +41,7 @@ func (c *Consumer) refresh(ctx context.Context, strict bool) error {
 				}
 				return fmt.Errorf("kafka: metadata of topic %q: %w", *t.Topic, err)
 			}
-			c.log.Error("kafka: reading the topic's metadata failed; keeping its last partition count",
+			s.log.Error("kafka: reading the topic's metadata failed; keeping its last partition count",
 				"topic", *t.Topic, "err", err)
 			continue
 		}
@@ -45,7 +51,7 @@ func (c *Consumer) refresh(ctx context.Context, strict bool) error {
 			if strict {
 				return pe
 			}
-			c.log.Error("kafka: partitions above PartitionsPerTopic are not consumed", "err", pe)
+			s.log.Error("kafka: partitions above PartitionsPerTopic are not consumed", "err", pe)
 			n = c.cfg.PartitionsPerTopic
 		}
 		counts[*t.Topic] = n
@@ -55,38 +61,39 @@ func (c *Consumer) refresh(ctx context.Context, strict bool) error {
 			return fmt.Errorf("%w: %q (not in the metadata response)", ErrTopicNotFound, t)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	grew := false
 	for t, n := range counts {
-		if n > c.counts[t] {
-			if c.counts[t] > 0 {
-				c.log.Info("kafka: partitions added", "topic", t, "from", c.counts[t], "to", n)
+		if n > s.counts[t] {
+			if s.counts[t] > 0 {
+				s.log.Info("kafka: partitions added", "topic", t, "from", s.counts[t], "to", n)
 			}
-			c.counts[t] = n
+			s.counts[t] = n
 			grew = true
 		}
 	}
 	if grew {
-		close(c.changed)
-		c.changed = make(chan struct{})
+		close(s.changed)
+		s.changed = make(chan struct{})
 	}
 	return nil
 }
 
-// metadataLoop reads the partition counts every MetadataInterval.
-func (c *Consumer) metadataLoop() {
+// metadataLoop reads the partition counts every MetadataInterval until
+// ctx ends (Close).
+func (c *Consumer) metadataLoop(ctx context.Context, s *session) {
 	t := time.NewTicker(c.cfg.MetadataInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.MetadataInterval)
-		if err := c.refresh(ctx, false); err != nil && c.ctx.Err() == nil {
-			c.log.Warn("kafka: reading metadata failed", "err", err)
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.MetadataInterval)
+		if err := c.refresh(rctx, s, false); err != nil && ctx.Err() == nil {
+			s.log.Warn("kafka: reading metadata failed", "err", err)
 		}
 		cancel()
 	}
@@ -94,11 +101,11 @@ func (c *Consumer) metadataLoop() {
 
 // waitPartition waits until partition p of topic exists. It returns false
 // when ctx ends first.
-func (c *Consumer) waitPartition(ctx context.Context, topic string, p int32) bool {
+func (s *session) waitPartition(ctx context.Context, topic string, p int32) bool {
 	for {
-		c.mu.Lock()
-		n, ch := c.counts[topic], c.changed
-		c.mu.Unlock()
+		s.mu.Lock()
+		n, ch := s.counts[topic], s.changed
+		s.mu.Unlock()
 		if int(p) < n {
 			return true
 		}
@@ -112,7 +119,7 @@ func (c *Consumer) waitPartition(ctx context.Context, topic string, p int32) boo
 
 // logRange returns the partition's log start and end offsets (the end of
 // its stable, read-committed part).
-func (c *Consumer) logRange(ctx context.Context, topic string, p int32) (start, end int64, err error) {
+func (s *session) logRange(ctx context.Context, topic string, p int32) (start, end int64, err error) {
 	list := func(ts int64) (int64, error) {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
@@ -125,7 +132,7 @@ func (c *Consumer) logRange(ctx context.Context, topic string, p int32) (start, 
 		rp.Timestamp = ts
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, c.admin)
+		resp, err := req.RequestWith(ctx, s.admin)
 		if err != nil {
 			return 0, err
 		}

@@ -13,8 +13,8 @@ import (
 )
 
 // stored reads a partition's stored offset; ok is false when none is stored.
-func (c *Consumer) stored(ctx context.Context, db fence.Querier, topic string, p int32) (next, token int64, ok bool, err error) {
-	err = db.QueryRow(ctx, c.q.Read, c.cfg.Group, topic, p).Scan(&next, &token)
+func (c *Consumer) stored(ctx context.Context, db fence.Querier, group, topic string, p int32) (next, token int64, ok bool, err error) {
+	err = db.QueryRow(ctx, c.q.Read, group, topic, p).Scan(&next, &token)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, false, nil
 	}
@@ -24,24 +24,24 @@ func (c *Consumer) stored(ctx context.Context, db fence.Querier, topic string, p
 	return next, token, true, nil
 }
 
-// advance moves the stored offset from prev (nil: none stored) to next
+// advance moves group's stored offset from prev (nil: none stored) to next
 // inside tx, which has passed the fence check. A refusal is a
 // *fence.FencedError when a newer token wrote the offset, ErrOffsetMoved
 // otherwise.
-func (c *Consumer) advance(ctx context.Context, tx pgx.Tx, topic string, p int32, token fence.Token, prev *int64, next int64) error {
+func (c *Consumer) advance(ctx context.Context, tx pgx.Tx, group, topic string, p int32, token fence.Token, prev *int64, next int64) error {
 	var n int
-	if err := tx.QueryRow(ctx, c.q.Advance, c.cfg.Group, topic, p, next, int64(token), prev).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, c.q.Advance, group, topic, p, next, int64(token), prev).Scan(&n); err != nil {
 		return fmt.Errorf("kafka: advance the offset of %s/%d to %d: %w", topic, p, next, err)
 	}
 	if n == 1 {
 		return nil
 	}
-	cur, curToken, ok, err := c.stored(ctx, tx, topic, p)
+	cur, curToken, ok, err := c.stored(ctx, tx, group, topic, p)
 	if err != nil {
 		return err
 	}
 	if ok && fence.Token(curToken) > token {
-		return &fence.FencedError{Resource: fmt.Sprintf("kafka offset %s %s/%d", c.cfg.Group, topic, p),
+		return &fence.FencedError{Resource: fmt.Sprintf("kafka offset %s %s/%d", group, topic, p),
 			Held: token, Current: fence.Token(curToken), Reason: "a newer owner advanced the offset"}
 	}
 	was := "none"

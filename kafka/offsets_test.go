@@ -68,8 +68,8 @@ func TestStoredOffsetBelowTheLogStart(t *testing.T) {
 			pgtest.Must(t, kc.DeleteRecords("t", 0, 50)) // retention: the log starts at 50
 			pool := newLedger(t)
 			storeOffset(t, pool, "g", "t", 0, tc.stored)
-			c := start(t, pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers,
-				PartitionsPerTopic: 1, OutOfRange: tc.policy, ID: "w", RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+			c := start(t, pool, "g", "w", kafka.Config{Topics: []string{"t"}, Brokers: brokers,
+				PartitionsPerTopic: 1, OutOfRange: tc.policy, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
 			switch tc.policy {
 			case kafka.OutOfRangeFail:
 				eventually(t, 20*time.Second, "the partition reported stalled", func() bool { return len(c.Stats().Stalled) == 1 })
@@ -123,8 +123,8 @@ func TestStartLatest(t *testing.T) {
 	brokers := cluster(t, 1, "t")
 	produceTo(t, brokers, "t", 0, 30)
 	pool := newLedger(t)
-	start(t, pool, kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
-		StartAt: kafka.StartLatest, ID: "w"})
+	start(t, pool, "g", "w", kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1,
+		StartAt: kafka.StartLatest})
 	waitOffsets(t, pool, "g", "t", map[int32]int64{0: 30}, 20*time.Second)
 	more := produceTo(t, brokers, "t", 0, 7)
 	waitOffsets(t, pool, "g", "t", map[int32]int64{0: 37}, 20*time.Second)

@@ -22,8 +22,8 @@ func TestManyClientOptionsKeepPartitionsApart(t *testing.T) {
 		kgo.RetryTimeout(20 * time.Second), kgo.MetadataMinAge(time.Second), kgo.MetadataMaxAge(time.Minute)}
 	for n := 5; n <= len(opts); n++ {
 		group := "g" + string(rune('0'+n))
-		c := start(t, pool, kafka.Config{Group: group, Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 8,
-			ID: group, ClientOptions: opts[:n], MaxBatch: 20})
+		c := start(t, pool, group, group, kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 8,
+			ClientOptions: opts[:n], MaxBatch: 20})
 		if n == 5 {
 			produced := produce(t, brokers, "t", 0, 400)
 			waitOffsets(t, pool, group, "t", logEnds(produced), 30*time.Second)
@@ -35,8 +35,9 @@ func TestManyClientOptionsKeepPartitionsApart(t *testing.T) {
 	}
 }
 
-// ClientOptions that make a client consume by itself are refused at Start:
-// the consumer's clients consume exactly the partitions it owns.
+// ClientOptions that make a client consume by itself are refused at the
+// worker's Start: the consumer's clients consume exactly the partitions it
+// owns.
 func TestConsumingClientOptionsAreRefused(t *testing.T) {
 	t.Parallel()
 	brokers := cluster(t, 1, "t", "other")
@@ -47,12 +48,11 @@ func TestConsumingClientOptionsAreRefused(t *testing.T) {
 		"regex":      kgo.ConsumeRegex(),
 		"partitions": kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"other": {0: kgo.NewOffset().AtStart()}}),
 	} {
-		c, err := kafka.New(pgtest.DBOn(t, pool), kafka.Config{Group: "g", Topics: []string{"t"}, Brokers: brokers,
-			PartitionsPerTopic: 1, Handler: ledgerHandler("x"), ClientOptions: []kgo.Opt{opt}})
-		pgtest.Must(t, err)
-		if err := c.Start(ctxT(t, 20*time.Second)); !errors.Is(err, kafka.ErrInvalidConfig) {
+		n := newNode(t, pool, "g", "x", kafka.Config{Topics: []string{"t"}, Brokers: brokers,
+			PartitionsPerTopic: 1, ClientOptions: []kgo.Opt{opt}}, testLogger(t))
+		if err := n.w.Start(ctxT(t, 20*time.Second)); !errors.Is(err, kafka.ErrInvalidConfig) {
 			t.Errorf("%s: Start = %v, want ErrInvalidConfig", name, err)
 		}
-		pgtest.Must(t, c.Stop(ctxT(t, 10*time.Second)))
+		pgtest.Must(t, n.w.Stop(ctxT(t, 10*time.Second)))
 	}
 }

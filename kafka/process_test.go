@@ -22,6 +22,7 @@ import (
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/worker"
 )
 
 // Environment of the worker processes.
@@ -68,19 +69,24 @@ func TestWorkerProcess(t *testing.T) {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := kafka.New(pgtest.Open(t, pool, leasehold.Config{Logger: log}), kafka.Config{
-		Group: "g", Topics: []string{os.Getenv(envTopic)}, Brokers: strings.Split(os.Getenv(envBrokers), ","),
-		PartitionsPerTopic: parts, ID: id, Handler: handler, MaxBatch: 200,
-		Lease: lease.Config{TTL: procTTL},
+	db := pgtest.Open(t, pool, leasehold.Config{Logger: log})
+	c, err := kafka.New(db, kafka.Config{
+		Topics: []string{os.Getenv(envTopic)}, Brokers: strings.Split(os.Getenv(envBrokers), ","),
+		PartitionsPerTopic: parts, Handler: handler, MaxBatch: 200,
 		Fence: lease.FenceConfig{IdleTimeout: 30 * time.Second},
 	})
 	pgtest.Must(t, err)
-	pgtest.Must(t, c.Start(ctx))
-	say("READY")
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	pgtest.Must(t, c.Stop(sctx))
+	w, err := worker.New(db, worker.Config{Group: "g", ID: id, Kafka: c, Lease: lease.Config{TTL: procTTL}})
+	pgtest.Must(t, err)
+	go func() { // READY once started
+		for w.Ready(ctx) != nil && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		say("READY")
+	}()
+	// The worker's Run, as a program's main runs it: Start, then a
+	// graceful Stop at SIGTERM.
+	pgtest.Must(t, w.Run(ctx))
 	s := c.Stats()
 	say("STATS batches=%d records=%d fenced=%d failed=%d", s.Batches, s.Records, s.Fenced, s.Failed)
 }

@@ -19,6 +19,7 @@ import (
 
 // grant is one owner's hold on one Kafka partition.
 type grant struct {
+	s       *session
 	o       partition.Ownership
 	topic   string
 	p       int32
@@ -28,14 +29,29 @@ type grant struct {
 	log     *slog.Logger
 }
 
-// run is the partition member's Run: it consumes the Kafka partition of
-// group partition o.Partition until ctx is cancelled (handoff, lost lease,
-// Stop), or until a commit is refused by the fence.
-func (c *Consumer) run(ctx context.Context, o partition.Ownership) {
+// Run consumes the Kafka partition of group partition o.Partition (topic
+// o.Partition / PartitionsPerTopic, partition o.Partition %
+// PartitionsPerTopic) until ctx is cancelled (handoff, lost lease, Stop),
+// or until a commit is refused by the fence. It is the partition member's
+// Run: the worker calls it for each grant, between Open and Close. An idle
+// slot (a partition the topic does not have yet) waits until the
+// partition is added. Run returns at once, with an error logged, if the
+// Consumer is not open or o is of another group than Open's.
+func (c *Consumer) Run(ctx context.Context, o partition.Ownership) {
+	s := c.current()
+	switch {
+	case s == nil:
+		c.log.Error("kafka: Run refused", "group", o.Group, "partition", o.Partition, "err", ErrNotOpen)
+		return
+	case s.group != o.Group || o.Partition < 0 || o.Partition >= c.Partitions():
+		s.log.Error("kafka: Run refused: not a partition of the group the consumer is open for",
+			"run_group", o.Group, "partition", o.Partition, "partitions", c.Partitions())
+		return
+	}
 	topic, p := c.slot(o.Partition)
-	g := &grant{o: o, topic: topic, p: p, tp: topicPartition{topic, p}, granted: time.Now(), first: true,
-		log: c.log.With("topic", topic, "partition", p, "token", int64(o.Token))}
-	if !c.waitPartition(ctx, topic, p) {
+	g := &grant{s: s, o: o, topic: topic, p: p, tp: topicPartition{topic, p}, granted: time.Now(), first: true,
+		log: s.log.With("topic", topic, "partition", p, "token", int64(o.Token))}
+	if !s.waitPartition(ctx, topic, p) {
 		return // an idle slot: the partition does not exist (yet)
 	}
 	c.mu.Lock()
@@ -95,7 +111,7 @@ func (c *Consumer) consume(ctx context.Context, g *grant, verify bool) (progress
 	if next < 0 {
 		at, next = kgo.NewOffset().AtStart(), 0
 	}
-	cl, err := kgo.NewClient(append(c.opts,
+	cl, err := kgo.NewClient(append(g.s.opts,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{g.topic: {g.p: at}}),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(c.cfg.FetchMaxWait),
@@ -126,7 +142,7 @@ func (c *Consumer) consume(ctx context.Context, g *grant, verify bool) (progress
 			}
 		})
 		if len(recs) > 0 {
-			b := &Batch{Group: c.cfg.Group, Topic: g.topic, Partition: g.p, Token: g.o.Token, Granted: g.granted, Records: recs}
+			b := &Batch{Group: g.s.group, Topic: g.topic, Partition: g.p, Token: g.o.Token, Granted: g.granted, Records: recs}
 			if err := c.apply(ctx, g, b, prev); err != nil {
 				return progressed, err
 			}
@@ -155,7 +171,7 @@ func (c *Consumer) consume(ctx context.Context, g *grant, verify bool) (progress
 // range (two round trips fewer at a grant): the fetch, which never resets,
 // reports an offset outside the log, and the next attempt verifies.
 func (c *Consumer) position(ctx context.Context, g *grant, verify bool) (next int64, prev *int64, err error) {
-	stored, _, ok, err := c.stored(ctx, c.pool, g.topic, g.p)
+	stored, _, ok, err := c.stored(ctx, c.pool, g.s.group, g.topic, g.p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -166,7 +182,7 @@ func (c *Consumer) position(ctx context.Context, g *grant, verify bool) (next in
 	if ok && !verify {
 		return stored, &stored, nil
 	}
-	start, end, err := c.logRange(ctx, g.topic, g.p)
+	start, end, err := g.s.logRange(ctx, g.topic, g.p)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -183,7 +199,7 @@ func (c *Consumer) position(ctx context.Context, g *grant, verify bool) (next in
 		c.mu.Unlock()
 		return stored, &stored, nil
 	}
-	oe := &OffsetError{Group: c.cfg.Group, Topic: g.topic, Partition: g.p, Stored: stored, LogStart: start, LogEnd: end}
+	oe := &OffsetError{Group: g.s.group, Topic: g.topic, Partition: g.p, Stored: stored, LogStart: start, LogEnd: end}
 	to, where := start, "earliest"
 	switch c.cfg.OutOfRange {
 	case OutOfRangeFail:
@@ -207,7 +223,7 @@ func (c *Consumer) position(ctx context.Context, g *grant, verify bool) (next in
 func (c *Consumer) store(ctx context.Context, g *grant, prev *int64, next int64) error {
 	name := g.o.Lease.Name()
 	return c.fence.Tx(ctx, name, g.o.Token, func(tx pgx.Tx) error {
-		return c.advance(ctx, tx, g.topic, g.p, g.o.Token, prev, next)
+		return c.advance(ctx, tx, g.s.group, g.topic, g.p, g.o.Token, prev, next)
 	})
 }
 
@@ -233,7 +249,7 @@ func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) e
 	}
 	err = c.fence.Check(cctx, tx, g.o.Lease.Name(), g.o.Token)
 	if err == nil {
-		err = c.advance(cctx, tx, b.Topic, b.Partition, g.o.Token, prev, b.Next())
+		err = c.advance(cctx, tx, b.Group, b.Topic, b.Partition, g.o.Token, prev, b.Next())
 	}
 	if err == nil {
 		if err = tx.Commit(cctx); err != nil {

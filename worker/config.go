@@ -3,10 +3,12 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -16,41 +18,61 @@ var ErrInvalidConfig = errors.New("worker: invalid config")
 
 // Config configures a Worker. The zero value of every optional field means
 // its default.
+//
+// A worker runs one source on the partitions it owns: the queue's jobs
+// (Workers) or a Kafka consumer (Kafka). Exactly one of the two is
+// required. The fields marked "queue only" must be left zero with Kafka:
+// New refuses them rather than ignore them.
 type Config struct {
-	// Group names the partition group whose jobs the worker runs. It is
-	// created by the first worker that starts. Required; 1 to 100 bytes.
+	// Group names the partition group the worker joins: with Workers, the
+	// group whose jobs it runs; with Kafka, the consumer group (the key of
+	// its stored offsets). It is created by the first worker that starts.
+	// Required; 1 to 100 bytes.
 	Group string
 	// Partitions is the group's partition count, fixed when the group is
 	// created: every worker of the group must use the same count (another
 	// count is refused with a *partition.CountError). Use several times the
-	// largest number of workers you expect. Defaults to 64.
+	// largest number of workers you expect. Defaults to 64; with Kafka, to
+	// Kafka.Partitions() (len(Topics) × PartitionsPerTopic), and any other
+	// value is refused.
 	Partitions int
 	// ID identifies this worker in the group; unique among live workers.
 	// Defaults to lease.DefaultOwner() (host name, process id and a random
 	// suffix).
 	ID string
-	// Workers holds the job handlers, by kind. Required.
+	// Workers holds the job handlers, by kind: the worker runs the queue's
+	// jobs of the partitions it owns. Exactly one of Workers and Kafka is
+	// required; defaults to none.
 	Workers *queue.Workers
+	// Kafka is the Kafka consumer the worker runs: it consumes the Kafka
+	// partitions whose group partitions it owns (see package kafka).
+	// Exactly one of Workers and Kafka is required; defaults to none. A
+	// Consumer is run by one worker at a time.
+	Kafka *kafka.Consumer
 	// Concurrency is how many handlers run at once in this worker, across
 	// all its partitions. Transactional handlers each hold a connection of
-	// the pool: size the pool accordingly. Defaults to 100.
+	// the pool: size the pool accordingly. Queue only. Defaults to 100.
 	Concurrency int
 	// PartitionConcurrency is how many jobs of one partition run at once.
 	// They are jobs without a key or of different keys: a key's jobs always
-	// run one at a time, in order. Defaults to Concurrency (no cap below
-	// it); a larger value is capped at Concurrency, with a warning.
+	// run one at a time, in order. Queue only. Defaults to Concurrency (no
+	// cap below it); a larger value is capped at Concurrency, with a
+	// warning.
 	PartitionConcurrency int
 	// JobTimeout bounds each run of a handler; a run that times out is a
-	// failed attempt. Defaults to 1m; negative means no timeout.
+	// failed attempt. Queue only. Defaults to 1m; negative means no
+	// timeout.
 	JobTimeout time.Duration
 	// StopGrace is how long running jobs may still take after Stop begins
 	// before their contexts are cancelled. It must be shorter than
-	// HandoffTimeout. Defaults to HandoffTimeout / 2.
+	// HandoffTimeout. Queue only (Stop cancels a Kafka handler's context at
+	// once; the batch it returns still commits). Defaults to
+	// HandoffTimeout / 2.
 	StopGrace time.Duration
 	// HandoffTimeout bounds how long a partition that is handed off, or
-	// given up at Stop, waits for its running jobs before its lease is
-	// released anyway (their late writes are then refused by the fence).
-	// Defaults to the lease TTL.
+	// given up at Stop, waits for its running jobs (or Kafka batch) before
+	// its lease is released anyway (their late writes are then refused by
+	// the fence). Defaults to the lease TTL.
 	HandoffTimeout time.Duration
 	// Lease configures the partition leases: TTL (defaults to 15s),
 	// RenewInterval, SafetyMargin, Clock, Rand and Hooks. Its Owner must
@@ -60,7 +82,8 @@ type Config struct {
 	// CompleteInterval, PollInterval, retry delays, UnknownKindDelay,
 	// Retention, Fence timeouts, Hooks and Rand. Its Workers, Concurrency,
 	// PartitionConcurrency, JobTimeout and StopGrace must be zero: the
-	// fields above set them.
+	// fields above set them. Queue only (a Kafka consumer's settings are
+	// its kafka.Config). Defaults as in queue.ProcessorConfig.
 	Queue queue.ProcessorConfig
 	// MembershipPollInterval is how often the worker re-reads the group's
 	// membership when no notification arrives. Defaults to 1s.
@@ -80,8 +103,10 @@ func (c Config) withDefaults() (Config, error) {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, reason)
 	}
 	switch {
-	case c.Workers == nil:
-		return c, bad("Workers", "required")
+	case c.Workers == nil && c.Kafka == nil:
+		return c, bad("Workers/Kafka", "one of the two is required")
+	case c.Workers != nil && c.Kafka != nil:
+		return c, bad("Workers/Kafka", "set one of the two: a worker runs one source")
 	case c.Partitions < 0:
 		return c, bad("Partitions", "negative")
 	case c.Concurrency < 0 || c.PartitionConcurrency < 0:
@@ -95,6 +120,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, bad("Queue", "Workers, Concurrency, PartitionConcurrency, JobTimeout and StopGrace must be zero: "+
 			"set them in Config")
 	}
+	if c.Kafka != nil {
+		if err := c.kafkaOnly(); err != nil {
+			return c, err
+		}
+		c.Partitions = c.Kafka.Partitions()
+	}
 	if c.Partitions == 0 {
 		c.Partitions = 64
 	}
@@ -102,4 +133,28 @@ func (c Config) withDefaults() (Config, error) {
 		c.Registerer = prometheus.NewRegistry()
 	}
 	return c, nil
+}
+
+// kafkaOnly refuses, with a Kafka consumer, the settings that only the
+// queue source has, and a partition count other than the consumer's.
+func (c Config) kafkaOnly() error {
+	bad := func(field, reason string) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, reason)
+	}
+	switch n := c.Kafka.Partitions(); {
+	case c.Partitions != 0 && c.Partitions != n:
+		return bad("Partitions", fmt.Sprintf("%d, but the Kafka consumer's group has %d partitions "+
+			"(len(Topics) × PartitionsPerTopic): leave it 0", c.Partitions, n))
+	case c.Concurrency != 0:
+		return bad("Concurrency", "queue only: must be zero with Kafka")
+	case c.PartitionConcurrency != 0:
+		return bad("PartitionConcurrency", "queue only: must be zero with Kafka")
+	case c.JobTimeout != 0:
+		return bad("JobTimeout", "queue only: must be zero with Kafka")
+	case c.StopGrace != 0:
+		return bad("StopGrace", "queue only: must be zero with Kafka")
+	case !reflect.ValueOf(c.Queue).IsZero():
+		return bad("Queue", "queue only: must be zero with Kafka (the consumer's settings are its kafka.Config)")
+	}
+	return nil
 }

@@ -51,19 +51,20 @@ func record(name string) func(ctx context.Context, tx pgx.Tx, w *queue.Work[depo
 	}
 }
 
-// start starts a worker of group "g"; it is stopped when the test ends.
+// start starts a worker of group "g" (of 8 partitions and a 50ms poll,
+// unless it runs a Kafka consumer); it is stopped when the test ends.
 func start(t *testing.T, pool *pgxpool.Pool, cfg worker.Config) *worker.Worker {
 	t.Helper()
 	if cfg.Group == "" {
 		cfg.Group = "g"
 	}
-	if cfg.Partitions == 0 {
+	if cfg.Partitions == 0 && cfg.Kafka == nil {
 		cfg.Partitions = 8
 	}
 	if cfg.Lease.TTL == 0 {
 		cfg.Lease.TTL = 2 * time.Second
 	}
-	if cfg.Queue.PollInterval == 0 {
+	if cfg.Queue.PollInterval == 0 && cfg.Kafka == nil {
 		cfg.Queue.PollInterval = 50 * time.Millisecond
 	}
 	cfg.MembershipPollInterval = 200 * time.Millisecond

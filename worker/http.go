@@ -17,8 +17,9 @@ import (
 //   - /healthz: 200 while the worker is not stopped and has not failed
 //     (liveness: it does not depend on the database, so an outage does not
 //     get healthy workers restarted);
-//   - /readyz: 200 once started, while not stopping, if the database
-//     answers within a second; 503 otherwise, with the reason.
+//   - /readyz: 200 once started, while not stopping, if the source is
+//     ready (a Kafka consumer's last metadata read succeeded) and the
+//     database answers within a second; 503 otherwise, with the reason.
 func (w *Worker) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if g, ok := w.cfg.Registerer.(prometheus.Gatherer); ok {
@@ -57,8 +58,9 @@ func (w *Worker) health() error {
 }
 
 // Ready returns nil when the worker is started, not stopping, not failed,
-// and its database answers within a second (or ctx); otherwise an error
-// saying why.
+// its source is ready (with Kafka: the consumer's last read of the topics'
+// metadata succeeded, see kafka.Consumer.Ready) and its database answers
+// within a second (or ctx); otherwise an error saying why.
 func (w *Worker) Ready(ctx context.Context) error {
 	select {
 	case <-w.ready:
@@ -67,6 +69,9 @@ func (w *Worker) Ready(ctx context.Context) error {
 	}
 	if err := w.health(); err != nil {
 		return err
+	}
+	if err := w.src.ready(); err != nil {
+		return fmt.Errorf("worker: source not ready: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()

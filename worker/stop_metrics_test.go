@@ -18,7 +18,8 @@ type keptRegistry struct{ *prometheus.Registry }
 
 func (keptRegistry) Unregister(prometheus.Collector) bool { return true }
 
-// counter reads the value of a counter or the sample count of a histogram.
+// counter reads the value of a counter or a gauge, or the sample count of
+// a histogram (summed over the series).
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -29,7 +30,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 		var v float64
 		for _, m := range mf.GetMetric() {
-			v += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			v += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
 		return v
 	}

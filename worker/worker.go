@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
-	"github.com/leasehold/leasehold/queue"
 )
 
 // ErrStopped is returned by Start on a stopped Worker (one that was
@@ -27,21 +27,21 @@ var ErrStopped = lifecycle.Stopped("worker: stopped")
 // leasehold.ErrStarted.
 var ErrStarted = lifecycle.Started("worker: already started")
 
-// Worker is one process of a fleet running a group's jobs. Create it with
-// New, then Start it (or Run it); Stop it to leave the group gracefully. A
+// Worker is one process of a fleet: it owns its share of a group's
+// partitions and runs its source on them, the queue's jobs
+// (Config.Workers) or a Kafka consumer (Config.Kafka). Create it with New,
+// then Start it (or Run it); Stop it to leave the group gracefully. A
 // stopped Worker cannot be restarted.
 type Worker struct {
 	cfg     Config
 	pool    *pgxpool.Pool
 	member  *partition.Member
-	proc    *queue.Processor
-	stats   *queue.Client
+	src     source
 	metrics *metrics
 	log     *slog.Logger
 
-	life    lifecycle.Service  // Start and Stop: once each, serialised
-	cancel  context.CancelFunc // the lifecycle context of Listen
-	done    chan struct{}      // closed when Listen returns
+	life    lifecycle.Service // Start and Stop: once each, serialised
+	opened  bool              // the source was opened: close it at Stop
 	srv     *http.Server
 	srvDone chan struct{}
 	ready   chan struct{} // closed once started
@@ -59,15 +59,9 @@ func New(db *leasehold.DB, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	log := db.Logger().With("component", "worker", "group", cfg.Group)
-	w := &Worker{cfg: cfg, pool: db.Pool(), log: log,
-		ready: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	w.metrics, err = newMetrics(cfg.Registerer, cfg.Group, w)
-	if err != nil {
-		return nil, fmt.Errorf("%w: metrics: %v", ErrInvalidConfig, err)
-	}
+	w := &Worker{cfg: cfg, pool: db.Pool(), log: log, ready: make(chan struct{}), stop: make(chan struct{})}
 
 	lc := cfg.Lease
-	lc.Hooks = w.metrics.leaseHooks(lc.Hooks)
 	ttl := lc.TTL
 	if ttl == 0 {
 		ttl = lease.DefaultTTL
@@ -76,27 +70,26 @@ func New(db *leasehold.DB, cfg Config) (*Worker, error) {
 	if handoff == 0 {
 		handoff = ttl
 	}
-	grace := cfg.StopGrace
-	if grace == 0 {
-		grace = handoff / 2
+	labels := prometheus.Labels{"group": cfg.Group}
+	owned := func() map[int]partition.Ownership { return w.member.Owned() }
+	w.metrics = newMetrics(labels, func() float64 { return float64(len(owned())) })
+	lc.Hooks = w.metrics.leaseHooks(lc.Hooks)
+	if cfg.Kafka != nil {
+		w.src = newKafkaSource(cfg.Kafka, cfg.Group, labels)
+	} else {
+		grace := cfg.StopGrace
+		if grace == 0 {
+			grace = handoff / 2
+		}
+		if grace >= handoff {
+			return nil, fmt.Errorf("%w: StopGrace %v must be shorter than HandoffTimeout %v", ErrInvalidConfig, grace, handoff)
+		}
+		if w.src, err = newQueueSource(db, cfg, grace, labels, owned); err != nil {
+			return nil, err
+		}
 	}
-	if grace >= handoff {
-		w.metrics.unregister()
-		return nil, fmt.Errorf("%w: StopGrace %v must be shorter than HandoffTimeout %v", ErrInvalidConfig, grace, handoff)
-	}
-
-	qc := cfg.Queue
-	qc.Workers = cfg.Workers
-	qc.Concurrency, qc.PartitionConcurrency, qc.JobTimeout, qc.StopGrace =
-		cfg.Concurrency, cfg.PartitionConcurrency, cfg.JobTimeout, grace
-	qc.Hooks = w.metrics.queueHooks(qc.Hooks)
-	if w.proc, err = queue.NewProcessor(db, qc); err != nil {
-		w.metrics.unregister()
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	if w.stats, err = queue.New(db, queue.Config{}); err != nil {
-		w.metrics.unregister()
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	if err := w.metrics.register(cfg.Registerer, w.src.collectors()...); err != nil {
+		return nil, fmt.Errorf("%w: metrics: %v", ErrInvalidConfig, err)
 	}
 	w.member, err = partition.New(db, partition.Config{
 		Group: cfg.Group, Partitions: cfg.Partitions, ID: cfg.ID, Run: w.run, Lease: lc,
@@ -108,10 +101,12 @@ func New(db *leasehold.DB, cfg Config) (*Worker, error) {
 	}
 	w.cfg.ID = w.member.ID()
 	w.log = w.log.With("member", w.cfg.ID)
-	if max := int(db.Pool().Config().MaxConns); max < min(w.proc.Config().Concurrency, cfg.Partitions) {
-		w.log.Info("worker: the pool has fewer connections than handlers may run at once; "+
-			"transactional handlers will wait for connections", "pool_max_conns", max,
-			"concurrency", w.proc.Config().Concurrency)
+	if q, ok := w.src.(*queueSource); ok {
+		if max := int(db.Pool().Config().MaxConns); max < min(q.proc.Config().Concurrency, cfg.Partitions) {
+			w.log.Info("worker: the pool has fewer connections than handlers may run at once; "+
+				"transactional handlers will wait for connections", "pool_max_conns", max,
+				"concurrency", q.proc.Config().Concurrency)
+		}
 	}
 	return w, nil
 }
@@ -122,12 +117,12 @@ func (w *Worker) ID() string { return w.cfg.ID }
 // Owned returns the partitions this worker holds now, with their tokens.
 func (w *Worker) Owned() map[int]partition.Ownership { return w.member.Owned() }
 
-// run is the member's Run: the processor's, observed.
+// run is the member's Run: the source's, observed.
 func (w *Worker) run(ctx context.Context, o partition.Ownership) {
 	w.metrics.grants.Inc()
 	w.log.Debug("worker: partition granted", "partition", o.Partition, "token", int64(o.Token), "lease", o.Lease.Name())
 	start := time.Now()
-	w.proc.Run(ctx, o)
+	w.src.run(ctx, o)
 	cause := context.Cause(ctx)
 	if errors.Is(cause, partition.ErrHandoff) {
 		w.metrics.handoffs.Inc()
@@ -136,13 +131,14 @@ func (w *Worker) run(ctx context.Context, o partition.Ownership) {
 		"held", time.Since(start), "cause", cause)
 }
 
-// Start joins the group, starts claiming partitions and running their
-// jobs, and starts the metrics server if MetricsAddr is set. ctx bounds the
-// start-up only. If Start fails, the Worker is stopped. A second Start
-// returns ErrStarted; a Start on a stopped Worker returns ErrStopped. A
-// Stop during Start waits for it.
+// Start opens the source (for Kafka: reads the topics' metadata, see
+// kafka.Consumer.Open), starts the metrics server if MetricsAddr is set,
+// joins the group, and starts claiming partitions and running the source
+// on them. ctx bounds the start-up only. If Start fails, the Worker is
+// stopped. A second Start returns ErrStarted; a Start on a stopped Worker
+// returns ErrStopped. A Stop during Start waits for it.
 func (w *Worker) Start(ctx context.Context) error {
-	return w.life.Start(ctx, lifecycle.Refusals{Started: ErrStarted, Stopped: ErrStopped}, w.start, w.abort)
+	return w.life.Start(ctx, lifecycle.Refusals{Started: ErrStarted, Stopped: ErrStopped}, w.start, w.shutdown)
 }
 
 // start is Start's work, run once.
@@ -162,13 +158,11 @@ func (w *Worker) start(ctx context.Context) error {
 		}()
 		w.log.Info("worker: serving metrics", "addr", ln.Addr().String())
 	}
-	lctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	go func() {
-		defer close(w.done)
-		w.proc.Listen(lctx)
-	}()
 	start := time.Now()
+	if err := w.src.open(ctx); err != nil {
+		return err
+	}
+	w.opened = true
 	if err := w.member.Start(ctx); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}
@@ -177,46 +171,30 @@ func (w *Worker) start(ctx context.Context) error {
 	return nil
 }
 
-// abort undoes a start that failed: it releases the resources, or shuts
-// down what start had set running.
-func (w *Worker) abort(ctx context.Context) error {
-	if w.cancel == nil { // Listen was not started
-		return w.release(ctx)
-	}
-	return w.shutdown(ctx)
-}
-
-// Stop leaves the group gracefully, bounded by ctx: it stops fetching,
-// lets running jobs finish (within StopGrace, after which their contexts
-// are cancelled), records their outcomes, releases the leases so that the
-// other workers take the partitions over at once, and stops the metrics
-// server. When ctx ends first (a second signal, say), Stop returns at once;
-// the leases then expire after their TTL, and any late write is refused by
-// the fence. Stop on a Worker that was never started only releases its
-// resources; Stop after a failed Start returns the error of the clean-up
-// that Start ran. A second Stop returns the first one's result.
+// Stop leaves the group gracefully, bounded by ctx: it stops taking new
+// work, lets running jobs finish (within StopGrace, after which their
+// contexts are cancelled; a Kafka batch being handled finishes and
+// commits, fenced), records their outcomes, releases the leases so that
+// the other workers take the partitions over at once, closes the source
+// and stops the metrics server. When ctx ends first (a second signal,
+// say), Stop returns at once; the leases then expire after their TTL, and
+// any late write is refused by the fence. Stop on a Worker that was never
+// started only releases its resources; Stop after a failed Start returns
+// the error of the clean-up that Start ran. A second Stop returns the
+// first one's result.
 func (w *Worker) Stop(ctx context.Context) error {
-	return w.life.Stop(ctx, w.shutdown, w.release)
+	return w.life.Stop(ctx, w.shutdown, w.shutdown)
 }
 
-// release frees the resources of a Worker that never ran: its member's
-// connections and its metrics.
-func (w *Worker) release(ctx context.Context) error {
-	close(w.stop)
-	close(w.done)
-	err := w.member.Stop(ctx)
-	w.metrics.unregister()
-	return err
-}
-
+// shutdown stops whatever start set running (all of it after a Start, a
+// part after a failed one, nothing but the member's connections and the
+// metrics before any) and releases the resources.
 func (w *Worker) shutdown(ctx context.Context) error {
 	start := time.Now()
 	close(w.stop)
 	errs := []error{w.member.Stop(ctx)}
-	w.cancel()
-	select {
-	case <-w.done:
-	case <-ctx.Done():
+	if w.opened {
+		errs = append(errs, w.src.close(ctx))
 	}
 	if w.srv != nil {
 		if err := w.srv.Shutdown(ctx); err != nil {
@@ -226,6 +204,8 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	}
 	w.metrics.unregister()
 	err := errors.Join(errs...)
-	w.log.Info("worker: stopped", "took", time.Since(start), "err", err)
+	if w.opened {
+		w.log.Info("worker: stopped", "took", time.Since(start), "err", err)
+	}
 	return err
 }

@@ -11,15 +11,16 @@ import (
 
 	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/worker"
 )
 
 // statsPoll is how often a Kafka worker turns its consumer's counters into
 // history events.
 const statsPoll = 50 * time.Millisecond
 
-// Work runs a kafka.Consumer of the topic whose handler appends one ledger
-// row per record in the batch's transaction (or, unfenced, on its own
-// autocommit statement before the batch commits).
+// Work runs a worker.Worker with a kafka.Consumer of the topic whose
+// handler appends one ledger row per record in the batch's transaction (or,
+// unfenced, on its own autocommit statement before the batch commits).
 func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv) error {
 	q, err := render(we.Schema)
 	if err != nil {
@@ -55,26 +56,34 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 		}
 		return nil
 	}
-	cfg := kafka.Config{
-		Group: we.Group, Topics: []string{kafkaTopic}, Brokers: we.Brokers, PartitionsPerTopic: we.Partitions,
-		Handler: handler, ID: we.ID, Lease: we.Lease,
-		PollInterval: 200 * time.Millisecond, MaxBatch: 100,
-		RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second,
-		// A stalled or paused handler's transaction stays open past the
-		// TTL: keep it open so that its commit reaches the fence check.
-		Fence: lease.FenceConfig{IdleTimeout: 4 * ttl},
-	}
 	h, err := handle(db, we.Schema, we.Logger)
 	if err != nil {
 		return err
 	}
-	var c *kafka.Consumer
+	c, err := kafka.New(h, kafka.Config{
+		Topics: []string{kafkaTopic}, Brokers: we.Brokers, PartitionsPerTopic: we.Partitions,
+		Handler: handler, MaxBatch: 100,
+		RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second,
+		// A stalled or paused handler's transaction stays open past the
+		// TTL: keep it open so that its commit reaches the fence check.
+		Fence: lease.FenceConfig{IdleTimeout: 4 * ttl},
+	})
+	if err != nil {
+		return err
+	}
+	var wk *worker.Worker
 	for {
-		if c, err = kafka.New(h, cfg); err != nil {
+		// A worker whose Start failed is stopped (and closed the
+		// consumer): a new one runs the same consumer.
+		wk, err = worker.New(h, worker.Config{
+			Group: we.Group, ID: we.ID, Kafka: c, Lease: we.Lease,
+			MembershipPollInterval: 200 * time.Millisecond,
+		})
+		if err != nil {
 			return err
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = c.Start(sctx)
+		err = wk.Start(sctx)
 		cancel()
 		if err == nil {
 			break
@@ -82,11 +91,11 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, kafka.ErrInvalidConfig) {
+		if errors.Is(err, kafka.ErrInvalidConfig) || errors.Is(err, worker.ErrInvalidConfig) {
 			return err
 		}
 		// The database restarts, or is cut off: try again.
-		we.Logger.Warn("chaos: the Kafka consumer did not start; trying again", "err", err)
+		we.Logger.Warn("chaos: the Kafka worker did not start; trying again", "err", err)
 		if !sleepFor(ctx, 500*time.Millisecond) {
 			return nil
 		}
@@ -115,10 +124,10 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*ttl+2*time.Second)
 	defer cancel()
-	err = c.Stop(sctx)
+	err = wk.Stop(sctx)
 	record()
 	if err != nil {
-		return fmt.Errorf("chaos: stop the Kafka consumer: %w", err)
+		return fmt.Errorf("chaos: stop the Kafka worker: %w", err)
 	}
 	return nil
 }
