@@ -2,8 +2,6 @@ package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -29,9 +27,7 @@ func ExampleDB() (*leasehold.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	var b [6]byte
-	rand.Read(b[:])
-	name := "lh_example_" + hex.EncodeToString(b[:])
+	name := randomName("lh_example_")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)
@@ -50,12 +46,7 @@ func ExampleDB() (*leasehold.DB, error) {
 	exMu.Lock()
 	exCleanup = append(exCleanup, func() {
 		pool.Close()
-		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if conn, err := pgx.Connect(dctx, admin); err == nil {
-			conn.Exec(dctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			conn.Close(dctx)
-		}
+		dropDatabase(admin, name) // best effort: the cluster goes next
 	})
 	exMu.Unlock()
 	db, err := leasehold.Open(pool, leasehold.Config{Logger: slog.New(slog.DiscardHandler)})
