@@ -49,6 +49,18 @@ func (r *recorder) run(member string) func(ctx context.Context, o partition.Owne
 	}
 }
 
+// running reports whether member has a Run that has not ended.
+func (r *recorder) running(member string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.spans {
+		if s.member == member && s.end.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *recorder) snapshot() []span {
 	r.mu.Lock()
 	defer r.mu.Unlock()
