@@ -3,9 +3,9 @@ package leasehold
 import "github.com/leasehold/leasehold/internal/lifecycle"
 
 // ErrStarted is wrapped by the error of a second Start on any started
-// service (partition.Member, kafka.Consumer, worker.Worker): Start runs
-// once. Each component also exports its own ErrStarted, which matches
-// this one under errors.Is.
+// service (partition.Member, worker.Worker): Start runs once. Each
+// component also exports its own ErrStarted, which matches this one under
+// errors.Is.
 var ErrStarted = lifecycle.ErrStarted
 
 // ErrStopped is wrapped by the error of a Start on any stopped service

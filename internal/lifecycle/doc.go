@@ -1,6 +1,7 @@
 // Package lifecycle is the Start/Stop state machine shared by every
 // leasehold service that is started and stopped (partition.Member,
-// kafka.Consumer, worker.Worker), so that all of them give the same answers:
+// worker.Worker, which runs the queue and Kafka sources), so that all of
+// them give the same answers:
 //
 //   - Start runs the service's start-up once. A second Start on a started
 //     service runs nothing and returns the component's sentinel wrapping
