@@ -56,7 +56,7 @@ func start(t testing.TB, pool *pgxpool.Pool, group, id string, cfg kafka.Config)
 func startLog(t testing.TB, pool *pgxpool.Pool, group, id string, cfg kafka.Config, log *slog.Logger) *node {
 	t.Helper()
 	n := newNode(t, pool, group, id, cfg, log)
-	pgtest.Must(t, n.w.Start(ctxT(t, 30*time.Second)))
+	pgtest.Must(t, n.w.Start(pgtest.ContextFor(t, 30*time.Second)))
 	t.Cleanup(func() { stop(t, n) })
 	return n
 }
@@ -72,7 +72,7 @@ func stop(t testing.TB, n *node) {
 
 func newLedger(t testing.TB) *pgxpool.Pool {
 	pool := pgtest.Pool(t)
-	_, err := pool.Exec(ctxT(t, time.Minute), ledgerDDL)
+	_, err := pool.Exec(pgtest.ContextFor(t, time.Minute), ledgerDDL)
 	pgtest.Must(t, err)
 	return pool
 }
@@ -173,7 +173,7 @@ func TestStartErrors(t *testing.T) {
 		cfg := tc.cfg
 		cfg.Brokers = brokers
 		n := newNode(t, pool, "g-"+name[:4], "x", cfg, testLogger(t))
-		err := n.w.Start(ctxT(t, 20*time.Second))
+		err := n.w.Start(pgtest.ContextFor(t, 20*time.Second))
 		if tc.want == nil {
 			pgtest.Must(t, err)
 			stop(t, n)
@@ -182,7 +182,7 @@ func TestStartErrors(t *testing.T) {
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: got %v, want %v", name, err, tc.want)
 		}
-		if err := n.w.Stop(ctxT(t, 10*time.Second)); err != nil {
+		if err := n.w.Stop(pgtest.ContextFor(t, 10*time.Second)); err != nil {
 			t.Errorf("%s: Stop after a failed Start: %v", name, err)
 		}
 		if err := n.Ready(); !errors.Is(err, kafka.ErrNotOpen) {
@@ -209,11 +209,11 @@ func TestStartWithoutABroker(t *testing.T) {
 	}
 	// Start ran its clean-up under its own context: if that had ended, the
 	// clean-up may report it. Every Stop returns what the clean-up reported.
-	first := n.w.Stop(ctxT(t, 10*time.Second))
+	first := n.w.Stop(pgtest.ContextFor(t, 10*time.Second))
 	if first != nil && !errors.Is(first, context.DeadlineExceeded) {
 		t.Fatalf("Stop after a failed Start: %v; want nil or Start's context's end", first)
 	}
-	if err := n.w.Stop(ctxT(t, 10*time.Second)); err != first {
+	if err := n.w.Stop(pgtest.ContextFor(t, 10*time.Second)); err != first {
 		t.Fatalf("second Stop after a failed Start = %v; want the first one's result %v", err, first)
 	}
 	t.Logf("Start after %v: %v", time.Since(began).Round(time.Millisecond), err)

@@ -26,7 +26,7 @@ func TestStaleCommitIsRefusedBeforeTheNewOwnerCommits(t *testing.T) {
 	brokers := cluster(t, 1, "t")
 	produced := produceTo(t, brokers, "t", 0, 5)
 	pool := newLedger(t)
-	ctx := ctxT(t, time.Minute)
+	ctx := pgtest.ContextFor(t, time.Minute)
 	inside, release := make(chan fence.Token, 1), make(chan struct{})
 	var calls atomic.Int32
 	inner := ledgerHandler("w")

@@ -23,7 +23,7 @@ func addPartitions(t testing.TB, brokers []string, topic string, count int32) {
 	rt := kmsg.NewCreatePartitionsRequestTopic()
 	rt.Topic, rt.Count = topic, count
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctxT(t, 30*time.Second), cl)
+	resp, err := req.RequestWith(pgtest.ContextFor(t, 30*time.Second), cl)
 	pgtest.Must(t, err)
 	for _, r := range resp.Topics {
 		pgtest.Must(t, kerr.ErrorForCode(r.ErrorCode))
@@ -48,7 +48,7 @@ func TestPartitionsAddedArePickedUp(t *testing.T) {
 	// consumed: the idle slots open no client.
 	eventually(t, 20*time.Second, "all 6 slots leased", func() bool {
 		var n int
-		pgtest.Must(t, pool.QueryRow(ctxT(t, time.Minute),
+		pgtest.Must(t, pool.QueryRow(pgtest.ContextFor(t, time.Minute),
 			`SELECT count(*) FROM leasehold.leases WHERE name LIKE 'partition/g/%' AND expires_at > clock_timestamp()`).Scan(&n))
 		return n == 6
 	})

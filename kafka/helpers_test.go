@@ -21,12 +21,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // cluster starts an in-process Kafka (kfake) with the topics seeded.
 func cluster(t testing.TB, partitions int32, topics ...string) []string {
 	t.Helper()
@@ -59,7 +53,7 @@ func produce(t testing.TB, brokers []string, topic string, from, n int) []rec {
 	var mu sync.Mutex
 	var out []rec
 	var firstErr error
-	ctx := ctxT(t, time.Minute)
+	ctx := pgtest.ContextFor(t, time.Minute)
 	for i := from; i < from+n; i++ {
 		v := fmt.Sprintf("v-%d", i)
 		cl.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("k-%d", i%997)), Value: []byte(v)}, func(r *kgo.Record, err error) {
@@ -88,7 +82,7 @@ func produceTo(t testing.TB, brokers []string, topic string, p int32, n int) []r
 	var out []rec
 	for i := range n {
 		r := &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("p%d-%d", p, i))}
-		pgtest.Must(t, cl.ProduceSync(ctxT(t, time.Minute), r).FirstErr())
+		pgtest.Must(t, cl.ProduceSync(pgtest.ContextFor(t, time.Minute), r).FirstErr())
 		out = append(out, rec{r.Partition, r.Offset, string(r.Value)})
 	}
 	return out
@@ -125,7 +119,7 @@ type row struct {
 
 func ledger(t testing.TB, pool *pgxpool.Pool) []row {
 	t.Helper()
-	rows, err := pool.Query(ctxT(t, time.Minute), `SELECT seq, topic, partition, "offset", value, token FROM ledger ORDER BY seq`)
+	rows, err := pool.Query(pgtest.ContextFor(t, time.Minute), `SELECT seq, topic, partition, "offset", value, token FROM ledger ORDER BY seq`)
 	pgtest.Must(t, err)
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
@@ -202,7 +196,7 @@ func logEnds(produced []rec) map[int32]int64 {
 // log end.
 func checkOffsets(t testing.TB, pool *pgxpool.Pool, group, topic string, ends map[int32]int64) []string {
 	t.Helper()
-	offs, err := kafka.Offsets(ctxT(t, time.Minute), pgtest.DBOn(t, pool), group)
+	offs, err := kafka.Offsets(pgtest.ContextFor(t, time.Minute), pgtest.DBOn(t, pool), group)
 	pgtest.Must(t, err)
 	got := map[int32]int64{}
 	for _, o := range offs {

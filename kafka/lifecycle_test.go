@@ -22,17 +22,17 @@ func TestAFailedStartLeavesTheKafkaWorkerStoppedAndTheConsumerClosed(t *testing.
 	pool := pgtest.Pool(t)
 	n := newNode(t, pool, "g", "a", kafka.Config{Topics: []string{"missing"}, Brokers: brokers, PartitionsPerTopic: 2},
 		testLogger(t))
-	if err := n.w.Start(ctxT(t, 20*time.Second)); !errors.Is(err, kafka.ErrTopicNotFound) {
+	if err := n.w.Start(pgtest.ContextFor(t, 20*time.Second)); !errors.Is(err, kafka.ErrTopicNotFound) {
 		t.Fatalf("Start with a missing topic = %v; want ErrTopicNotFound", err)
 	}
-	if err := n.w.Start(ctxT(t, 20*time.Second)); err != worker.ErrStopped || !errors.Is(err, leasehold.ErrStopped) {
+	if err := n.w.Start(pgtest.ContextFor(t, 20*time.Second)); err != worker.ErrStopped || !errors.Is(err, leasehold.ErrStopped) {
 		t.Errorf("Start after a failed Start = %v; want worker.ErrStopped", err)
 	}
-	first := n.w.Stop(ctxT(t, 10*time.Second))
+	first := n.w.Stop(pgtest.ContextFor(t, 10*time.Second))
 	if first != nil {
 		t.Errorf("Stop after a failed Start = %v; want the clean-up's result, nil", first)
 	}
-	if err := n.w.Stop(ctxT(t, 10*time.Second)); err != first {
+	if err := n.w.Stop(pgtest.ContextFor(t, 10*time.Second)); err != first {
 		t.Errorf("second Stop after a failed Start = %v; want %v", err, first)
 	}
 	if err := n.Ready(); !errors.Is(err, kafka.ErrNotOpen) {
@@ -57,7 +57,7 @@ func TestAConsumerRunsInOneWorkerAtATime(t *testing.T) {
 	db := pgtest.DBOn(t, pool)
 	second, err := worker.New(db, worker.Config{Group: "g", ID: "b", Kafka: first.Consumer})
 	pgtest.Must(t, err)
-	if err := second.Start(ctxT(t, 20*time.Second)); !errors.Is(err, kafka.ErrInUse) {
+	if err := second.Start(pgtest.ContextFor(t, 20*time.Second)); !errors.Is(err, kafka.ErrInUse) {
 		t.Fatalf("a second worker's Start on a consumer in use = %v; want ErrInUse", err)
 	}
 	produced := produce(t, brokers, "t", 0, 100)
@@ -72,7 +72,7 @@ func TestAConsumerRunsInOneWorkerAtATime(t *testing.T) {
 	}
 	again, err := worker.New(db, worker.Config{Group: "g", ID: "c", Kafka: first.Consumer})
 	pgtest.Must(t, err)
-	pgtest.Must(t, again.Start(ctxT(t, 20*time.Second)))
+	pgtest.Must(t, again.Start(pgtest.ContextFor(t, 20*time.Second)))
 	t.Cleanup(func() { stop(t, &node{w: again, id: "c"}) })
 	produced = append(produced, produce(t, brokers, "t", 100, 100)...)
 	waitOffsets(t, pool, "g", "t", logEnds(produced), 30*time.Second)
@@ -102,7 +102,7 @@ func TestRunRefusesWithoutOpenOrForAnotherGroup(t *testing.T) {
 	// Open it for "g2" directly, as its worker's Start would.
 	open := newNode(t, pool, "g2", "y", kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 1},
 		testLogger(t))
-	pgtest.Must(t, open.Open(ctxT(t, 20*time.Second), "g2"))
+	pgtest.Must(t, open.Open(pgtest.ContextFor(t, 20*time.Second), "g2"))
 	defer open.Close(context.Background())
 	open.Run(ctx, partition.Ownership{Group: "other", Partition: 0, Token: 1})
 	open.Run(ctx, partition.Ownership{Group: "g2", Partition: 1, Token: 1}) // not a slot of the consumer

@@ -14,10 +14,10 @@ import (
 // operator, or a stale table, would).
 func storeOffset(t testing.TB, pool *pgxpool.Pool, group, topic string, p int32, next int64) {
 	t.Helper()
-	_, err := pool.Exec(ctxT(t, time.Minute), `
+	_, err := pool.Exec(pgtest.ContextFor(t, time.Minute), `
 		INSERT INTO leasehold.groups (name, partitions) VALUES ($1, 1) ON CONFLICT DO NOTHING;`, group)
 	pgtest.Must(t, err)
-	_, err = pool.Exec(ctxT(t, time.Minute), `
+	_, err = pool.Exec(pgtest.ContextFor(t, time.Minute), `
 		INSERT INTO leasehold.kafka_offsets (group_name, topic, partition, next_offset, token) VALUES ($1, $2, $3, $4, 0)
 		ON CONFLICT (group_name, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset`, group, topic, p, next)
 	pgtest.Must(t, err)
@@ -25,7 +25,7 @@ func storeOffset(t testing.TB, pool *pgxpool.Pool, group, topic string, p int32,
 
 func storedOffset(t testing.TB, pool *pgxpool.Pool, group, topic string, p int32) int64 {
 	t.Helper()
-	offs, err := kafka.Offsets(ctxT(t, time.Minute), pgtest.DBOn(t, pool), group)
+	offs, err := kafka.Offsets(pgtest.ContextFor(t, time.Minute), pgtest.DBOn(t, pool), group)
 	pgtest.Must(t, err)
 	for _, o := range offs {
 		if o.Topic == topic && o.Partition == p {

@@ -50,9 +50,9 @@ func TestConsumingClientOptionsAreRefused(t *testing.T) {
 	} {
 		n := newNode(t, pool, "g", "x", kafka.Config{Topics: []string{"t"}, Brokers: brokers,
 			PartitionsPerTopic: 1, ClientOptions: []kgo.Opt{opt}}, testLogger(t))
-		if err := n.w.Start(ctxT(t, 20*time.Second)); !errors.Is(err, kafka.ErrInvalidConfig) {
+		if err := n.w.Start(pgtest.ContextFor(t, 20*time.Second)); !errors.Is(err, kafka.ErrInvalidConfig) {
 			t.Errorf("%s: Start = %v, want ErrInvalidConfig", name, err)
 		}
-		pgtest.Must(t, n.w.Stop(ctxT(t, 10*time.Second)))
+		pgtest.Must(t, n.w.Stop(pgtest.ContextFor(t, 10*time.Second)))
 	}
 }

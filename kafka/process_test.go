@@ -150,7 +150,7 @@ func TestWorkersKilledPausedAddedApplyEveryRecordOnce(t *testing.T) {
 	brokers := cluster(t, parts, topic)
 	url := pgtest.MigratedURL(t)
 	pool := pgtest.PoolURL(t, url)
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := pgtest.ContextFor(t, 2*time.Minute)
 	pgtest.Must(t, history.Install(ctx, pool, ""))
 	_, err := pool.Exec(ctx, ledgerDDL)
 	pgtest.Must(t, err)
@@ -236,7 +236,7 @@ func TestZombieCommitIsRefused(t *testing.T) {
 	produced := produceTo(t, brokers, topic, 0, 50)
 	url := pgtest.MigratedURL(t)
 	pool := pgtest.PoolURL(t, url)
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := pgtest.ContextFor(t, 2*time.Minute)
 	_, err := pool.Exec(ctx, ledgerDDL)
 	pgtest.Must(t, err)
 

@@ -22,12 +22,6 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // deposit is a job appending one row to the ledger.
 type deposit struct {
 	Seq int `json:"seq"`
@@ -36,7 +30,7 @@ type deposit struct {
 func (deposit) Kind() string { return "deposit" }
 
 func ledgerSetup(t *testing.T, pool *pgxpool.Pool) {
-	_, err := pool.Exec(ctxT(t), `CREATE TABLE ledger (
+	_, err := pool.Exec(pgtest.Context(t), `CREATE TABLE ledger (
 		n bigserial PRIMARY KEY, job_id bigint NOT NULL, key text NOT NULL, seq int NOT NULL,
 		partition int NOT NULL, token bigint NOT NULL, worker text NOT NULL)`)
 	pgtest.Must(t, err)
@@ -70,7 +64,7 @@ func start(t *testing.T, pool *pgxpool.Pool, cfg worker.Config) *worker.Worker {
 	cfg.MembershipPollInterval = 200 * time.Millisecond
 	w, err := worker.New(pgtest.DBOn(t, pool), cfg)
 	pgtest.Must(t, err)
-	pgtest.Must(t, w.Start(ctxT(t)))
+	pgtest.Must(t, w.Start(pgtest.Context(t)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -84,7 +78,7 @@ func waitFinished(t *testing.T, pool *pgxpool.Pool, within time.Duration) {
 	t.Helper()
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		var pending int
-		pgtest.Must(t, pool.QueryRow(ctxT(t), `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending'`).Scan(&pending))
+		pgtest.Must(t, pool.QueryRow(pgtest.Context(t), `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending'`).Scan(&pending))
 		if pending == 0 {
 			return
 		}
@@ -105,7 +99,7 @@ type entry struct {
 }
 
 func readLedger(t *testing.T, pool *pgxpool.Pool) []entry {
-	rows, err := pool.Query(ctxT(t), `SELECT n, job_id, key, seq, partition, token, worker FROM ledger ORDER BY n`)
+	rows, err := pool.Query(pgtest.Context(t), `SELECT n, job_id, key, seq, partition, token, worker FROM ledger ORDER BY n`)
 	pgtest.Must(t, err)
 	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
 		var e entry
@@ -167,7 +161,7 @@ func enqueueSeqs(t *testing.T, pool *pgxpool.Pool, keys, from, to int) (map[int6
 			jobs = append(jobs, queue.Job{Group: "g", Key: fmt.Sprint("acct-", k), Args: deposit{s}})
 		}
 	}
-	res, err := c.EnqueueMany(ctxT(t), jobs...)
+	res, err := c.EnqueueMany(pgtest.Context(t), jobs...)
 	pgtest.Must(t, err)
 	byID, keyOf := map[int64]deposit{}, map[int64]string{}
 	for i, r := range res {
@@ -179,7 +173,7 @@ func enqueueSeqs(t *testing.T, pool *pgxpool.Pool, keys, from, to int) (map[int6
 // group creates group "g" with n partitions, so jobs can be enqueued before
 // any worker starts.
 func group(t *testing.T, pool *pgxpool.Pool, n int) {
-	_, err := pool.Exec(ctxT(t), `INSERT INTO leasehold.groups (name, partitions) VALUES ('g', $1)`, n)
+	_, err := pool.Exec(pgtest.Context(t), `INSERT INTO leasehold.groups (name, partitions) VALUES ('g', $1)`, n)
 	pgtest.Must(t, err)
 }
 

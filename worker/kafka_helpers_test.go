@@ -41,7 +41,7 @@ func produceRecords(t *testing.T, brokers []string, n int, ends map[int32]int64)
 	for i := range recs {
 		recs[i] = &kgo.Record{Value: fmt.Appendf(nil, "v-%d", i)}
 	}
-	for _, r := range cl.ProduceSync(ctxT(t), recs...) {
+	for _, r := range cl.ProduceSync(pgtest.Context(t), recs...) {
 		pgtest.Must(t, r.Err)
 		ends[r.Record.Partition] = max(ends[r.Record.Partition], r.Record.Offset+1)
 	}
@@ -49,7 +49,7 @@ func produceRecords(t *testing.T, brokers []string, n int, ends map[int32]int64)
 
 // kafkaLedgerSetup creates the table the Kafka handlers write to.
 func kafkaLedgerSetup(t *testing.T, pool *pgxpool.Pool) {
-	_, err := pool.Exec(ctxT(t), `CREATE TABLE kafka_ledger (
+	_, err := pool.Exec(pgtest.Context(t), `CREATE TABLE kafka_ledger (
 		n bigserial PRIMARY KEY, partition int NOT NULL, "offset" bigint NOT NULL, token bigint NOT NULL, worker text NOT NULL)`)
 	pgtest.Must(t, err)
 }
@@ -78,7 +78,7 @@ func consumer(t *testing.T, pool *pgxpool.Pool, brokers []string, perTopic int, 
 func waitOffsets(t *testing.T, pool *pgxpool.Pool, ends map[int32]int64) {
 	t.Helper()
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		offs, err := kafka.Offsets(ctxT(t), pgtest.DBOn(t, pool), "g")
+		offs, err := kafka.Offsets(pgtest.Context(t), pgtest.DBOn(t, pool), "g")
 		pgtest.Must(t, err)
 		at := 0
 		for _, o := range offs {
@@ -100,7 +100,7 @@ func waitOffsets(t *testing.T, pool *pgxpool.Pool, ends map[int32]int64) {
 // how many records each worker applied.
 func checkKafkaLedger(t *testing.T, db fence.Querier, ends map[int32]int64) (bad []string, byWorker map[string]int) {
 	t.Helper()
-	rows, err := db.Query(ctxT(t), `SELECT partition, "offset", worker FROM kafka_ledger ORDER BY n`)
+	rows, err := db.Query(pgtest.Context(t), `SELECT partition, "offset", worker FROM kafka_ledger ORDER BY n`)
 	pgtest.Must(t, err)
 	seen := map[[2]int64]int{}
 	byWorker = map[string]int{}

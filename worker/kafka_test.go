@@ -94,7 +94,7 @@ leasehold_partitions_owned{group="g"} 4
 			t.Errorf("%s while running: %d %s", p, code, body)
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+	sctx, cancel := context.WithTimeout(pgtest.Context(t), 20*time.Second)
 	defer cancel()
 	pgtest.Must(t, w.Stop(sctx))
 	for _, p := range []string{"/healthz", "/readyz"} {
@@ -127,7 +127,7 @@ func TestKafkaWorkerIsNotReadyWithoutItsBroker(t *testing.T) {
 		code, body := get(h, "/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "metadata")
 	})
-	if err := w.Ready(ctxT(t)); err == nil || !strings.Contains(err.Error(), "metadata") {
+	if err := w.Ready(pgtest.Context(t)); err == nil || !strings.Contains(err.Error(), "metadata") {
 		t.Errorf("Ready without the broker = %v; want the metadata read's failure", err)
 	}
 	if v := counter(t, reg, "leasehold_kafka_metadata_up"); v != 0 {
@@ -145,7 +145,7 @@ func TestKafkaWorkerIsNotReadyWithoutItsBroker(t *testing.T) {
 // exactly once across the handoff.
 func TestKafkaWorkerRunStopsGracefullyAndHandsOffAtOnce(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	kafkaLedgerSetup(t, pool)
 	brokers := kafkaCluster(t, 4).ListenAddrs()
@@ -203,7 +203,7 @@ func TestCheckKafkaLedgerCatchesViolations(t *testing.T) {
 	pool := pgtest.Pool(t)
 	kafkaLedgerSetup(t, pool)
 	ends := map[int32]int64{0: 2, 1: 1}
-	_, err := pool.Exec(ctxT(t), `INSERT INTO kafka_ledger (partition, "offset", token, worker)
+	_, err := pool.Exec(pgtest.Context(t), `INSERT INTO kafka_ledger (partition, "offset", token, worker)
 		VALUES (0, 0, 1, 'a'), (0, 1, 1, 'a'), (1, 0, 1, 'a')`)
 	pgtest.Must(t, err)
 	if bad, _ := checkKafkaLedger(t, pool, ends); len(bad) != 0 {
@@ -214,14 +214,14 @@ func TestCheckKafkaLedgerCatchesViolations(t *testing.T) {
 		"missing":   `DELETE FROM kafka_ledger WHERE partition = 1`,
 		"foreign":   `INSERT INTO kafka_ledger (partition, "offset", token, worker) VALUES (1, 7, 2, 'b')`,
 	} {
-		tx, err := pool.Begin(ctxT(t))
+		tx, err := pool.Begin(pgtest.Context(t))
 		pgtest.Must(t, err)
-		_, err = tx.Exec(ctxT(t), stmt)
+		_, err = tx.Exec(pgtest.Context(t), stmt)
 		pgtest.Must(t, err)
 		if bad, _ := checkKafkaLedger(t, tx, ends); len(bad) == 0 {
 			t.Errorf("%s: not flagged", name)
 		}
-		pgtest.Must(t, tx.Rollback(ctxT(t)))
+		pgtest.Must(t, tx.Rollback(pgtest.Context(t)))
 	}
 }
 
@@ -254,6 +254,6 @@ func TestNewRejectsBadKafkaConfig(t *testing.T) {
 			t.Errorf("Partitions %d with a consumer of %d: %v", n, c.Partitions(), err)
 			continue
 		}
-		pgtest.Must(t, w.Stop(ctxT(t)))
+		pgtest.Must(t, w.Stop(pgtest.Context(t)))
 	}
 }

@@ -22,7 +22,7 @@ func TestSecondStartAndSecondStop(t *testing.T) {
 	pool := pgtest.Pool(t)
 	w := start(t, pool, worker.Config{Workers: queue.NewWorkers(), Partitions: 2})
 
-	err := w.Start(ctxT(t))
+	err := w.Start(pgtest.Context(t))
 	if err != worker.ErrStarted || !errors.Is(err, leasehold.ErrStarted) || errors.Is(err, leasehold.ErrStopped) {
 		t.Errorf("second Start = %v; want worker.ErrStarted", err)
 	}
@@ -36,15 +36,15 @@ func TestSecondStartAndSecondStop(t *testing.T) {
 	if first == nil {
 		t.Fatal("Stop with an ended context = nil; want it to report that it could not leave in time")
 	}
-	if err := w.Stop(ctxT(t)); err != first {
+	if err := w.Stop(pgtest.Context(t)); err != first {
 		t.Errorf("second Stop = %v; want the first one's result %v", err, first)
 	}
 
-	err = w.Start(ctxT(t))
+	err = w.Start(pgtest.Context(t))
 	if err != worker.ErrStopped || !errors.Is(err, leasehold.ErrStopped) || errors.Is(err, leasehold.ErrStarted) {
 		t.Errorf("Start after Stop = %v; want worker.ErrStopped", err)
 	}
-	if err := w.Ready(ctxT(t)); !errors.Is(err, worker.ErrStopped) {
+	if err := w.Ready(pgtest.Context(t)); !errors.Is(err, worker.ErrStopped) {
 		t.Errorf("Ready after Stop = %v; want ErrStopped", err)
 	}
 }
@@ -60,26 +60,26 @@ func TestStartAfterAFailedStartOrAStopBeforeStart(t *testing.T) {
 	failed, err := worker.New(pgtest.DBOn(t, pool), worker.Config{Group: "g", Workers: queue.NewWorkers(),
 		Registerer: prometheus.NewRegistry(), MetricsAddr: busy.Addr().String()})
 	pgtest.Must(t, err)
-	if err := failed.Start(ctxT(t)); err == nil {
+	if err := failed.Start(pgtest.Context(t)); err == nil {
 		t.Fatal("Start on a busy metrics address = nil; want an error")
 	}
-	first := failed.Stop(ctxT(t))
+	first := failed.Stop(pgtest.Context(t))
 	if first != nil {
 		t.Errorf("Stop after a failed Start = %v; want the clean-up's result, nil", first)
 	}
-	if err := failed.Stop(ctxT(t)); err != first {
+	if err := failed.Stop(pgtest.Context(t)); err != first {
 		t.Errorf("second Stop after a failed Start = %v; want %v", err, first)
 	}
-	if err := failed.Start(ctxT(t)); err != worker.ErrStopped {
+	if err := failed.Start(pgtest.Context(t)); err != worker.ErrStopped {
 		t.Errorf("Start after a failed Start = %v; want ErrStopped", err)
 	}
 
 	never, err := worker.New(pgtest.DBOn(t, pool), worker.Config{Group: "g", Workers: queue.NewWorkers(),
 		Registerer: prometheus.NewRegistry()})
 	pgtest.Must(t, err)
-	pgtest.Must(t, never.Stop(ctxT(t)))
-	pgtest.Must(t, never.Stop(ctxT(t)))
-	if err := never.Start(ctxT(t)); err != worker.ErrStopped {
+	pgtest.Must(t, never.Stop(pgtest.Context(t)))
+	pgtest.Must(t, never.Stop(pgtest.Context(t)))
+	if err := never.Start(pgtest.Context(t)); err != worker.ErrStopped {
 		t.Errorf("Start after a Stop before any Start = %v; want ErrStopped", err)
 	}
 }

@@ -30,7 +30,7 @@ func (flaky) Kind() string { return "flaky" }
 // the backlog of owned partitions; the endpoints answer.
 func TestMetricsAndEndpoints(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	group(t, pool, 8)
 	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
@@ -165,10 +165,10 @@ func TestStartFailsOnABusyMetricsAddress(t *testing.T) {
 	w, err := worker.New(pgtest.DBOn(t, pool), worker.Config{Group: "g", Workers: queue.NewWorkers(), Registerer: reg,
 		MetricsAddr: busy.Addr().String()})
 	pgtest.Must(t, err)
-	if err := w.Start(ctxT(t)); err == nil || !strings.Contains(err.Error(), "metrics server") {
+	if err := w.Start(pgtest.Context(t)); err == nil || !strings.Contains(err.Error(), "metrics server") {
 		t.Fatalf("Start on a busy address: %v; want a metrics server error", err)
 	}
-	if err := w.Start(ctxT(t)); !errors.Is(err, worker.ErrStopped) {
+	if err := w.Start(pgtest.Context(t)); !errors.Is(err, worker.ErrStopped) {
 		t.Errorf("Start after a failed Start: %v; want ErrStopped", err)
 	}
 	if n, _ := testutil.GatherAndCount(reg); n != 0 {

@@ -20,7 +20,7 @@ import (
 // when the network heals: every job is applied exactly once.
 func TestDatabaseOutageStopsAndResumesProcessing(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	url := pgtest.MigratedURL(t)
 	pool := pgtest.PoolURL(t, url)
 	group(t, pool, 8)

@@ -23,7 +23,7 @@ func TestRunSecondSignalStopsHard(t *testing.T) {
 	signal.Notify(guard, syscall.SIGTERM)
 	defer signal.Stop(guard)
 
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	group(t, pool, 8)
 	running := make(chan struct{}, 1)

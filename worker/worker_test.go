@@ -25,7 +25,7 @@ import (
 // strictly increasing tokens and no overlapping ownership.
 func TestFleetAppliesEveryJobExactlyOnceInKeyOrder(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	pgtest.Must(t, history.Install(ctx, pool, ""))
 	group(t, pool, 16)
@@ -111,7 +111,7 @@ func TestCheckLedgerCatchesViolations(t *testing.T) {
 // applies the job once.
 func TestHandoffCancelsHandlersAndFencesTheirLateCommits(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	group(t, pool, 4)
 	ledgerSetup(t, pool)
@@ -206,7 +206,7 @@ func TestHandoffCancelsHandlersAndFencesTheirLateCommits(t *testing.T) {
 // (30s) would have let it.
 func TestStopFinishesRunningJobsAndReleasesAtOnce(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	group(t, pool, 8)
 	var runs atomic.Int32

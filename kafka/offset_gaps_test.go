@@ -22,7 +22,7 @@ func TestTransactionMarkersAndAbortedRecordsLeaveGaps(t *testing.T) {
 		kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	pgtest.Must(t, err)
 	defer cl.Close()
-	ctx := ctxT(t, time.Minute)
+	ctx := pgtest.ContextFor(t, time.Minute)
 	var committed []rec
 	txn := func(commit bool, n int) {
 		pgtest.Must(t, cl.BeginTransaction())
