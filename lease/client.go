@@ -275,9 +275,7 @@ func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string,
 		}
 		return names, []fence.Token{fence.Token(tok)}, []time.Time{at}, nil
 	}
-	var q interface {
-		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	} = c.pool
+	var q fence.Querier = c.pool
 	var tx pgx.Tx
 	if all {
 		var err error

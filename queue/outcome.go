@@ -97,11 +97,6 @@ func (o outcome) result() Outcome {
 	return Outcome(o.state) // completed, discarded, cancelled
 }
 
-// rowQuerier runs a query returning one row: the pool, or a transaction.
-type rowQuerier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // completeFenced records outcomes in one fenced statement (see
 // queueCompleteFenced in internal/store) on db: the pool (the statement is
 // then its own transaction) or a transactional handler's transaction. It returns how
