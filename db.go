@@ -46,9 +46,12 @@ type Config struct {
 
 // DB is leasehold's handle on one database and schema, shared by every
 // component: lease.New, partition.New, queue.New, queue.NewProcessor,
-// kafka.New and worker.New take it. It holds the application's pool (each
-// component derives a small pool of its own from it for its own statements),
-// the schema and the logger. A DB is safe for concurrent use.
+// kafka.New and worker.New take it. It holds the application's pool (the
+// lease client and the partition member derive small pools of their own
+// from its configuration, so that renewals and heartbeats never wait behind
+// application queries), the schema and the logger. A DB is safe for
+// concurrent use. Create it with Open: every component refuses a nil or
+// zero DB with an ErrInvalidConfig error.
 type DB struct {
 	pool   *pgxpool.Pool
 	schema string
@@ -71,8 +74,14 @@ func Open(pool *pgxpool.Pool, cfg Config) (*DB, error) {
 	return &DB{pool: pool, schema: st.Schema, log: cfg.Logger}, nil
 }
 
-// Pool returns the pool the DB was opened on.
-func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+// Pool returns the pool the DB was opened on; nil for a nil or zero DB,
+// which every component refuses (a DB must come from Open).
+func (db *DB) Pool() *pgxpool.Pool {
+	if db == nil {
+		return nil
+	}
+	return db.pool
+}
 
 // Schema returns the schema's name.
 func (db *DB) Schema() string { return db.schema }
@@ -80,11 +89,17 @@ func (db *DB) Schema() string { return db.schema }
 // Logger returns the logger of every component built on the DB.
 func (db *DB) Logger() *slog.Logger { return db.log }
 
+// errNotOpen is the error of a DB method on a DB that Open did not return.
+var errNotOpen = fmt.Errorf("%w: a DB must come from Open", ErrInvalidConfig)
+
 // Migrate creates or upgrades leasehold's schema to the version this build
 // knows. It is safe to call from several processes at once: they serialise
 // on an advisory lock and all but the first find nothing to do. A database
 // whose schema is newer than this build gives a *SchemaVersionError.
 func (db *DB) Migrate(ctx context.Context) error {
+	if db.Pool() == nil {
+		return errNotOpen
+	}
 	applied, err := store.Apply(ctx, db.pool, db.schema)
 	if err != nil {
 		return err
@@ -98,6 +113,9 @@ func (db *DB) Migrate(ctx context.Context) error {
 // SchemaVersion returns the version of leasehold's schema in the database,
 // 0 when it has not been migrated.
 func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	if db.Pool() == nil {
+		return 0, errNotOpen
+	}
 	return store.Version(ctx, db.pool, db.schema)
 }
 

@@ -9,7 +9,7 @@ import (
 // file system, a legacy API, a third-party service). It is NOT SAFE: a
 // holder that paused past its lease can run fn after a newer holder has run
 // it too, and no timeout setting prevents that. Prefer a resource that
-// checks tokens (Postgres, Table, Header), or make the effect idempotent
+// checks tokens (lease.Fence, Table, Header), or make the effect idempotent
 // under an idempotency key.
 //
 // Every call logs a warning naming the resource, the token and reason, so

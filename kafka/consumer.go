@@ -73,8 +73,8 @@ type topicPartition struct {
 // New returns a Consumer whose handlers write through db's pool. It
 // validates cfg and does no I/O.
 func New(db *leasehold.DB, cfg Config) (*Consumer, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
+	if db.Pool() == nil {
+		return nil, fmt.Errorf("%w: nil or zero *leasehold.DB (use leasehold.Open)", ErrInvalidConfig)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {

@@ -68,15 +68,18 @@ type Offset struct {
 // Offsets returns the stored offsets of group in db, ordered by topic and
 // partition.
 func Offsets(ctx context.Context, db *leasehold.DB, group string) ([]Offset, error) {
+	if db.Pool() == nil {
+		return nil, fmt.Errorf("%w: nil or zero *leasehold.DB (use leasehold.Open)", ErrInvalidConfig)
+	}
 	st, err := store.For(db.Schema())
 	if err != nil {
 		return nil, err
 	}
 	rows, err := db.Pool().Query(ctx, st.Kafka.List, group)
 	if err != nil {
-		return nil, store.Classify("kafka", "list offsets", group, err)
+		return nil, store.ClassifyRead("kafka", "list offsets", group, err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Offset, error) {
+	offs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Offset, error) {
 		var o Offset
 		var tok int64
 		var at any
@@ -84,4 +87,8 @@ func Offsets(ctx context.Context, db *leasehold.DB, group string) ([]Offset, err
 		o.Token = fence.Token(tok)
 		return o, err
 	})
+	if err != nil {
+		return nil, store.ClassifyRead("kafka", "list offsets", group, err)
+	}
+	return offs, nil
 }

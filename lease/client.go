@@ -43,8 +43,8 @@ type Client struct {
 // (Config.MaxConns connections) from the configuration of db's pool,
 // timeouts set to Config.StatementTimeout. New does no I/O.
 func New(db *leasehold.DB, cfg Config) (*Client, error) {
-	if db == nil {
-		return nil, &ConfigError{Field: "db", Reason: "nil *leasehold.DB"}
+	if db.Pool() == nil {
+		return nil, &ConfigError{Field: "db", Reason: "nil or zero *leasehold.DB (use leasehold.Open)"}
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -318,7 +318,7 @@ func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string,
 			return nil, nil, nil, fmt.Errorf("%w: %q", ErrHeld, busy)
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return nil, nil, nil, classify("acquire", label, err)
+			return nil, nil, nil, store.ClassifyCommit("lease", "acquire", label, err)
 		}
 	}
 	granted := make([]string, 0, len(got))
@@ -495,7 +495,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 		return Info{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	if err != nil {
-		return Info{}, classify("inspect", name, err)
+		return Info{}, classifyRead("inspect", name, err)
 	}
 	i.Token = fence.Token(tok)
 	return i, nil
@@ -514,7 +514,7 @@ func (c *Client) InspectMany(ctx context.Context, names ...string) ([]Info, erro
 	defer cancel()
 	rows, err := c.pool.Query(ctx, c.q.InspectMany, names)
 	if err != nil {
-		return nil, classify("inspect", fmt.Sprint(names), err)
+		return nil, classifyRead("inspect", fmt.Sprint(names), err)
 	}
 	byName := make(map[string]Info, len(names))
 	for rows.Next() {
@@ -522,13 +522,13 @@ func (c *Client) InspectMany(ctx context.Context, names ...string) ([]Info, erro
 		var tok int64
 		if err := rows.Scan(&i.Name, &i.Owner, &tok, &i.AcquiredAt, &i.RenewedAt, &i.ExpiresAt, &i.Now); err != nil {
 			rows.Close()
-			return nil, classify("inspect", fmt.Sprint(names), err)
+			return nil, classifyRead("inspect", fmt.Sprint(names), err)
 		}
 		i.Token = fence.Token(tok)
 		byName[i.Name] = i
 	}
 	if err := rows.Err(); err != nil {
-		return nil, classify("inspect", fmt.Sprint(names), err)
+		return nil, classifyRead("inspect", fmt.Sprint(names), err)
 	}
 	out := make([]Info, 0, len(byName))
 	for _, n := range names {
@@ -554,23 +554,23 @@ func (c *Client) DeleteExpired(ctx context.Context, olderThan time.Duration) (in
 	defer cancel()
 	tx, err := c.pool.Begin(ctx)
 	if err != nil {
-		return 0, classify("delete expired", "", err)
+		return 0, classifyRead("delete expired", "", err)
 	}
 	defer c.rollback(ctx, tx)
 	// A queued table lock makes every later acquire, renewal and release
 	// wait behind it: give up quickly instead, and let the caller retry.
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '50ms'`); err != nil {
-		return 0, classify("delete expired", "", err)
+		return 0, classifyRead("delete expired", "", err)
 	}
 	if _, err := tx.Exec(ctx, c.q.LockTable); err != nil {
-		return 0, classify("delete expired", "", err)
+		return 0, classifyRead("delete expired", "", err)
 	}
 	tag, err := tx.Exec(ctx, c.q.DeleteExpired, olderThan.Microseconds())
 	if err != nil {
-		return 0, classify("delete expired", "", err)
+		return 0, classifyRead("delete expired", "", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, classify("delete expired", "", err)
+		return 0, store.ClassifyCommit("lease", "delete expired", "", err)
 	}
 	return tag.RowsAffected(), nil
 }

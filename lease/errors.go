@@ -45,6 +45,13 @@ func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 // the statement may have run, a plain wrap when it certainly did not.
 func classify(op, name string, err error) error { return store.Classify("lease", op, name, err) }
 
+// classifyRead is classify for a statement that cannot have applied
+// anything (a read, or a statement of a transaction not yet committed): its
+// outcome is never unknown.
+func classifyRead(op, name string, err error) error {
+	return store.ClassifyRead("lease", op, name, err)
+}
+
 // transient reports whether retrying the operation later may succeed: the
 // lease is held, the outcome is unknown, the connection failed, or the server
 // reported a condition that passes (lock timeout, serialization failure,

@@ -58,17 +58,19 @@ type Fence struct {
 // NewFence returns a Fence for the leases of db, whose effect transactions
 // run on db's pool. It does no I/O.
 func NewFence(db *leasehold.DB, cfg FenceConfig) (*Fence, error) {
-	if db == nil {
-		return nil, &ConfigError{Field: "db", Reason: "nil *leasehold.DB"}
+	if db.Pool() == nil {
+		return nil, &ConfigError{Field: "db", Reason: "nil or zero *leasehold.DB (use leasehold.Open)"}
 	}
 	st, err := store.For(db.Schema())
 	if err != nil {
 		return nil, &ConfigError{Field: "db", Reason: err.Error()}
 	}
-	for name, d := range map[string]time.Duration{"LockTimeout": cfg.LockTimeout, "IdleTimeout": cfg.IdleTimeout,
-		"StatementTimeout": cfg.StatementTimeout} {
-		if d < 0 {
-			return nil, &ConfigError{Field: "Fence." + name, Reason: fmt.Sprintf("negative duration %v", d)}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"LockTimeout", cfg.LockTimeout}, {"IdleTimeout", cfg.IdleTimeout}, {"StatementTimeout", cfg.StatementTimeout}} {
+		if f.d < 0 {
+			return nil, &ConfigError{Field: f.name, Reason: fmt.Sprintf("negative duration %v", f.d)}
 		}
 	}
 	if cfg.LockTimeout == 0 {
@@ -101,7 +103,7 @@ func (f *Fence) Check(ctx context.Context, tx pgx.Tx, lease string, token fence.
 	case errors.Is(err, pgx.ErrNoRows):
 		return &fence.FencedError{Resource: lease, Held: token, Reason: "no such lease"}
 	case err != nil:
-		return store.Classify("lease", "fence check", lease, err)
+		return store.ClassifyRead("lease", "fence check", lease, err)
 	case fence.Token(current) != token:
 		return &fence.FencedError{Resource: lease, Held: token, Current: fence.Token(current), Reason: "the lease was granted anew"}
 	case !live:
@@ -124,14 +126,17 @@ func (f *Fence) Begin(ctx context.Context) (pgx.Tx, error) {
 }
 
 // Tx runs fn in a transaction that commits only while the lease named lease
-// carries token: it begins a transaction on the DB's pool, runs Check, then fn, then
-// commits. If Check refuses, fn is not called and the error wraps ErrFenced.
-// An error from fn rolls back and is returned as is. A COMMIT whose outcome
-// is unknown gives an error that fence.IsIndeterminate recognises.
+// carries token: it begins a transaction on the DB's pool, runs Check, then
+// fn, then commits. fn gets a managed transaction (Managed): its Commit and
+// Rollback refuse, since Tx commits. If Check refuses, fn is not called and
+// the error wraps ErrFenced. An error from fn rolls back and is returned as
+// is. A COMMIT whose outcome is unknown gives an error that
+// fence.IsIndeterminate recognises; an error from BEGIN or from Check means
+// nothing was applied.
 func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func(pgx.Tx) error) error {
 	tx, err := f.Begin(ctx)
 	if err != nil {
-		return store.Classify("lease", "fenced begin", lease, err)
+		return store.ClassifyRead("lease", "fenced begin", lease, err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.IdleTimeout)
@@ -141,10 +146,10 @@ func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func
 	if err := f.Check(ctx, tx, lease, token); err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(Managed(tx)); err != nil {
 		return err
 	}
-	return store.Classify("lease", "fenced commit", lease, tx.Commit(ctx))
+	return store.ClassifyCommit("lease", "fenced commit", lease, tx.Commit(ctx))
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }

@@ -47,7 +47,7 @@ func count(t *testing.T, pool *pgxpool.Pool, token fence.Token) int {
 	return n
 }
 
-func TestPostgresTxCommitsOnlyWhileTheLeaseCarriesTheToken(t *testing.T) {
+func TestFenceTxCommitsOnlyWhileTheLeaseCarriesTheToken(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
 	pool, f := fenceSetup(t)
@@ -247,5 +247,39 @@ func TestLockTimeoutBoundsTheCheck(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "55P03" || called || took > 3*time.Second {
 		t.Fatalf("Tx against a locked lease row = %v after %v (fn called %v); want lock_not_available (55P03) after ~200ms",
 			err, took, called)
+	}
+}
+
+// fn cannot commit the fenced transaction itself: its Commit and Rollback
+// are refused (ErrTxManaged), so no effect commits outside Tx's COMMIT, whose
+// outcome is the one Tx reports. (Had fn committed, Tx's own COMMIT would
+// find the transaction closed: an effect applied but reported as not.)
+func TestFenceTxRefusesACommitByFn(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, f := fenceSetup(t)
+	la, err := fenceClient(t, pool, "a", nil).TryAcquire(ctx, "p/1")
+	pgtest.Must(t, err)
+	var commitErr, rollbackErr error
+	err = f.Tx(ctx, "p/1", la.Token(), func(tx pgx.Tx) error {
+		if err := effect(la.Token(), "committed by fn")(tx); err != nil {
+			return err
+		}
+		commitErr, rollbackErr = tx.Commit(ctx), tx.Rollback(ctx)
+		return commitErr
+	})
+	if !errors.Is(commitErr, lease.ErrTxManaged) || !errors.Is(rollbackErr, lease.ErrTxManaged) {
+		t.Fatalf("fn's Commit, Rollback = %v, %v; want ErrTxManaged", commitErr, rollbackErr)
+	}
+	if !errors.Is(err, lease.ErrTxManaged) || fence.IsIndeterminate(err) {
+		t.Fatalf("Tx = %v; want fn's error, ErrTxManaged (known: rolled back)", err)
+	}
+	if n := count(t, pool, la.Token()); n != 0 {
+		t.Fatalf("%d effects applied; want none: fn's error rolls back", n)
+	}
+	// The control: returning nil commits the effect, once.
+	pgtest.Must(t, f.Tx(ctx, "p/1", la.Token(), effect(la.Token(), "committed by Tx")))
+	if n := count(t, pool, la.Token()); n != 1 {
+		t.Fatalf("%d effects after a Tx that returned nil; want 1", n)
 	}
 }

@@ -60,8 +60,8 @@ type claim struct {
 // New returns a Member of cfg.Group in db. It validates cfg and does no
 // I/O.
 func New(db *leasehold.DB, cfg Config) (*Member, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
+	if db.Pool() == nil {
+		return nil, fmt.Errorf("%w: nil or zero *leasehold.DB (use leasehold.Open)", ErrInvalidConfig)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {

@@ -52,6 +52,9 @@ type MemberStatus struct {
 // Inspect reads the status of group in db. It returns an error wrapping
 // ErrGroupNotFound for an unknown group.
 func Inspect(ctx context.Context, db *leasehold.DB, group string) (Status, error) {
+	if db.Pool() == nil {
+		return Status{}, fmt.Errorf("%w: nil or zero *leasehold.DB (use leasehold.Open)", ErrInvalidConfig)
+	}
 	st0, err := store.For(db.Schema())
 	if err != nil {
 		return Status{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -60,14 +63,14 @@ func Inspect(ctx context.Context, db *leasehold.DB, group string) (Status, error
 	st := Status{Group: group}
 	rows, err := pool.Query(ctx, q.Members, group)
 	if err != nil {
-		return st, store.Classify("partition", "inspect", group, err)
+		return st, store.ClassifyRead("partition", "inspect", group, err)
 	}
 	var live []string
 	for rows.Next() {
 		var ms MemberStatus
 		if err := rows.Scan(&ms.ID, &ms.Incarnation, &ms.Joined, &ms.Heartbeat, &ms.Expires, &ms.Live); err != nil {
 			rows.Close()
-			return st, store.Classify("partition", "inspect", group, err)
+			return st, store.ClassifyRead("partition", "inspect", group, err)
 		}
 		if ms.Live {
 			live = append(live, ms.ID)
@@ -75,11 +78,11 @@ func Inspect(ctx context.Context, db *leasehold.DB, group string) (Status, error
 		st.Members = append(st.Members, ms)
 	}
 	if err := rows.Err(); err != nil {
-		return st, store.Classify("partition", "inspect", group, err)
+		return st, store.ClassifyRead("partition", "inspect", group, err)
 	}
 	rows, err = pool.Query(ctx, q.Status, group)
 	if err != nil {
-		return st, store.Classify("partition", "inspect", group, err)
+		return st, store.ClassifyRead("partition", "inspect", group, err)
 	}
 	for rows.Next() {
 		var ps PartitionStatus
@@ -88,7 +91,7 @@ func Inspect(ctx context.Context, db *leasehold.DB, group string) (Status, error
 		var acq, exp *time.Time
 		if err := rows.Scan(&ps.Partition, &owner, &tok, &acq, &exp, &ps.Held); err != nil {
 			rows.Close()
-			return st, store.Classify("partition", "inspect", group, err)
+			return st, store.ClassifyRead("partition", "inspect", group, err)
 		}
 		if owner != nil {
 			ps.Owner, ps.Token, ps.Acquired, ps.Expires = MemberOf(*owner), fence.Token(*tok), *acq, *exp
@@ -97,7 +100,7 @@ func Inspect(ctx context.Context, db *leasehold.DB, group string) (Status, error
 		st.Partitions = append(st.Partitions, ps)
 	}
 	if err := rows.Err(); err != nil {
-		return st, store.Classify("partition", "inspect", group, err)
+		return st, store.ClassifyRead("partition", "inspect", group, err)
 	}
 	if len(st.Partitions) == 0 {
 		var n int
@@ -116,17 +119,20 @@ func Inspect(ctx context.Context, db *leasehold.DB, group string) (Status, error
 
 // Groups returns the names of the groups in db, in name order.
 func Groups(ctx context.Context, db *leasehold.DB) ([]string, error) {
+	if db.Pool() == nil {
+		return nil, fmt.Errorf("%w: nil or zero *leasehold.DB (use leasehold.Open)", ErrInvalidConfig)
+	}
 	st, err := store.For(db.Schema())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	rows, err := db.Pool().Query(ctx, st.Partition.Groups)
 	if err != nil {
-		return nil, store.Classify("partition", "groups", "", err)
+		return nil, store.ClassifyRead("partition", "groups", "", err)
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, store.Classify("partition", "groups", "", err)
+		return nil, store.ClassifyRead("partition", "groups", "", err)
 	}
 	return names, nil
 }

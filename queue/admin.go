@@ -58,7 +58,7 @@ func (c *Client) JobInfo(ctx context.Context, id int64) (JobInfo, error) {
 		return JobInfo{}, fmt.Errorf("%w: %d", ErrNotFound, id)
 	}
 	if err != nil {
-		return JobInfo{}, store.Classify("queue", "job", strconv.FormatInt(id, 10), err)
+		return JobInfo{}, store.ClassifyRead("queue", "job", strconv.FormatInt(id, 10), err)
 	}
 	return j, nil
 }
@@ -147,11 +147,11 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 	}
 	rows, err := c.pool.Query(ctx, c.q.List, f.Group, opt(f.State), opt(f.Kind), parts, before, f.Limit)
 	if err != nil {
-		return nil, store.Classify("queue", "list", f.Group, err)
+		return nil, store.ClassifyRead("queue", "list", f.Group, err)
 	}
 	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobInfo, error) { return scanJob(r) })
 	if err != nil {
-		return nil, store.Classify("queue", "list", f.Group, err)
+		return nil, store.ClassifyRead("queue", "list", f.Group, err)
 	}
 	if len(jobs) == 0 {
 		var n int
@@ -160,7 +160,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 			return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, f.Group)
 		}
 		if err != nil {
-			return nil, store.Classify("queue", "list", f.Group, err)
+			return nil, store.ClassifyRead("queue", "list", f.Group, err)
 		}
 	}
 	return jobs, nil

@@ -53,8 +53,8 @@ type Client struct {
 // New returns a Client that enqueues on db's pool. It validates cfg and
 // does no I/O.
 func New(db *leasehold.DB, cfg Config) (*Client, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
+	if db.Pool() == nil {
+		return nil, fmt.Errorf("%w: nil or zero *leasehold.DB (use leasehold.Open)", ErrInvalidConfig)
 	}
 	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > MaxAttempts {
 		return nil, fmt.Errorf("%w: MaxAttempts %d", ErrInvalidConfig, cfg.MaxAttempts)

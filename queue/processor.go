@@ -104,8 +104,8 @@ type Processor struct {
 // I/O.
 func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	switch {
-	case db == nil:
-		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
+	case db.Pool() == nil:
+		return nil, fmt.Errorf("%w: nil or zero *leasehold.DB (use leasehold.Open)", ErrInvalidConfig)
 	case cfg.Workers == nil:
 		return nil, fmt.Errorf("%w: Workers required", ErrInvalidConfig)
 	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||

@@ -36,7 +36,7 @@ type PartitionStats struct {
 func (c *Client) Stats(ctx context.Context, group string) ([]PartitionStats, error) {
 	rows, err := c.pool.Query(ctx, c.q.Stats, group)
 	if err != nil {
-		return nil, store.Classify("queue", "stats", group, err)
+		return nil, store.ClassifyRead("queue", "stats", group, err)
 	}
 	stats, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PartitionStats, error) {
 		var s PartitionStats
@@ -46,7 +46,7 @@ func (c *Client) Stats(ctx context.Context, group string) ([]PartitionStats, err
 		return s, err
 	})
 	if err != nil {
-		return nil, store.Classify("queue", "stats", group, err)
+		return nil, store.ClassifyRead("queue", "stats", group, err)
 	}
 	if len(stats) == 0 {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, group)
@@ -84,7 +84,7 @@ func (c *Client) Waits(ctx context.Context, group string, limit int) ([]Wait, er
 	}
 	rows, err := c.pool.Query(ctx, c.q.Waits, group, limit)
 	if err != nil {
-		return nil, store.Classify("queue", "waits", group, err)
+		return nil, store.ClassifyRead("queue", "waits", group, err)
 	}
 	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Wait, error) {
 		var w Wait
@@ -92,7 +92,7 @@ func (c *Client) Waits(ctx context.Context, group string, limit int) ([]Wait, er
 		return w, err
 	})
 	if err != nil {
-		return nil, store.Classify("queue", "waits", group, err)
+		return nil, store.ClassifyRead("queue", "waits", group, err)
 	}
 	return ws, nil
 }

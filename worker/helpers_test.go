@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"sort"
 	"testing"
@@ -19,8 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
-
-var quiet = slog.New(slog.DiscardHandler)
 
 // deposit is a job appending one row to the ledger.
 type deposit struct {

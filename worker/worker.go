@@ -51,8 +51,8 @@ type Worker struct {
 // New returns a Worker of cfg.Group in db; it logs to db's logger. It
 // validates cfg, registers the metrics and does no I/O.
 func New(db *leasehold.DB, cfg Config) (*Worker, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil *leasehold.DB", ErrInvalidConfig)
+	if db.Pool() == nil {
+		return nil, fmt.Errorf("%w: nil or zero *leasehold.DB (use leasehold.Open)", ErrInvalidConfig)
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {

@@ -41,46 +41,115 @@ func (e *VersionError) Error() string {
 // Unwrap returns ErrSchemaTooNew.
 func (e *VersionError) Unwrap() error { return ErrSchemaTooNew }
 
-// Classify wraps err, returned by a single statement (or a transaction's
-// COMMIT) that op ran on resource, so that callers can branch on it. It is
-// the one classifier of database errors, used by every component:
+// Classify wraps err, returned by a single statement that op ran on
+// resource and that may have written (an INSERT, UPDATE or DELETE on its
+// own, outside a transaction), so that callers can branch on it. It is the
+// classifier of every component's writes:
 //
 //   - nil stays nil;
 //   - a closed pool wraps ErrClosed;
 //   - a missing table, schema or sequence wraps ErrNotMigrated;
-//   - an error the server answered with, a transaction that an earlier
-//     error aborted, and a request that was certainly never sent are wrapped
+//   - an ERROR answer (a failed statement rolled back), a connection that
+//     never opened and a request that was certainly never sent are wrapped
 //     plainly: the statement did not take effect;
-//   - anything else (a lost connection, a FATAL or PANIC answer, a
-//     deadline that passed while the request was in flight) may have been
-//     applied: it is a *fence.IndeterminateError.
+//   - anything else (a FATAL answer from a server shutting down while the
+//     statement ran, a lost connection, a deadline that passed while the
+//     request was in flight) may have been applied: it is a
+//     *fence.IndeterminateError.
 //
 // prefix names the component ("lease", "queue" ...); resource may be empty.
+// Use ClassifyCommit for a COMMIT and ClassifyRead for a statement that
+// cannot have applied anything.
 func Classify(prefix, op, resource string, err error) error {
 	if err == nil {
 		return nil
 	}
-	where := prefix + ": " + op
-	if resource != "" {
-		where += " " + fmt.Sprintf("%q", resource)
-	}
-	if errors.Is(err, puddle.ErrClosedPool) {
-		return fmt.Errorf("%s: %w", where, ErrClosed)
-	}
-	if IsUndefined(err) {
-		return fmt.Errorf("%s: %w: %w", where, ErrNotMigrated, err)
+	if known := classifyKnown(prefix, op, resource, err); known != nil {
+		return known
 	}
 	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
 	switch {
-	case errors.As(err, &pe) && pe.Severity != "FATAL" && pe.Severity != "PANIC":
-		// The server answered: a statement or COMMIT that failed rolled back.
-		return fmt.Errorf("%s: %w", where, err)
-	case errors.Is(err, pgx.ErrTxCommitRollback), // an earlier error aborted the transaction
-		errors.Is(err, pgx.ErrTxClosed), // nothing was sent
-		pgconn.SafeToRetry(err):         // the request was never sent
-		return fmt.Errorf("%s: %w", where, err)
+	case errors.As(err, &pe) && severity(pe) == "ERROR", // the statement failed and rolled back
+		errors.As(err, &ce),     // the connection never opened: nothing was sent
+		pgconn.SafeToRetry(err): // the request was never sent
+		return fmt.Errorf("%s: %w", where(prefix, op, resource), err)
+	}
+	// A FATAL or PANIC answer (the server shut down while the statement
+	// ran), a lost connection, a deadline while the request was in flight.
+	return &fence.IndeterminateError{Op: prefix + ": " + op, Resource: resource, Err: err}
+}
+
+// ClassifyCommit is Classify for the COMMIT of a transaction that holds
+// effects. Only an ERROR answer (the server rolled back), a transaction
+// that an earlier error aborted, and a COMMIT never sent are known not to
+// have committed. A FATAL or PANIC answer (the server shut down during the
+// COMMIT), a transaction found already closed (its outcome was decided
+// elsewhere), and a lost connection leave the outcome unknown: a
+// *fence.IndeterminateError.
+func ClassifyCommit(prefix, op, resource string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if known := classifyKnown(prefix, op, resource, err); known != nil {
+		return known
+	}
+	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
+	switch {
+	case errors.As(err, &pe) && severity(pe) == "ERROR", // the server rolled back
+		errors.Is(err, pgx.ErrTxCommitRollback),                     // an earlier error aborted the transaction
+		errors.As(err, &ce),                                         // the connection never opened
+		!errors.Is(err, pgx.ErrTxClosed) && pgconn.SafeToRetry(err): // COMMIT was never sent
+		return fmt.Errorf("%s: %w", where(prefix, op, resource), err)
 	}
 	return &fence.IndeterminateError{Op: prefix + ": " + op, Resource: resource, Err: err}
+}
+
+// ClassifyRead is Classify for a statement that cannot have applied
+// anything: a read, a BEGIN, or a statement inside a transaction that has
+// not committed. Its outcome is never unknown: a closed pool wraps
+// ErrClosed, a missing table ErrNotMigrated, anything else is wrapped
+// plainly.
+func ClassifyRead(prefix, op, resource string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if known := classifyKnown(prefix, op, resource, err); known != nil {
+		return known
+	}
+	return fmt.Errorf("%s: %w", where(prefix, op, resource), err)
+}
+
+// classifyKnown returns the wrapped error for a closed pool or a missing
+// schema, nil for anything else.
+func classifyKnown(prefix, op, resource string, err error) error {
+	switch {
+	case errors.Is(err, puddle.ErrClosedPool):
+		return fmt.Errorf("%s: %w", where(prefix, op, resource), ErrClosed)
+	case IsUndefined(err):
+		return fmt.Errorf("%s: %w: %w", where(prefix, op, resource), ErrNotMigrated, err)
+	}
+	return nil
+}
+
+// where names an operation in an error message.
+func where(prefix, op, resource string) string {
+	s := prefix + ": " + op
+	if resource != "" {
+		s += fmt.Sprintf(" %q", resource)
+	}
+	return s
+}
+
+// severity is the answer's unlocalized severity (the server translates
+// Severity under lc_messages), falling back to Severity on servers before
+// 9.6.
+func severity(pe *pgconn.PgError) string {
+	if pe.SeverityUnlocalized != "" {
+		return pe.SeverityUnlocalized
+	}
+	return pe.Severity
 }
 
 // IsUndefined reports whether err says a schema, table or sequence does not

@@ -36,7 +36,7 @@ func All() []Migration {
 		num, name, ok := strings.Cut(base, "_")
 		v, err := strconv.Atoi(num)
 		if !ok || err != nil {
-			panic("migrations: bad file name " + e.Name())
+			panic("store: bad migration file name " + e.Name()) // embedded at build time: a test reads them all
 		}
 		b, _ := files.ReadFile("sql/" + e.Name())
 		ms = append(ms, Migration{Version: v, Name: name, SQL: string(b)})
