@@ -201,6 +201,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 			w.srv.Close()
 			errs = append(errs, fmt.Errorf("worker: metrics server: %w", err))
 		}
+		<-w.srvDone // Serve has returned: nothing of the worker runs after Stop
 	}
 	w.metrics.unregister()
 	err := errors.Join(errs...)
