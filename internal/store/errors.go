@@ -61,23 +61,7 @@ func (e *VersionError) Unwrap() error { return ErrSchemaTooNew }
 // Use ClassifyCommit for a COMMIT and ClassifyRead for a statement that
 // cannot have applied anything.
 func Classify(prefix, op, resource string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if known := classifyKnown(prefix, op, resource, err); known != nil {
-		return known
-	}
-	var pe *pgconn.PgError
-	var ce *pgconn.ConnectError
-	switch {
-	case errors.As(err, &pe) && severity(pe) == "ERROR", // the statement failed and rolled back
-		errors.As(err, &ce),     // the connection never opened: nothing was sent
-		pgconn.SafeToRetry(err): // the request was never sent
-		return fmt.Errorf("%s: %w", where(prefix, op, resource), err)
-	}
-	// A FATAL or PANIC answer (the server shut down while the statement
-	// ran), a lost connection, a deadline while the request was in flight.
-	return &fence.IndeterminateError{Op: prefix + ": " + op, Resource: resource, Err: err}
+	return classify(false, prefix, op, resource, err)
 }
 
 // ClassifyCommit is Classify for the COMMIT of a transaction that holds
@@ -88,22 +72,41 @@ func Classify(prefix, op, resource string, err error) error {
 // elsewhere), and a lost connection leave the outcome unknown: a
 // *fence.IndeterminateError.
 func ClassifyCommit(prefix, op, resource string, err error) error {
+	return classify(true, prefix, op, resource, err)
+}
+
+// classify is Classify, or ClassifyCommit when commit is set.
+func classify(commit bool, prefix, op, resource string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if known := classifyKnown(prefix, op, resource, err); known != nil {
 		return known
 	}
+	if notApplied(commit, err) {
+		return fmt.Errorf("%s: %w", where(prefix, op, resource), err)
+	}
+	// A FATAL or PANIC answer (the server shut down while the statement or
+	// COMMIT ran), a lost connection, a deadline while the request was in
+	// flight, a transaction found already closed.
+	return &fence.IndeterminateError{Op: prefix + ": " + op, Resource: resource, Err: err}
+}
+
+// notApplied reports whether err shows that the statement (with commit,
+// the COMMIT) certainly took no effect.
+func notApplied(commit bool, err error) bool {
 	var pe *pgconn.PgError
 	var ce *pgconn.ConnectError
 	switch {
-	case errors.As(err, &pe) && severity(pe) == "ERROR", // the server rolled back
-		errors.Is(err, pgx.ErrTxCommitRollback),                     // an earlier error aborted the transaction
-		errors.As(err, &ce),                                         // the connection never opened
-		!errors.Is(err, pgx.ErrTxClosed) && pgconn.SafeToRetry(err): // COMMIT was never sent
-		return fmt.Errorf("%s: %w", where(prefix, op, resource), err)
+	case errors.As(err, &pe) && severity(pe) == "ERROR", // it failed and rolled back
+		errors.As(err, &ce): // the connection never opened: nothing was sent
+		return true
+	case errors.Is(err, pgx.ErrTxClosed): // the transaction ended elsewhere
+		return false
+	case commit && errors.Is(err, pgx.ErrTxCommitRollback): // an earlier error aborted it
+		return true
 	}
-	return &fence.IndeterminateError{Op: prefix + ": " + op, Resource: resource, Err: err}
+	return pgconn.SafeToRetry(err) // the request was never sent
 }
 
 // ClassifyRead is Classify for a statement that cannot have applied
