@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/fakeclock"
@@ -265,5 +268,25 @@ func TestIndeterminateAcquireFreesOrphanGrant(t *testing.T) {
 	}
 	if err := orphan.Renew(ctx); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("Renew of the freed grant = %v; want ErrLost", err)
+	}
+}
+
+// A database that does not exist refuses the connection (FATAL 3D000)
+// before anything is sent: Acquire reports it at once, as a known error,
+// instead of retrying until its context ends.
+func TestAcquireOnAMissingDatabaseFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(pgtest.Context(t), time.Minute)
+	defer cancel()
+	url := pgtest.WithDatabase(pgtest.MigratedURL(t), "lh_no_such_database")
+	pool, err := pgxpool.New(ctx, url)
+	pgtest.Must(t, err)
+	t.Cleanup(pool.Close)
+	c := newClient(t, pool, lease.Config{MaxBackoff: 50 * time.Millisecond})
+	_, err = c.Acquire(ctx, "x")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "3D000" || fence.IsIndeterminate(err) || ctx.Err() != nil {
+		t.Fatalf("Acquire on a missing database = %v (context: %v); want the server's 3D000, known, before the context ends",
+			err, ctx.Err())
 	}
 }

@@ -283,3 +283,21 @@ func TestFenceTxRefusesACommitByFn(t *testing.T) {
 		t.Fatalf("%d effects after a Tx that returned nil; want 1", n)
 	}
 }
+
+// A fenced transaction that cannot begin (the database cannot be reached)
+// applied nothing: its error is known, never indeterminate, and fn is not
+// called.
+func TestFenceTxWithoutADatabaseIsKnownNotApplied(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, err := pgxpool.New(ctx, "postgres://leasehold@127.0.0.1:1/none?connect_timeout=2") // nothing listens on port 1
+	pgtest.Must(t, err)
+	t.Cleanup(pool.Close)
+	f, err := lease.NewFence(pgtest.DBOn(t, pool), lease.FenceConfig{})
+	pgtest.Must(t, err)
+	called := false
+	err = f.Tx(ctx, "p/1", 1, func(pgx.Tx) error { called = true; return nil })
+	if err == nil || called || fence.IsIndeterminate(err) {
+		t.Fatalf("Tx without a database = %v (fn called: %v); want a known error, fn not called", err, called)
+	}
+}

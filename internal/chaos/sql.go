@@ -2,11 +2,12 @@ package chaos
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/store"
-	"log/slog"
 )
 
 // The workloads' statements. {{schema}} is the run's schema.
