@@ -96,9 +96,10 @@ func stopMember(t *testing.T, m *partition.Member) {
 func converged(t *testing.T, pool *pgxpool.Pool, want []string, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
+	ctx, db := pgtest.Context(t), pgtest.DBOn(t, pool)
 	var last partition.Status
 	for time.Since(start) < within {
-		st, err := partition.Inspect(pgtest.Context(t), pgtest.DBOn(t, pool), "g")
+		st, err := partition.Inspect(ctx, db, "g")
 		if err != nil && !errors.Is(err, partition.ErrGroupNotFound) {
 			t.Fatal(err)
 		}

@@ -54,7 +54,7 @@ func TestHandlerThatBreaksItsTransactionSpendsAnAttempt(t *testing.T) {
 			member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
 				MinRetry: time.Millisecond, MaxRetry: time.Millisecond,
 				Fence: lease.FenceConfig{IdleTimeout: tc.idle}}, false)
-			waitFinished(t, pool, 20*time.Second)
+			pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 			info, err := c.JobInfo(ctx, res.ID)
 			pgtest.Must(t, err)
 			want := tc.want
@@ -107,5 +107,5 @@ func TestZombieHandlerTransactionIsCutOff(t *testing.T) {
 	wsB := queue.NewWorkers()
 	queue.HandleTx(wsB, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error { return bump(ctx, tx) })
 	startWorker(t, pool, "b", wsB, nil)
-	waitFinished(t, pool, 12*time.Second) // lease TTL 1s + fence IdleTimeout 5s + slack
+	pgtest.WaitNoPendingJobs(t, pool, 12*time.Second) // lease TTL 1s + fence IdleTimeout 5s + slack
 }

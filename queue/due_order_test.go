@@ -41,7 +41,7 @@ func TestDueJobsRunInRunAtThenIDOrder(t *testing.T) {
 	pgtest.Must(t, err)
 	// One at a time, so that the handlers record the order they started in.
 	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PartitionConcurrency: 1}, false)
-	waitFinished(t, pool, 10*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []string{"3", "4", "2", "1", "0"}; !slices.Equal(ran, want) {

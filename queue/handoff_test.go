@@ -72,7 +72,7 @@ func TestJobFinishedElsewhereWhileRunningIsLeftAlone(t *testing.T) {
 		queue.Job{Group: "emails", Key: txKey, Args: deposit{Seq: 2}},
 		queue.Job{Group: "emails", Key: plainKey, Args: step{"after"}})
 	pgtest.Must(t, err)
-	waitFinished(t, pool, 10*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 
 	var rows int
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger WHERE job_id = $1`, res[0].ID).Scan(&rows))

@@ -108,7 +108,7 @@ func TestNonBlockingJobStepsAside(t *testing.T) {
 	)
 	pgtest.Must(t, err)
 	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond}, true)
-	waitFinished(t, pool, 20*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if i, j := index(ran, "n-second"), index(ran, "n-first"); i < 0 || j < 0 || i > j {

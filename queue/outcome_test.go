@@ -212,7 +212,7 @@ func TestDiscardedJobsAreInspectableAndRetryable(t *testing.T) {
 	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"x"}, MaxAttempts: 1, UniqueKey: "once"})
 	pgtest.Must(t, err)
 	startWorker(t, pool, "w1", ws, nil)
-	waitFinished(t, pool, 10*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 	info, err := c.JobInfo(ctx, res.ID)
 	pgtest.Must(t, err)
 	if info.State != "discarded" || info.Attempt != 1 || !strings.Contains(string(info.Errors), "broken downstream") ||
@@ -231,7 +231,7 @@ func TestDiscardedJobsAreInspectableAndRetryable(t *testing.T) {
 	if len(changed) != 1 || changed[0] != res.ID {
 		t.Fatalf("Retry changed %v; want [%d]", changed, res.ID)
 	}
-	waitFinished(t, pool, 10*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 	info, err = c.JobInfo(ctx, res.ID)
 	pgtest.Must(t, err)
 	if info.State != "completed" || info.Attempt != 1 || !strings.Contains(string(info.Errors), "broken downstream") {

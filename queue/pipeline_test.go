@@ -131,7 +131,7 @@ func TestHandoffMidWindowRecordsFinishedJobsOnce(t *testing.T) {
 		t.Errorf("the handed-off run left its mark open (token %d): it did not end cleanly", n)
 	}
 	takeover(t, ctx, pool, ws)
-	waitFinished(t, pool, 20*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 	if bad := onceEach(l, fast, unfinished); len(bad) > 0 {
 		t.Fatalf("after a handoff mid-window: %v", bad)
 	}

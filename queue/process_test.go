@@ -54,21 +54,6 @@ func ledgerSetup(t *testing.T, pool *pgxpool.Pool) {
 	pgtest.Must(t, err)
 }
 
-// waitFinished waits until no job is pending.
-func waitFinished(t *testing.T, pool *pgxpool.Pool, within time.Duration) {
-	t.Helper()
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		var pending int
-		pgtest.Must(t, pool.QueryRow(pgtest.Context(t), `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending'`).Scan(&pending))
-		if pending == 0 {
-			return
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%d jobs still pending after %v", pending, within)
-		}
-	}
-}
-
 type deposit struct {
 	Seq int `json:"seq"`
 }
@@ -99,7 +84,7 @@ func TestTransactionalJobsApplyOnceInKeyOrder(t *testing.T) {
 	}
 	_, err := c.EnqueueMany(ctx, jobs...)
 	pgtest.Must(t, err)
-	waitFinished(t, pool, 30*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 30*time.Second)
 
 	var rows, distinct int
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT job_id) FROM ledger`).Scan(&rows, &distinct))
@@ -143,7 +128,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	wsB := queue.NewWorkers()
 	queue.HandleTx(wsB, record)
 	startWorker(t, pool, "b", wsB, nil) // takes over once a's lease expires in the database
-	waitFinished(t, pool, 20*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 	close(resume) // a resumes and tries to commit
 
 	// a's commit is refused with ErrFenced (the processor logs it and
@@ -245,7 +230,7 @@ func TestStaleOwnersPlainCompletionIsFenced(t *testing.T) {
 	wsB := queue.NewWorkers()
 	queue.Handle(wsB, func(ctx context.Context, w *queue.Work[deposit]) error { return nil })
 	b := startWorker(t, pool, "b", wsB, nil)
-	waitFinished(t, pool, 20*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 	close(resume)
 	for start := time.Now(); !strings.Contains(aLog.String(), "queue: fenced"); time.Sleep(20 * time.Millisecond) {
 		if time.Since(start) > 10*time.Second {
@@ -299,7 +284,7 @@ func TestBatchTransactionalHandler(t *testing.T) {
 	_, err := c.EnqueueMany(ctx, jobs...)
 	pgtest.Must(t, err)
 	startWorker(t, pool, "w1", ws, nil)
-	waitFinished(t, pool, 20*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 	var rows, distinct, retried int
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT job_id) FROM ledger`).Scan(&rows, &distinct))
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.jobs WHERE attempt = 2 AND jsonb_array_length(errors) = 1`).Scan(&retried))
@@ -370,7 +355,7 @@ func TestFencedBatchReportsCommittedJobsAsCompleted(t *testing.T) {
 	wsB := queue.NewWorkers()
 	queue.HandleTx(wsB, record)
 	startWorker(t, pool, "b", wsB, nil)
-	waitFinished(t, pool, 20*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 	close(resume)
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		mu.Lock()

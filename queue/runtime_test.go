@@ -188,7 +188,7 @@ func TestConcurrencyLimitsAndKeyOrder(t *testing.T) {
 			pgtest.Must(t, err)
 			member(t, pool, tc.partitions, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
 				PartitionConcurrency: tc.perPartition, Concurrency: tc.global}, true)
-			waitFinished(t, pool, 30*time.Second)
+			pgtest.WaitNoPendingJobs(t, pool, 30*time.Second)
 			mu.Lock()
 			defer mu.Unlock()
 			if len(violations) > 0 {
@@ -230,7 +230,7 @@ func TestJobTimeoutIsAFailedAttempt(t *testing.T) {
 			events = append(events, e)
 			mu.Unlock()
 		}}}, true)
-	waitFinished(t, pool, 10*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 	info, err := c.JobInfo(ctx, res.ID)
 	pgtest.Must(t, err)
 	if info.State != "completed" || info.Attempt != 2 || strings.Count(string(info.Errors), `"attempt"`) != 1 ||
@@ -362,7 +362,7 @@ func TestUnrecordableBatchWaitsBeforeRefetching(t *testing.T) {
 	if n := runs.Load(); n < 1 || n > 6 {
 		t.Fatalf("%d runs while the fence check could not lock the lease row for 1.5s; want a few, one per PollInterval", n)
 	}
-	waitFinished(t, pool, 10*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 	info, err := c.JobInfo(ctx, res.ID)
 	pgtest.Must(t, err)
 	if info.State != "completed" || info.Attempt != 1 {
@@ -392,7 +392,7 @@ func TestHandlerCannotCommitItsTransaction(t *testing.T) {
 	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: deposit{1}})
 	pgtest.Must(t, err)
 	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond}, true)
-	waitFinished(t, pool, 10*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 	var rows int
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&rows))
 	if rows != 1 || refused.Load() != 1 {
@@ -448,7 +448,7 @@ func TestCompletionWaitingOnATakeoverIsRefused(t *testing.T) {
 			time.Sleep(500 * time.Millisecond) // the completion waits for the row lock
 			pgtest.Must(t, tx.Commit(ctx))
 
-			waitFinished(t, pool, 30*time.Second) // the member notices the loss and runs the job again
+			pgtest.WaitNoPendingJobs(t, pool, 30*time.Second) // the member notices the loss and runs the job again
 			info, err := c.JobInfo(ctx, res.ID)
 			pgtest.Must(t, err)
 			if info.State != "completed" || info.FinishedToken == nil || *info.FinishedToken == stale {

@@ -174,7 +174,7 @@ func TestCancelWhileRunning(t *testing.T) {
 		t.Fatalf("cancelled %v; want %v", got, want)
 	}
 	close(release)
-	waitFinished(t, pool, 10*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 
 	rows := func(id int64) int {
 		var n int

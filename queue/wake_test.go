@@ -27,7 +27,7 @@ func TestBacklogDrainsWithoutPolling(t *testing.T) {
 	ws := queue.NewWorkers()
 	queue.Handle(ws, func(ctx context.Context, w *queue.Work[deposit]) error { return nil })
 	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, BatchSize: 1, PollInterval: time.Hour}, false)
-	waitFinished(t, pool, 20*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 }
 
 // Listen wakes every partition once it listens: jobs enqueued while nobody
@@ -58,5 +58,5 @@ func TestListenWakesEveryPartitionWhenItStartsListening(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); p.Listen(lctx) }()
 	defer func() { stopListen(); <-done }()
-	waitFinished(t, pool, 10*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 }

@@ -70,21 +70,6 @@ func start(t *testing.T, pool *pgxpool.Pool, cfg worker.Config) *worker.Worker {
 	return w
 }
 
-// waitFinished waits until no job is pending.
-func waitFinished(t *testing.T, pool *pgxpool.Pool, within time.Duration) {
-	t.Helper()
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		var pending int
-		pgtest.Must(t, pool.QueryRow(pgtest.Context(t), `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending'`).Scan(&pending))
-		if pending == 0 {
-			return
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%d jobs still pending after %v", pending, within)
-		}
-	}
-}
-
 // entry is one ledger row.
 type entry struct {
 	n          int64

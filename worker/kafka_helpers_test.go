@@ -77,8 +77,9 @@ func consumer(t *testing.T, pool *pgxpool.Pool, brokers []string, perTopic int, 
 // partition's log end.
 func waitOffsets(t *testing.T, pool *pgxpool.Pool, ends map[int32]int64) {
 	t.Helper()
+	ctx, db := pgtest.Context(t), pgtest.DBOn(t, pool)
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		offs, err := kafka.Offsets(pgtest.Context(t), pgtest.DBOn(t, pool), "g")
+		offs, err := kafka.Offsets(ctx, db, "g")
 		pgtest.Must(t, err)
 		at := 0
 		for _, o := range offs {

@@ -45,7 +45,7 @@ func TestDatabaseOutageStopsAndResumesProcessing(t *testing.T) {
 		w.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 		return rec.Code
 	}
-	waitFinished(t, pool, 30*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 30*time.Second)
 	if code := ready(); code != http.StatusOK {
 		t.Fatalf("/readyz %d before the outage", code)
 	}
@@ -74,7 +74,7 @@ func TestDatabaseOutageStopsAndResumesProcessing(t *testing.T) {
 	}
 
 	proxy.Heal()
-	waitFinished(t, pool, 60*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 60*time.Second)
 	t.Logf("caught up %v after healing", time.Since(outage))
 	if bad := checkLedger(jobs, keys, readLedger(t, pool)); len(bad) > 0 {
 		t.Fatalf("%d violations, first: %v", len(bad), bad[:min(5, len(bad))])

@@ -59,7 +59,7 @@ func TestFleetAppliesEveryJobExactlyOnceInKeyOrder(t *testing.T) {
 	defer cancel()
 	pgtest.Must(t, w1.Stop(sctx))
 	start(t, pool, worker.Config{ID: "w4", Partitions: 16, Workers: handlers("w4")})
-	waitFinished(t, pool, 60*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 60*time.Second)
 
 	ledger := readLedger(t, pool)
 	if bad := checkLedger(jobs, keys, ledger); len(bad) > 0 {
@@ -175,7 +175,7 @@ func TestHandoffCancelsHandlersAndFencesTheirLateCommits(t *testing.T) {
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	pgtest.Must(t, w1.Stop(sctx))
-	waitFinished(t, pool, 20*time.Second)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 
 	ledger := readLedger(t, pool)
 	seen := map[int64]bool{}
