@@ -52,11 +52,12 @@ func runDraining(r *recorder, member string, drain time.Duration) func(context.C
 // so that only the phase a test measures runs without polling.
 func convergeNudged(t *testing.T, pool *pgxpool.Pool, want []string, within time.Duration) {
 	t.Helper()
+	ctx, db := pgtest.Context(t), pgtest.DBOn(t, pool)
 	var last partition.Status
 	for start := time.Now(); time.Since(start) < within; time.Sleep(100 * time.Millisecond) {
-		_, err := pool.Exec(pgtest.Context(t), `SELECT pg_notify($1, 'g')`, partition.NotifyChannel(""))
+		_, err := pool.Exec(ctx, `SELECT pg_notify($1, 'g')`, partition.NotifyChannel(""))
 		pgtest.Must(t, err)
-		if last, err = partition.Inspect(pgtest.Context(t), pgtest.DBOn(t, pool), "g"); err != nil {
+		if last, err = partition.Inspect(ctx, db, "g"); err != nil {
 			t.Fatal(err)
 		}
 		if isConverged(last, want) {
