@@ -30,9 +30,10 @@ func (c *Client) renewLoop() {
 		err := c.renew(context.Background(), ls)
 		if err != nil {
 			failures++
-			c.log.Warn("lease: renewal failed", "leases", len(ls), "attempt", failures, "err", err)
+			c.fails.Fail("renew", "lease: renewal failed", "leases", len(ls), "attempt", failures, "err", err)
 		} else {
 			failures = 0
+			c.fails.Recovered("renew", "lease: renewal recovered", "leases", len(ls))
 		}
 	}
 }
