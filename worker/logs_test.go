@@ -41,7 +41,7 @@ func idleRun(t *testing.T, n, renewals int) *logtest.Recorder {
 	queue.HandleTx(ws, record("w"))
 	w, err := worker.New(db, worker.Config{Group: "g", ID: "w", Partitions: n, Workers: ws,
 		Concurrency: 4, // within the test pool: no "fewer connections" notice
-		Lease: lease.Config{TTL: 2 * time.Second, Hooks: lease.Hooks{OnRenew: func(e lease.RenewEvent) {
+		Lease: lease.Config{TTL: 4 * time.Second, Hooks: lease.Hooks{OnRenew: func(e lease.RenewEvent) {
 			if e.Err == nil && e.Renewed == n {
 				full.Add(1)
 			}
@@ -65,9 +65,9 @@ func TestIdleWorkerInfoLinesDoNotScaleWithPartitions(t *testing.T) {
 	t.Parallel()
 	info := map[int]int{}
 	for _, n := range []int{8, 64} {
-		rec := idleRun(t, n, 5)
+		rec := idleRun(t, n, 3)
 		info[n] = rec.Count(slog.LevelInfo, "")
-		t.Logf("%d partitions, 5 renewal cycles:\n%s", n, rec.Summary())
+		t.Logf("%d partitions, 3 renewal cycles:\n%s", n, rec.Summary())
 		if got := rec.Count(slog.LevelDebug, "lease: acquired"); got != n {
 			t.Errorf("%d partitions: %d DEBUG \"lease: acquired\" lines; want %d (one per grant)", n, got, n)
 		}
