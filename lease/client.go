@@ -16,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/lograte"
 	"github.com/leasehold/leasehold/internal/store"
 )
 
@@ -28,6 +29,7 @@ type Client struct {
 	pool    *pgxpool.Pool
 	q       store.LeaseSQL
 	log     *slog.Logger
+	fails   *lograte.Limiter // repeated failures: renew, acquire, lost, release, free
 	backoff *backoff.Backoff
 
 	// jumpLimit is how much further the wall clock may advance than the
@@ -67,6 +69,12 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, &ConfigError{Field: "db", Reason: err.Error()}
 	}
+	log := db.Logger().With("owner", cfg.Owner)
+	fails, err := lograte.New(log, lograte.Config{Now: cfg.Clock.Now,
+		AfterFunc: func(d time.Duration, f func()) { cfg.Clock.AfterFunc(d, f) }})
+	if err != nil {
+		return nil, &ConfigError{Field: "db", Reason: err.Error()}
+	}
 	own, err := store.DerivePool(db.Pool(), cfg.MaxConns, cfg.StatementTimeout)
 	if err != nil {
 		return nil, err
@@ -75,7 +83,8 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 		cfg:     cfg,
 		pool:    own,
 		q:       st.Lease,
-		log:     db.Logger().With("owner", cfg.Owner),
+		log:     log,
+		fails:   fails,
 		backoff: backoff.New(cfg.MinBackoff, cfg.MaxBackoff, cfg.Rand),
 		// Half the margin: a jump below it leaves the other half for
 		// clock-rate differences.
@@ -153,6 +162,7 @@ func (c *Client) acquireWait(ctx context.Context, names []string) ([]*Lease, err
 	for attempt := 0; ; attempt++ {
 		ls, err := c.tryAcquire(ctx, names)
 		if err == nil {
+			c.fails.Recovered("acquire", "lease: acquire recovered", "lease", names)
 			return ls, nil
 		}
 		if ctx.Err() != nil {
@@ -168,7 +178,7 @@ func (c *Client) acquireWait(ctx context.Context, names []string) ([]*Lease, err
 			return nil, err
 		}
 		if !errors.Is(err, ErrHeld) {
-			c.log.WarnContext(ctx, "lease: acquire failed, retrying", "lease", names, "attempt", attempt+1, "err", err)
+			c.fails.Fail("acquire", "lease: acquire failed, retrying", "lease", names, "attempt", attempt+1, "err", err)
 		}
 		if werr := c.sleep(ctx, c.backoff.Delay(attempt)); werr != nil {
 			return nil, fmt.Errorf("lease: acquire %q: %w (last attempt: %w)", names, werr, err)
@@ -270,7 +280,7 @@ func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Leas
 		return nil, err
 	}
 	for _, l := range ls {
-		c.log.InfoContext(ctx, "lease: acquired", "lease", l.name, "token", int64(l.token), "latency", latency)
+		c.log.DebugContext(ctx, "lease: acquired", "lease", l.name, "token", int64(l.token), "latency", latency)
 	}
 	return ls, nil
 }
@@ -383,7 +393,7 @@ func (c *Client) abandon(names []string) {
 		ctx, cancel := c.stmtCtx(context.Background())
 		defer cancel()
 		if _, err := c.pool.Exec(ctx, c.q.ReleaseOrphans, names, c.cfg.Owner); err != nil {
-			c.log.Warn("lease: could not free a grant of unknown outcome; it frees itself at expiry",
+			c.fails.Fail("free", "lease: could not free a grant of unknown outcome; it frees itself at expiry",
 				"leases", names, "err", err)
 		}
 	}()
@@ -635,5 +645,6 @@ func (c *Client) Close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("lease: close: %w", context.Cause(ctx)))
 		go func() { <-done; c.pool.Close() }()
 	}
+	c.fails.Close()
 	return errors.Join(errs...)
 }

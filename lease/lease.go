@@ -185,7 +185,7 @@ func (l *Lease) lose(cause error, release bool) bool {
 		return false
 	}
 	held := l.c.cfg.Clock.Now().Sub(l.granted)
-	l.c.log.Warn("lease: lost", "lease", l.name, "token", int64(l.token), "held", held, "err", cause)
+	l.c.fails.Fail("lost", "lease: lost", "lease", l.name, "token", int64(l.token), "held", held, "err", cause)
 	if f := l.c.cfg.Hooks.OnLoss; f != nil {
 		f(LossEvent{Name: l.name, Owner: l.c.cfg.Owner, Token: l.token, Held: held, Err: cause})
 	}
@@ -241,9 +241,10 @@ func (l *Lease) release(ctx context.Context) error {
 		l.mu.Lock()
 		l.released = true
 		l.mu.Unlock()
-		l.c.log.Info("lease: released", "lease", l.name, "token", int64(l.token), "held", held, "latency", latency)
+		l.c.log.Debug("lease: released", "lease", l.name, "token", int64(l.token), "held", held, "latency", latency)
+		l.c.fails.Recovered("release", "lease: releases confirmed again")
 	} else {
-		l.c.log.Warn("lease: release not confirmed; the lease frees itself at expiry",
+		l.c.fails.Fail("release", "lease: release not confirmed; the lease frees itself at expiry",
 			"lease", l.name, "token", int64(l.token), "err", err)
 	}
 	if f := l.c.cfg.Hooks.OnRelease; f != nil {

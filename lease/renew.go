@@ -47,11 +47,12 @@ func (c *Client) renewLoop() {
 			b, err := c.renew(context.Background(), ls, c.waitingRenew)
 			if err != nil {
 				failures++
-				c.log.Warn("lease: renewal failed", "leases", len(ls), "attempt", failures, "err", err)
+				c.fails.Fail("renew", "lease: renewal failed", "leases", len(ls), "attempt", failures, "err", err)
 				next = c.cfg.Clock.Now().Add(min(c.interval(), c.cfg.MinBackoff+c.backoff.Delay(failures)))
 				continue
 			}
 			failures = 0
+			c.fails.Recovered("renew", "lease: renewal recovered", "leases", len(ls))
 			next = c.cfg.Clock.Now().Add(c.interval())
 			busy, retries = b, 0
 		case len(busy) > 0 && !r.mono.Before(retryAt):
