@@ -81,7 +81,7 @@ func For(schema string) (*Statements, error) {
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits),
 			Channel: QueueChannel(schema),
 		},
-		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList)},
+		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 	}
 	v, _ := rendered.LoadOrStore(schema, s)
 	return v.(*Statements), nil
@@ -133,4 +133,7 @@ type QueueSQL struct {
 // KafkaSQL are the statements of package kafka.
 type KafkaSQL struct {
 	Read, Advance, List string
+	// Topics records a group's topic list on first use and returns the
+	// recorded one.
+	Topics string
 }
