@@ -96,6 +96,14 @@ var errNotOpen = fmt.Errorf("%w: a DB must come from Open", ErrInvalidConfig)
 // knows. It is safe to call from several processes at once: they serialise
 // on an advisory lock and all but the first find nothing to do. A database
 // whose schema is newer than this build gives a *SchemaVersionError.
+//
+// Migrate then runs the token regression guard: if the fencing token
+// sequence is behind a token stored in leasehold's tables (the lease rows,
+// queue runs, Kafka offsets, finished jobs; say, after a restore), it moves
+// the sequence past it and logs a warning, so that no later grant carries
+// a token those tables refuse. This scans the jobs table. Every lease
+// client runs the same guard (without the jobs scan) before its first
+// grant; see docs/reliability.md.
 func (db *DB) Migrate(ctx context.Context) error {
 	if db.Pool() == nil {
 		return errNotOpen
@@ -106,6 +114,18 @@ func (db *DB) Migrate(ctx context.Context) error {
 	}
 	for _, v := range applied {
 		db.log.InfoContext(ctx, "leasehold: schema migrated", "schema", db.schema, "version", v)
+	}
+	st, err := store.For(db.schema)
+	if err != nil {
+		return err
+	}
+	raise, err := store.GuardTokens(ctx, db.pool, st, 0, true)
+	if err != nil {
+		return err
+	}
+	if raise != nil {
+		db.log.WarnContext(ctx, "leasehold: the token sequence was behind stored tokens; moved it forward",
+			"schema", db.schema, "issued", raise.Issued, "stored", raise.Stored, "next_token", raise.Stored+1)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,8 +28,12 @@ type Client struct {
 	cfg     Config
 	pool    *pgxpool.Pool
 	q       store.LeaseSQL
+	st      *store.Statements
 	log     *slog.Logger
 	backoff *backoff.Backoff
+
+	guardMu sync.Mutex  // serialises the token guard of the first grant
+	guarded atomic.Bool // the token guard ran: see guard
 
 	mu       sync.Mutex
 	held     map[string]*Lease   // leases this Client holds
@@ -62,6 +67,7 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 		cfg:     cfg,
 		pool:    own,
 		q:       st.Lease,
+		st:      st,
 		log:     db.Logger().With("owner", cfg.Owner),
 		backoff: backoff.New(cfg.MinBackoff, cfg.MaxBackoff, cfg.Rand),
 		held:    make(map[string]*Lease),
@@ -219,6 +225,10 @@ func (c *Client) tryAcquire(ctx context.Context, names []string) ([]*Lease, erro
 // with all false whichever are free), unreserves them and starts tracking
 // the leases granted.
 func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Lease, error) {
+	if err := c.guard(ctx); err != nil {
+		c.unreserve(names)
+		return nil, err
+	}
 	sent := c.cfg.Clock.Now()
 	granted, tokens, acquired, err := c.grant(ctx, names, all)
 	latency := c.cfg.Clock.Now().Sub(sent)
@@ -330,6 +340,59 @@ func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string,
 		}
 	}
 	return granted, tokens, acquired, nil
+}
+
+// guard runs the token regression guard (store.GuardTokens) before the
+// Client's first grant, once per Client: it moves the token sequence past
+// every token stored in leasehold's tables (lease rows, queue runs, Kafka
+// offsets) if it is behind them, as after a restore, so that no grant of
+// this Client carries a token those tables refuse or take for an old one.
+// It costs one read of those small tables per Client; it is retried at the
+// next acquire if it fails.
+func (c *Client) guard(ctx context.Context) error {
+	if c.guarded.Load() {
+		return nil
+	}
+	c.guardMu.Lock()
+	defer c.guardMu.Unlock()
+	if c.guarded.Load() {
+		return nil
+	}
+	if err := c.guardTokens(ctx, 0); err != nil {
+		return err
+	}
+	c.guarded.Store(true)
+	return nil
+}
+
+// GuardTokens moves the token sequence forward, if needed, so that the next
+// grant (of any client of the schema) carries a token above above and above
+// every token stored in leasehold's tables. It never moves the sequence
+// back. Every Client runs it (with above 0) before its first grant, and
+// DB.Migrate runs it too; call it yourself after restoring a backup, or
+// after any change that can leave the sequence behind tokens stored
+// outside leasehold's tables, with the highest token of your fenced tables
+// (fence.Table.MaxToken): see docs/fencing.md. It locks the lease table
+// briefly when it moves the sequence.
+func (c *Client) GuardTokens(ctx context.Context, above fence.Token) error {
+	if above < 0 {
+		return &ConfigError{Field: "above", Reason: "negative token"}
+	}
+	return c.guardTokens(ctx, above)
+}
+
+func (c *Client) guardTokens(ctx context.Context, above fence.Token) error {
+	ctx, cancel := c.stmtCtx(ctx)
+	defer cancel()
+	raise, err := store.GuardTokens(ctx, c.pool, c.st, int64(above), false)
+	if err != nil {
+		return err
+	}
+	if raise != nil {
+		c.log.WarnContext(ctx, "lease: the token sequence was behind stored tokens; moved it forward",
+			"issued", raise.Issued, "stored", raise.Stored, "next_token", raise.Stored+1)
+	}
+	return nil
 }
 
 func (c *Client) observeAcquire(names, granted []string, tokens []fence.Token, latency time.Duration, err error) {

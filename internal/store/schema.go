@@ -41,6 +41,7 @@ type Statements struct {
 	Partition PartitionSQL
 	Queue     QueueSQL
 	Kafka     KafkaSQL
+	Tokens    TokenSQL
 }
 
 var rendered sync.Map // schema name -> *Statements
@@ -81,7 +82,8 @@ func For(schema string) (*Statements, error) {
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits),
 			Channel: QueueChannel(schema),
 		},
-		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
+		Tokens: TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
+		Kafka:  KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 	}
 	v, _ := rendered.LoadOrStore(schema, s)
 	return v.(*Statements), nil
@@ -128,6 +130,11 @@ type QueueSQL struct {
 	FetchBefore12, Complete string
 	// Channel is the LISTEN/NOTIFY channel of new jobs.
 	Channel string
+}
+
+// TokenSQL are the statements of the token regression guard (GuardTokens).
+type TokenSQL struct {
+	Check, Raise string
 }
 
 // KafkaSQL are the statements of package kafka.
