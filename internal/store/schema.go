@@ -70,7 +70,7 @@ func For(schema string) (*Statements, error) {
 		},
 		Partition: PartitionSQL{
 			CreateGroup: r(partitionCreateGroup), GroupCount: r(partitionGroupCount),
-			Heartbeat: r(partitionHeartbeat), Leave: r(partitionLeave), View: r(partitionView),
+			Heartbeat: r(partitionHeartbeat), Member: r(partitionMember), Leave: r(partitionLeave), View: r(partitionView),
 			Status: r(partitionStatus), Members: r(partitionMembers), Groups: r(partitionGroups),
 			Channel: PartitionChannel(schema),
 		},
@@ -115,7 +115,7 @@ type LeaseSQL struct {
 
 // PartitionSQL are the statements of package partition.
 type PartitionSQL struct {
-	CreateGroup, GroupCount, Heartbeat, Leave, View, Status, Members, Groups string
+	CreateGroup, GroupCount, Heartbeat, Member, Leave, View, Status, Members, Groups string
 	// Channel is the LISTEN/NOTIFY channel of membership changes; the
 	// payload of each notification is the group's name.
 	Channel string
