@@ -27,6 +27,36 @@ var (
 	ErrInvalidSchema = store.ErrInvalidSchema
 )
 
+// ErrNotReplicated is wrapped (in a *NotReplicatedError, inside a
+// *fence.IndeterminateError) by the error of a lease grant or a fenced
+// commit (lease.Fence.Tx, a queue completion, a Kafka offset commit) that
+// the server committed locally but whose wait for the synchronous standby
+// was cancelled: the server answered success with a warning, and a
+// failover may lose the commit. Its outcome is unknown, not a success. It
+// is detected on leasehold's own pools, and on the pool given to Open when
+// its configuration went through InstallNoticeHook. See
+// docs/reliability.md.
+var ErrNotReplicated = store.ErrNotReplicated
+
+// NotReplicatedError carries the server's warning of an ErrNotReplicated
+// commit.
+type NotReplicatedError = store.NotReplicatedError
+
+// InstallNoticeHook installs leasehold's notice handler in cfg, in front of
+// the handler cfg has (which still receives every notice). It recognises
+// the server's warning that a commit was not confirmed by the synchronous
+// standby (ErrNotReplicated). Call it on the configuration of the pool you
+// give to Open, before pgxpool.NewWithConfig, when the database uses
+// synchronous replication: the fenced commits of lease.Fence, the queue and
+// the Kafka consumer run on that pool. (The lease client and the partition
+// member derive their own pools from it, with the handler installed.)
+func InstallNoticeHook(cfg *pgxpool.Config) {
+	if cfg == nil || cfg.ConnConfig == nil {
+		return
+	}
+	cfg.ConnConfig.OnNotice = store.NoticeHook(cfg.ConnConfig.OnNotice)
+}
+
 // SchemaVersionError reports a database schema version this build cannot
 // use.
 type SchemaVersionError = store.VersionError

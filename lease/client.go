@@ -264,19 +264,39 @@ func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Leas
 // grant runs the acquire statement for names and returns the names granted,
 // their tokens and database grant times, in the order of names. With all,
 // it grants every name or none (ErrHeld); otherwise whichever are free.
+//
+// The statements run on one connection, watched for the server's warning
+// that it stopped waiting for the synchronous standby: a grant committed
+// only locally may be lost in a failover, and its token granted again, so
+// it is reported as an unknown outcome (store.ErrNotReplicated).
 func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string, []fence.Token, []time.Time, error) {
 	ctx, cancel := c.stmtCtx(ctx)
 	defer cancel()
-	ttl := c.cfg.TTL.Microseconds()
 	label := names[0]
 	if len(names) > 1 {
 		label = fmt.Sprint(names)
 	}
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, nil, classify("acquire", label, err)
+	}
+	defer conn.Release()
+	done := store.Watch(conn.Conn().PgConn())
+	granted, tokens, acquired, err := c.grantOn(ctx, conn, names, all, label)
+	if nr := done(); err == nil && nr != nil && len(granted) > 0 {
+		return nil, nil, nil, &fence.IndeterminateError{Op: "lease: acquire", Resource: label, Err: nr}
+	}
+	return granted, tokens, acquired, err
+}
+
+// grantOn is grant's work, on conn.
+func (c *Client) grantOn(ctx context.Context, conn *pgxpool.Conn, names []string, all bool, label string) ([]string, []fence.Token, []time.Time, error) {
+	ttl := c.cfg.TTL.Microseconds()
 	if len(names) == 1 && all {
 		var tok int64
 		var name string
 		var at, exp time.Time
-		err := c.pool.QueryRow(ctx, c.q.Acquire, names[0], c.cfg.Owner, ttl).Scan(&name, &tok, &at, &exp)
+		err := conn.QueryRow(ctx, c.q.Acquire, names[0], c.cfg.Owner, ttl).Scan(&name, &tok, &at, &exp)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil, nil, fmt.Errorf("%w: %q", ErrHeld, names[0])
 		}
@@ -285,11 +305,11 @@ func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string,
 		}
 		return names, []fence.Token{fence.Token(tok)}, []time.Time{at}, nil
 	}
-	var q fence.Querier = c.pool
+	var q fence.Querier = conn
 	var tx pgx.Tx
 	if all {
 		var err error
-		if tx, err = c.pool.Begin(ctx); err != nil {
+		if tx, err = conn.Begin(ctx); err != nil {
 			return nil, nil, nil, classify("acquire", label, err)
 		}
 		defer c.rollback(ctx, tx)

@@ -131,7 +131,10 @@ func (f *Fence) Begin(ctx context.Context) (pgx.Tx, error) {
 // Rollback refuse, since Tx commits. If Check refuses, fn is not called and
 // the error wraps ErrFenced. An error from fn rolls back and is returned as
 // is. A COMMIT whose outcome is unknown gives an error that
-// fence.IsIndeterminate recognises; an error from BEGIN or from Check means
+// fence.IsIndeterminate recognises; so does a COMMIT the server answered
+// with success but did not get confirmed by the synchronous standby (it
+// wraps leasehold.ErrNotReplicated; detected when the pool has
+// leasehold.InstallNoticeHook). An error from BEGIN or from Check means
 // nothing was applied.
 func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func(pgx.Tx) error) error {
 	tx, err := f.Begin(ctx)
@@ -149,7 +152,7 @@ func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func
 	if err := fn(Managed(tx)); err != nil {
 		return err
 	}
-	return store.ClassifyCommit("lease", "fenced commit", lease, tx.Commit(ctx))
+	return store.ClassifyCommit("lease", "fenced commit", lease, store.Commit(ctx, tx, "lease: fenced commit", lease))
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }
