@@ -7,63 +7,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/pgcluster"
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 )
-
-// syncRep starts a throwaway cluster that requires a synchronous standby
-// named "ghost", which never connects: every commit under
-// synchronous_commit = on waits for it until cancelled. It migrates
-// leasehold's schema and creates an effects table, committing locally, and
-// returns the cluster and a connection that commits locally (to look).
-func syncRep(t *testing.T) (*pgcluster.Cluster, *pgx.Conn) {
-	t.Helper()
-	ctx := pgtest.Context(t)
-	c, err := pgcluster.Start(ctx, pgcluster.Config{Settings: map[string]string{
-		"synchronous_standby_names": "ghost", "synchronous_commit": "on"}})
-	if err != nil {
-		t.Fatalf("start a cluster: %v", err)
-	}
-	t.Cleanup(func() { c.Remove() })
-	cfg, err := pgx.ParseConfig(c.URL("postgres"))
-	pgtest.Must(t, err)
-	cfg.RuntimeParams["synchronous_commit"] = "local"
-	local, err := pgx.ConnectConfig(ctx, cfg)
-	pgtest.Must(t, err)
-	t.Cleanup(func() { local.Close(context.Background()) })
-	_, err = store.Apply(ctx, local, "")
-	pgtest.Must(t, err)
-	_, err = local.Exec(ctx, `CREATE TABLE effects (note text NOT NULL)`)
-	pgtest.Must(t, err)
-	return c, local
-}
-
-// syncPool opens a pool on c whose commits wait for the standby and whose
-// cancelled contexts send a cancel request (rather than closing the
-// connection), with leasehold's notice hook if hook.
-func syncPool(t *testing.T, c *pgcluster.Cluster, hook bool) *pgxpool.Pool {
-	t.Helper()
-	pc, err := pgxpool.ParseConfig(c.URL("postgres"))
-	pgtest.Must(t, err)
-	pc.ConnConfig.BuildContextWatcherHandler = func(pg *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: pg, DeadlineDelay: 3 * time.Second}
-	}
-	if hook {
-		leasehold.InstallNoticeHook(pc)
-	}
-	p, err := pgxpool.NewWithConfig(pgtest.Context(t), pc)
-	pgtest.Must(t, err)
-	t.Cleanup(p.Close)
-	return p
-}
 
 // A fenced commit cancelled while it waits for the synchronous standby has
 // committed locally, and the server answers success with a warning. The
@@ -72,13 +21,16 @@ func syncPool(t *testing.T, c *pgcluster.Cluster, hook bool) *pgxpool.Pool {
 // without leasehold's notice hook reports success.
 func TestFencedCommitNotConfirmedBySyncStandbyIsIndeterminate(t *testing.T) {
 	t.Parallel()
-	c, local := syncRep(t)
+	c := pgtest.SyncRepCluster(t)
+	local := c.Local
 	ctx := pgtest.Context(t)
+	_, err := local.Exec(ctx, `CREATE TABLE effects (note text NOT NULL)`)
+	pgtest.Must(t, err)
 	var tok int64
 	pgtest.Must(t, local.QueryRow(ctx, `INSERT INTO leasehold.leases VALUES ('job', 'w', nextval('leasehold.lease_token_seq'),
 		clock_timestamp(), clock_timestamp(), clock_timestamp() + interval '1 hour') RETURNING token`).Scan(&tok))
 	for _, hook := range []bool{true, false} {
-		db := pgtest.Open(t, syncPool(t, c, hook), leasehold.Config{})
+		db := pgtest.Open(t, c.Pool(t, nil, hook), leasehold.Config{})
 		f, err := lease.NewFence(db, lease.FenceConfig{IdleTimeout: time.Minute})
 		pgtest.Must(t, err)
 		note := map[bool]string{true: "hooked", false: "unhooked"}[hook]
@@ -110,13 +62,17 @@ func TestFencedCommitNotConfirmedBySyncStandbyIsIndeterminate(t *testing.T) {
 // A lease grant that the synchronous standby did not confirm may be lost
 // in a failover, and its token granted again to another owner: the Client
 // reports it as an unknown outcome. Its own pool has the notice hook
-// whether or not the application's pool does; the grant's statement is cut
-// off by the server's statement_timeout, which cancels the wait as well.
+// whether or not the application's pool does. The grant's statement
+// context (1.5 × StatementTimeout) ends while it waits, and pgx sends a
+// cancel request (the derived pool inherits the application pool's
+// CancelRequestContextWatcherHandler); statement_timeout does not bound
+// the wait.
 func TestLeaseGrantNotConfirmedBySyncStandbyIsIndeterminate(t *testing.T) {
 	t.Parallel()
-	c, local := syncRep(t)
+	c := pgtest.SyncRepCluster(t)
+	local := c.Local
 	ctx := pgtest.Context(t)
-	db := pgtest.Open(t, syncPool(t, c, false), leasehold.Config{})
+	db := pgtest.Open(t, c.Pool(t, nil, false), leasehold.Config{})
 	cl, err := lease.New(db, lease.Config{Owner: "w", TTL: 10 * time.Second, StatementTimeout: time.Second})
 	pgtest.Must(t, err)
 	t.Cleanup(func() {
