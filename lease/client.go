@@ -35,6 +35,19 @@ type Client struct {
 	guardMu sync.Mutex  // serialises the token guard of the first grant
 	guarded atomic.Bool // the token guard ran: see guard
 
+	// jumpLimit is how much further the wall clock may advance than the
+	// monotonic clock before the Client takes the host to have been
+	// suspended: SafetyMargin/2. watch is the longest the renewal loop
+	// sleeps between two looks at the clock.
+	jumpLimit, watch time.Duration
+
+	// Test hooks (export_test.go): loopSlept is called each time the
+	// renewal loop has set its timer (with the wait) or exits (with -1);
+	// waitingRenew makes the loop renew with the statement that waits for
+	// row locks (the behaviour before SKIP LOCKED), for negative controls.
+	loopSlept    func(time.Duration)
+	waitingRenew bool
+
 	mu       sync.Mutex
 	held     map[string]*Lease   // leases this Client holds
 	pending  map[string]struct{} // names being acquired right now
@@ -70,9 +83,13 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 		st:      st,
 		log:     db.Logger().With("owner", cfg.Owner),
 		backoff: backoff.New(cfg.MinBackoff, cfg.MaxBackoff, cfg.Rand),
-		held:    make(map[string]*Lease),
-		pending: make(map[string]struct{}),
-		stop:    make(chan struct{}),
+		// Half the margin: a jump below it leaves the other half for
+		// clock-rate differences.
+		jumpLimit: cfg.SafetyMargin / 2,
+		watch:     max(cfg.SafetyMargin/2, 10*time.Millisecond),
+		held:      make(map[string]*Lease),
+		pending:   make(map[string]struct{}),
+		stop:      make(chan struct{}),
 	}, nil
 }
 
@@ -229,9 +246,10 @@ func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Leas
 		c.unreserve(names)
 		return nil, err
 	}
-	sent := c.cfg.Clock.Now()
+	sent := read(c.cfg.Clock)
 	granted, tokens, acquired, err := c.grant(ctx, names, all)
-	latency := c.cfg.Clock.Now().Sub(sent)
+	now := read(c.cfg.Clock)
+	latency := now.mono.Sub(sent.mono)
 	if fence.IsIndeterminate(err) {
 		c.abandon(names) // unreserves when done
 	} else {
@@ -245,10 +263,16 @@ func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Leas
 	for i, n := range granted {
 		ls[i] = newLease(c, n, tokens[i], acquired[i], sent)
 	}
-	if !c.cfg.Clock.Now().Before(ls[0].deadline) {
-		// The reply came too late to trust: give the grant back.
+	c.checkClock(now) // the leases already held
+	late := !now.mono.Before(ls[0].deadline)
+	if jump := sent.jump(now); late || jump > c.jumpLimit {
+		// The reply came too late to trust, or the host was suspended
+		// while it was on its way: give the grant back.
 		for _, l := range ls {
 			l.Release(context.WithoutCancel(ctx)) // bounded by the statement timeout
+		}
+		if !late {
+			return nil, &SuspendError{Name: fmt.Sprint(granted), Jump: jump, Limit: c.jumpLimit}
 		}
 		return nil, fmt.Errorf("%w: %q: the grant's reply arrived after its local deadline (%v)", ErrLost, names, latency)
 	}
