@@ -402,18 +402,15 @@ func (c *Client) guard(ctx context.Context) error {
 	if c.guarded.Load() {
 		return nil
 	}
-	if err := c.guardTokens(ctx, 0); err != nil {
-		return err
-	}
-	c.guarded.Store(true)
-	return nil
+	return c.guardTokens(ctx, 0)
 }
 
 // GuardTokens moves the token sequence forward, if needed, so that the next
 // grant (of any client of the schema) carries a token above above and above
 // every token stored in leasehold's tables. It never moves the sequence
-// back. Every Client runs it (with above 0) before its first grant, and
-// DB.Migrate runs it too; call it yourself after restoring a backup, or
+// back. Every Client runs it (with above 0) before its first grant, unless
+// it ran already (a partition member runs it at Start), and DB.Migrate
+// runs it too; call it yourself after restoring a backup, or
 // after any change that can leave the sequence behind tokens stored
 // outside leasehold's tables, with the highest token of your fenced tables
 // (fence.Table.MaxToken): see docs/fencing.md. It locks the lease table
@@ -432,6 +429,7 @@ func (c *Client) guardTokens(ctx context.Context, above fence.Token) error {
 	if err != nil {
 		return err
 	}
+	c.guarded.Store(true) // the first grant's guard is done too
 	if raise != nil {
 		c.log.WarnContext(ctx, "lease: the token sequence was behind stored tokens; moved it forward",
 			"issued", raise.Issued, "stored", raise.Stored, "next_token", raise.Stored+1)

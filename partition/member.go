@@ -147,6 +147,12 @@ func (m *Member) join(ctx context.Context) error {
 	if stored != m.cfg.Partitions {
 		return &CountError{Group: m.cfg.Group, Configured: m.cfg.Partitions, Stored: stored}
 	}
+	// The token regression guard, before the first claim (the lease
+	// client would run it at its first grant): so that a failure shows at
+	// Start, not as claims that keep failing.
+	if err := m.leases.GuardTokens(ctx, 0); err != nil {
+		return err
+	}
 	return m.joinID(ctx)
 }
 

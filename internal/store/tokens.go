@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // The token regression guard. The token sequence must stay ahead of every
 // token already stored: queue_runs and kafka_offsets keep the highest token
@@ -33,6 +37,13 @@ FROM {{schema}}.lease_token_seq AS s`
 // no acquire draws a token between the check and the move.
 const tokensRaise = `SELECT setval('{{schema}}.lease_token_seq', $1::bigint, true)`
 
+// TxQuerier runs a statement and begins a transaction: a *pgxpool.Pool or
+// *pgx.Conn.
+type TxQuerier interface {
+	Beginner
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // TokenRaise reports a token sequence the guard moved forward.
 type TokenRaise struct {
 	// Issued is the highest token the sequence had handed out; Stored the
@@ -47,19 +58,20 @@ type TokenRaise struct {
 // meanwhile), checks again and moves the sequence forward. It never moves
 // it back. With jobs, it also scans jobs.finished_token (a full scan). It
 // returns the raise, nil when the sequence was ahead already.
-func GuardTokens(ctx context.Context, db Beginner, st *Statements, above int64, jobs bool) (*TokenRaise, error) {
+func GuardTokens(ctx context.Context, db TxQuerier, st *Statements, above int64, jobs bool) (*TokenRaise, error) {
+	var stored, issued int64
+	// The usual case, one round trip: the sequence is ahead, no lock taken.
+	if err := db.QueryRow(ctx, st.Tokens.Check, above, jobs).Scan(&stored, &issued); err != nil {
+		return nil, ClassifyRead("leasehold", "token guard", "", err)
+	}
+	if issued >= stored {
+		return nil, nil
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return nil, ClassifyRead("leasehold", "token guard", "", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var stored, issued int64
-	if err := tx.QueryRow(ctx, st.Tokens.Check, above, jobs).Scan(&stored, &issued); err != nil {
-		return nil, ClassifyRead("leasehold", "token guard", "", err)
-	}
-	if issued >= stored {
-		return nil, nil // the usual case: no lock taken
-	}
 	if _, err := tx.Exec(ctx, st.Lease.LockTable); err != nil {
 		return nil, ClassifyRead("leasehold", "token guard: lock", "", err)
 	}
