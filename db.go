@@ -27,6 +27,36 @@ var (
 	ErrInvalidSchema = store.ErrInvalidSchema
 )
 
+// ErrNotReplicated is wrapped (in a *NotReplicatedError, inside a
+// *fence.IndeterminateError) by the error of a lease grant or a fenced
+// commit (lease.Fence.Tx, a queue completion, a Kafka offset commit) that
+// the server committed locally but whose wait for the synchronous standby
+// was cancelled: the server answered success with a warning, and a
+// failover may lose the commit. Its outcome is unknown, not a success. It
+// is detected on leasehold's own pools, and on the pool given to Open when
+// its configuration went through InstallNoticeHook. See
+// docs/reliability.md.
+var ErrNotReplicated = store.ErrNotReplicated
+
+// NotReplicatedError carries the server's warning of an ErrNotReplicated
+// commit.
+type NotReplicatedError = store.NotReplicatedError
+
+// InstallNoticeHook installs leasehold's notice handler in cfg, in front of
+// the handler cfg has (which still receives every notice). It recognises
+// the server's warning that a commit was not confirmed by the synchronous
+// standby (ErrNotReplicated). Call it on the configuration of the pool you
+// give to Open, before pgxpool.NewWithConfig, when the database uses
+// synchronous replication: the fenced commits of lease.Fence, the queue and
+// the Kafka consumer run on that pool. (The lease client and the partition
+// member derive their own pools from it, with the handler installed.)
+func InstallNoticeHook(cfg *pgxpool.Config) {
+	if cfg == nil || cfg.ConnConfig == nil {
+		return
+	}
+	cfg.ConnConfig.OnNotice = store.NoticeHook(cfg.ConnConfig.OnNotice)
+}
+
 // SchemaVersionError reports a database schema version this build cannot
 // use.
 type SchemaVersionError = store.VersionError
@@ -96,6 +126,14 @@ var errNotOpen = fmt.Errorf("%w: a DB must come from Open", ErrInvalidConfig)
 // knows. It is safe to call from several processes at once: they serialise
 // on an advisory lock and all but the first find nothing to do. A database
 // whose schema is newer than this build gives a *SchemaVersionError.
+//
+// Migrate then runs the token regression guard: if the fencing token
+// sequence is behind a token stored in leasehold's tables (the lease rows,
+// queue runs, Kafka offsets, finished jobs; say, after a restore), it moves
+// the sequence past it and logs a warning, so that no later grant carries
+// a token those tables refuse. This scans the jobs table. Every lease
+// client runs the same guard (without the jobs scan) before its first
+// grant; see docs/reliability.md.
 func (db *DB) Migrate(ctx context.Context) error {
 	if db.Pool() == nil {
 		return errNotOpen
@@ -106,6 +144,18 @@ func (db *DB) Migrate(ctx context.Context) error {
 	}
 	for _, v := range applied {
 		db.log.InfoContext(ctx, "leasehold: schema migrated", "schema", db.schema, "version", v)
+	}
+	st, err := store.For(db.schema)
+	if err != nil {
+		return err
+	}
+	raise, err := store.GuardTokens(ctx, db.pool, st, 0, true)
+	if err != nil {
+		return err
+	}
+	if raise != nil {
+		db.log.WarnContext(ctx, "leasehold: the token sequence was behind stored tokens; moved it forward",
+			"schema", db.schema, "issued", raise.Issued, "stored", raise.Stored, "next_token", raise.Stored+1)
 	}
 	return nil
 }

@@ -78,6 +78,27 @@ func (t Table) Update(ctx context.Context, db Querier, key any, token Token, set
 		Reason: "a higher token wrote the row"}
 }
 
+// MaxToken returns the highest token written to the table (0 for none):
+//
+//	SELECT coalesce(max(<TokenColumn>), 0) FROM <Name>
+//
+// After a restore or anything else that can leave the token sequence
+// behind the tokens your tables hold, feed it to lease.Client.GuardTokens
+// before the first grant, so that new holders' tokens are above every
+// token your tables have seen (docs/fencing.md). It reads the whole table
+// unless TokenColumn is indexed.
+func (t Table) MaxToken(ctx context.Context, db Querier) (Token, error) {
+	name, _, tokCol, err := t.idents()
+	if err != nil {
+		return 0, err
+	}
+	var m int64
+	if err := db.QueryRow(ctx, fmt.Sprintf("SELECT coalesce(max(%s), 0) FROM %s", tokCol, name)).Scan(&m); err != nil {
+		return 0, fmt.Errorf("fence: %s: max token: %w", t.Name, err)
+	}
+	return Token(m), nil
+}
+
 func (t Table) idents() (name, key, tok string, err error) {
 	parts := strings.Split(t.Name, ".")
 	if len(parts) > 2 || slices.Contains(parts, "") || t.KeyColumn == "" || t.TokenColumn == "" ||

@@ -97,7 +97,9 @@ const MaxTopicPartitions = 16384
 // MembershipPollInterval): the Consumer is run by a worker.Worker.
 type Config struct {
 	// Topics are the topics consumed. Required; their order is part of the
-	// group's layout (see PartitionsPerTopic): keep it.
+	// group's layout (see PartitionsPerTopic): the first Open of a group
+	// records the list, and Open refuses a consumer whose list differs,
+	// reordered too, with a *TopicsError (ErrTopicsMismatch).
 	Topics []string
 	// Brokers are the seed brokers (host:port). Defaults to the
 	// comma-separated list in $KAFKA_BROKERS; one of the two is required.

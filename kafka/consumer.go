@@ -2,12 +2,14 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -108,7 +110,10 @@ func (c *Consumer) Partitions() int { return len(c.cfg.Topics) * c.cfg.Partition
 // Start, before it joins the group. It checks ClientOptions (consuming
 // options are refused with ErrInvalidConfig), reads the topics' metadata
 // (every topic must exist, ErrTopicNotFound, and have at most
-// PartitionsPerTopic partitions, *PartitionCountError) bounded by ctx, and
+// PartitionsPerTopic partitions, *PartitionCountError) bounded by ctx,
+// records Topics as the group's topic list if the group has none yet and
+// refuses a list that differs from the recorded one (*TopicsError, wrapping
+// ErrTopicsMismatch; order matters), and
 // starts reading it again every MetadataInterval. It returns ErrInUse if
 // the Consumer is open already. If Open fails, the Consumer is left closed.
 func (c *Consumer) Open(ctx context.Context, group string) error {
@@ -161,6 +166,10 @@ func (c *Consumer) open(ctx context.Context, group string) (*session, error) {
 		admin.Close()
 		return nil, err
 	}
+	if err := c.checkTopics(ctx, group); err != nil {
+		admin.Close()
+		return nil, err
+	}
 	lctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() {
@@ -169,6 +178,28 @@ func (c *Consumer) open(ctx context.Context, group string) (*session, error) {
 	}()
 	log.Info("kafka: consumer open", "topics", c.cfg.Topics, "partitions_per_topic", c.cfg.PartitionsPerTopic)
 	return s, nil
+}
+
+// checkTopics records the consumer's topic list for group if the group has
+// none yet, and refuses with a *TopicsError a list that differs from the
+// recorded one. It runs after the metadata check, so a list naming a topic
+// that does not exist is never recorded.
+func (c *Consumer) checkTopics(ctx context.Context, group string) error {
+	var recorded []string
+	var err error
+	for range 3 { // no row: a concurrent first record committed meanwhile
+		err = c.pool.QueryRow(ctx, c.q.Topics, group, c.cfg.Topics).Scan(&recorded)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+	}
+	if err != nil {
+		return store.Classify("kafka", "record topics", group, err)
+	}
+	if !slices.Equal(recorded, c.cfg.Topics) {
+		return &TopicsError{Group: group, Configured: slices.Clone(c.cfg.Topics), Recorded: recorded}
+	}
+	return nil
 }
 
 // Close ends what Open started: it stops the metadata reads and closes

@@ -24,6 +24,9 @@ var (
 	// Consumer is run by one worker at a time. The worker's Start returns
 	// it wrapped.
 	ErrInUse = errors.New("kafka: consumer in use by another worker")
+	// ErrTopicsMismatch is wrapped by *TopicsError: the consumer's topic
+	// list differs from the one recorded for its group.
+	ErrTopicsMismatch = errors.New("kafka: topic list differs from the group's")
 	// ErrNotOpen is returned by Ready on a Consumer that is not open
 	// (before its worker's Start, after its Stop).
 	ErrNotOpen = errors.New("kafka: consumer not open")
@@ -69,3 +72,24 @@ func (e *PartitionCountError) Error() string {
 
 // Unwrap returns ErrTooManyPartitions.
 func (e *PartitionCountError) Unwrap() error { return ErrTooManyPartitions }
+
+// TopicsError reports a consumer whose topic list differs from the one
+// recorded for its group when the group was first opened. The list, in
+// order, is part of the group's layout: topic i's Kafka partition p is the
+// group's partition i×PartitionsPerTopic + p, so consumers with different
+// lists (even the same topics reordered) would consume one Kafka partition
+// under two leases.
+type TopicsError struct {
+	Group string
+	// Configured is the consumer's Config.Topics; Recorded is the group's.
+	Configured, Recorded []string
+}
+
+// Error returns the error message.
+func (e *TopicsError) Error() string {
+	return fmt.Sprintf("kafka: group %q consumes topics %q (in this order), this consumer is configured with %q: "+
+		"the topic list of a group is fixed when it is first opened (docs/kafka.md)", e.Group, e.Recorded, e.Configured)
+}
+
+// Unwrap returns ErrTopicsMismatch.
+func (e *TopicsError) Unwrap() error { return ErrTopicsMismatch }

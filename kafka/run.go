@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
@@ -254,7 +255,7 @@ func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) e
 		err = c.advance(cctx, tx, b.Group, b.Topic, b.Partition, g.o.Token, prev, b.Next())
 	}
 	if err == nil {
-		if err = tx.Commit(cctx); err != nil {
+		if err = store.Commit(cctx, tx, "kafka: commit", fmt.Sprintf("%s/%d", b.Topic, b.Partition)); err != nil {
 			err = fmt.Errorf("kafka: commit %s/%d up to %d (outcome read back from the stored offset): %w",
 				b.Topic, b.Partition, b.Next(), err)
 		}

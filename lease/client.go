@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,9 +29,13 @@ type Client struct {
 	cfg     Config
 	pool    *pgxpool.Pool
 	q       store.LeaseSQL
+	st      *store.Statements
 	log     *slog.Logger
 	fails   *lograte.Limiter // repeated failures: renew, acquire, lost, release, free
 	backoff *backoff.Backoff
+
+	guardMu sync.Mutex  // serialises the token guard of the first grant
+	guarded atomic.Bool // the token guard ran: see guard
 
 	// jumpLimit is how much further the wall clock may advance than the
 	// monotonic clock before the Client takes the host to have been
@@ -83,6 +88,7 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 		cfg:     cfg,
 		pool:    own,
 		q:       st.Lease,
+		st:      st,
 		log:     log,
 		fails:   fails,
 		backoff: backoff.New(cfg.MinBackoff, cfg.MaxBackoff, cfg.Rand),
@@ -246,6 +252,10 @@ func (c *Client) tryAcquire(ctx context.Context, names []string) ([]*Lease, erro
 // with all false whichever are free), unreserves them and starts tracking
 // the leases granted.
 func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Lease, error) {
+	if err := c.guard(ctx); err != nil {
+		c.unreserve(names)
+		return nil, err
+	}
 	sent := read(c.cfg.Clock)
 	granted, tokens, acquired, err := c.grant(ctx, names, all)
 	now := read(c.cfg.Clock)
@@ -288,19 +298,39 @@ func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Leas
 // grant runs the acquire statement for names and returns the names granted,
 // their tokens and database grant times, in the order of names. With all,
 // it grants every name or none (ErrHeld); otherwise whichever are free.
+//
+// The statements run on one connection, watched for the server's warning
+// that it stopped waiting for the synchronous standby: a grant committed
+// only locally may be lost in a failover, and its token granted again, so
+// it is reported as an unknown outcome (store.ErrNotReplicated).
 func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string, []fence.Token, []time.Time, error) {
 	ctx, cancel := c.stmtCtx(ctx)
 	defer cancel()
-	ttl := c.cfg.TTL.Microseconds()
 	label := names[0]
 	if len(names) > 1 {
 		label = fmt.Sprint(names)
 	}
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, nil, classify("acquire", label, err)
+	}
+	defer conn.Release()
+	done := store.Watch(conn.Conn().PgConn())
+	granted, tokens, acquired, err := c.grantOn(ctx, conn, names, all, label)
+	if nr := done(); err == nil && nr != nil && len(granted) > 0 {
+		return nil, nil, nil, &fence.IndeterminateError{Op: "lease: acquire", Resource: label, Err: nr}
+	}
+	return granted, tokens, acquired, err
+}
+
+// grantOn is grant's work, on conn.
+func (c *Client) grantOn(ctx context.Context, conn *pgxpool.Conn, names []string, all bool, label string) ([]string, []fence.Token, []time.Time, error) {
+	ttl := c.cfg.TTL.Microseconds()
 	if len(names) == 1 && all {
 		var tok int64
 		var name string
 		var at, exp time.Time
-		err := c.pool.QueryRow(ctx, c.q.Acquire, names[0], c.cfg.Owner, ttl).Scan(&name, &tok, &at, &exp)
+		err := conn.QueryRow(ctx, c.q.Acquire, names[0], c.cfg.Owner, ttl).Scan(&name, &tok, &at, &exp)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil, nil, fmt.Errorf("%w: %q", ErrHeld, names[0])
 		}
@@ -309,11 +339,11 @@ func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string,
 		}
 		return names, []fence.Token{fence.Token(tok)}, []time.Time{at}, nil
 	}
-	var q fence.Querier = c.pool
+	var q fence.Querier = conn
 	var tx pgx.Tx
 	if all {
 		var err error
-		if tx, err = c.pool.Begin(ctx); err != nil {
+		if tx, err = conn.Begin(ctx); err != nil {
 			return nil, nil, nil, classify("acquire", label, err)
 		}
 		defer c.rollback(ctx, tx)
@@ -364,6 +394,57 @@ func (c *Client) grant(ctx context.Context, names []string, all bool) ([]string,
 		}
 	}
 	return granted, tokens, acquired, nil
+}
+
+// guard runs the token regression guard (store.GuardTokens) before the
+// Client's first grant, once per Client: it moves the token sequence past
+// every token stored in leasehold's tables (lease rows, queue runs, Kafka
+// offsets) if it is behind them, as after a restore, so that no grant of
+// this Client carries a token those tables refuse or take for an old one.
+// It costs one read of those small tables per Client; it is retried at the
+// next acquire if it fails.
+func (c *Client) guard(ctx context.Context) error {
+	if c.guarded.Load() {
+		return nil
+	}
+	c.guardMu.Lock()
+	defer c.guardMu.Unlock()
+	if c.guarded.Load() {
+		return nil
+	}
+	return c.guardTokens(ctx, 0)
+}
+
+// GuardTokens moves the token sequence forward, if needed, so that the next
+// grant (of any client of the schema) carries a token above above and above
+// every token stored in leasehold's tables. It never moves the sequence
+// back. Every Client runs it (with above 0) before its first grant, unless
+// it ran already (a partition member runs it at Start), and DB.Migrate
+// runs it too; call it yourself after restoring a backup, or
+// after any change that can leave the sequence behind tokens stored
+// outside leasehold's tables, with the highest token of your fenced tables
+// (fence.Table.MaxToken): see docs/fencing.md. It locks the lease table
+// briefly when it moves the sequence.
+func (c *Client) GuardTokens(ctx context.Context, above fence.Token) error {
+	if above < 0 {
+		return &ConfigError{Field: "above", Reason: "negative token"}
+	}
+	return c.guardTokens(ctx, above)
+}
+
+func (c *Client) guardTokens(ctx context.Context, above fence.Token) error {
+	ctx, cancel := c.stmtCtx(ctx)
+	defer cancel()
+	raise, err := store.GuardTokens(ctx, c.pool, c.st, int64(above), false)
+	if err != nil {
+		return err
+	}
+	c.guarded.Store(true) // the first grant's guard is done too
+	if raise != nil {
+		c.log.WarnContext(ctx, "lease: the token sequence was behind stored tokens; moved it forward",
+			"issued", raise.Issued, "stored", raise.Stored, "next_token", raise.Stored+1)
+	}
+	return nil
 }
 
 func (c *Client) observeAcquire(names, granted []string, tokens []fence.Token, latency time.Duration, err error) {

@@ -243,9 +243,11 @@ func TestIndeterminateAcquireFreesOrphanGrant(t *testing.T) {
 	pgtest.Must(t, err)
 
 	c := newClient(t, proxied, lease.Config{Owner: "w", TTL: ttl, StatementTimeout: 2 * time.Second})
-	if _, err := c.InspectMany(ctx, "warm-up"); err != nil { // open a connection through the proxy
-		t.Fatal(err)
-	}
+	// Open a connection through the proxy, and let the Client's first
+	// grant run its token guard (one read, before any grant).
+	warm, err := c.TryAcquire(ctx, "warm-up")
+	pgtest.Must(t, err)
+	pgtest.Must(t, warm.Release(ctx))
 	proxy.Blackhole()
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err = c.TryAcquire(short, "job")

@@ -147,8 +147,11 @@ func (f *Fence) Begin(ctx context.Context) (pgx.Tx, error) {
 // Commit and Rollback refuse, since Tx commits. If either check refuses,
 // the error wraps ErrFenced and fn's effects, if it ran, are rolled back.
 // An error from fn rolls back and is returned as is. A COMMIT whose outcome
-// is unknown gives an error that fence.IsIndeterminate recognises; an error
-// from BEGIN, from fn or from a check means nothing was applied.
+// is unknown gives an error that fence.IsIndeterminate recognises; so does
+// a COMMIT the server answered with success but that the synchronous
+// standby did not confirm (it wraps leasehold.ErrNotReplicated; detected
+// when the pool's configuration went through leasehold.InstallNoticeHook).
+// An error from BEGIN, from fn or from a check means nothing was applied.
 func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func(pgx.Tx) error) error {
 	tx, err := f.Begin(ctx)
 	if err != nil {
@@ -171,7 +174,7 @@ func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func
 	if err := f.Check(ctx, tx, lease, token); err != nil {
 		return err
 	}
-	return store.ClassifyCommit("lease", "fenced commit", lease, tx.Commit(ctx))
+	return store.ClassifyCommit("lease", "fenced commit", lease, store.Commit(ctx, tx, "lease: fenced commit", lease))
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }

@@ -123,7 +123,11 @@ func (m *Member) ID() string { return m.cfg.ID }
 
 // Start creates the group if it does not exist (checking the partition
 // count if it does), joins it and starts claiming partitions. ctx bounds
-// the start-up only; the Member runs until Stop. If Start fails, the Member
+// the start-up only; the Member runs until Stop. If another incarnation's
+// membership of the same ID has not expired (a crashed predecessor, or a
+// live twin), Start waits for it to expire, at most one membership TTL plus
+// one heartbeat interval; if it is renewed meanwhile, or outlasts that, Start
+// returns ErrDuplicateMember. If Start fails, the Member
 // is stopped. A second Start returns ErrStarted; a Start on a stopped
 // Member returns ErrStopped. A Stop during Start waits for it.
 func (m *Member) Start(ctx context.Context) error {
@@ -157,7 +161,96 @@ func (m *Member) join(ctx context.Context) error {
 	if stored != m.cfg.Partitions {
 		return &CountError{Group: m.cfg.Group, Configured: m.cfg.Partitions, Stored: stored}
 	}
-	return m.heartbeat(ctx)
+	// The token regression guard, before the first claim (the lease
+	// client would run it at its first grant): so that a failure shows at
+	// Start, not as claims that keep failing.
+	if err := m.leases.GuardTokens(ctx, 0); err != nil {
+		return err
+	}
+	return m.joinID(ctx)
+}
+
+// joinID joins under the member id. A row of another incarnation that has
+// not expired is either a crashed predecessor's (a supervisor restarting a
+// fixed ID within one TTL of a crash) or a live twin's; the row alone
+// cannot tell them apart, so joinID waits for it to expire, bounded by one
+// membership TTL plus one heartbeat interval (the row's remaining time is
+// read on the database clock, the wait runs on the member's clock) and by
+// ctx. A row that is renewed meanwhile (a later heartbeat, or another
+// incarnation) belongs to a live process: ErrDuplicateMember. Taking the
+// row over early is never safe: a paused twin would resume with a
+// membership it believes it has.
+func (m *Member) joinID(ctx context.Context) error {
+	bound := m.cfg.Lease.TTL + m.cfg.Lease.RenewInterval
+	start := m.clock.Now()
+	var first *stale
+	for {
+		err := m.heartbeat(ctx)
+		if !errors.Is(err, ErrDuplicateMember) {
+			return err
+		}
+		cur, err := m.readMember(ctx)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			continue // the row was deleted meanwhile: join again
+		}
+		if first == nil {
+			first = cur
+			m.log.Warn("partition: member id in use by another incarnation; waiting for its membership to expire",
+				"other_incarnation", cur.incarnation, "expires_in", cur.left, "bound", bound)
+		} else if cur.incarnation != first.incarnation || !cur.heartbeat.Equal(first.heartbeat) {
+			return fmt.Errorf("%w: group %q id %q: incarnation %s heartbeats", ErrDuplicateMember,
+				m.cfg.Group, m.cfg.ID, cur.incarnation)
+		}
+		waited := m.clock.Now().Sub(start)
+		if waited+cur.left > bound {
+			return fmt.Errorf("%w: group %q id %q: incarnation %s's membership still has %v to run after %v",
+				ErrDuplicateMember, m.cfg.Group, m.cfg.ID, cur.incarnation, cur.left, waited)
+		}
+		// Just past the expiry: the database clock decides, so a little
+		// more than the time left.
+		if err := m.sleep(ctx, max(cur.left, 0)+10*time.Millisecond); err != nil {
+			return fmt.Errorf("partition: join group %q as %q: waiting for the membership of incarnation %s "+
+				"(a crashed predecessor or a live twin) to expire: %w", m.cfg.Group, m.cfg.ID, cur.incarnation, err)
+		}
+	}
+}
+
+// stale is a membership row of another incarnation.
+type stale struct {
+	incarnation string
+	heartbeat   time.Time
+	left        time.Duration // until it expires, on the database clock
+}
+
+// readMember reads the membership row of this member's id; nil if none.
+func (m *Member) readMember(ctx context.Context) (*stale, error) {
+	var s stale
+	var secs float64
+	err := m.pool.QueryRow(ctx, m.q.Member, m.cfg.Group, m.cfg.ID).Scan(&s.incarnation, &s.heartbeat, &secs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, store.ClassifyRead("partition", "read membership", m.cfg.Group, err)
+	}
+	s.left = time.Duration(secs * float64(time.Second))
+	return &s, nil
+}
+
+// sleep waits d on the member's clock, or until ctx ends.
+func (m *Member) sleep(ctx context.Context, d time.Duration) error {
+	done := make(chan struct{})
+	t := m.clock.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 func (m *Member) dbErr(op string, err error) error {

@@ -3,11 +3,13 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -170,6 +172,17 @@ func (c *completer) flush(recs []record) error {
 	}
 	ctx, cancel := recordContext(c.lease)
 	defer cancel()
-	_, err := c.p.completeFenced(ctx, c.p.pool, c.o, outs)
+	conn, err := c.p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("queue: record %d outcome(s): %w", len(outs), err)
+	}
+	defer conn.Release()
+	// The statement commits on its own: watch for a commit the synchronous
+	// standby did not confirm (the outcomes are then tried again).
+	done := store.Watch(conn.Conn().PgConn())
+	_, err = c.p.completeFenced(ctx, conn, c.o, outs)
+	if nr := done(); err == nil && nr != nil {
+		return &fence.IndeterminateError{Op: "queue: record outcomes", Resource: c.o.Lease.Name(), Err: nr}
+	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
@@ -80,7 +81,7 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	if n < len(fs) {
 		return errFinished // rolled back: effects must not apply twice
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := store.Commit(ctx, tx, "queue: commit", ""); err != nil {
 		return broken(fmt.Errorf("queue: commit %d job(s) from %d: %w", len(fs), fs[0].id, err))
 	}
 	return nil

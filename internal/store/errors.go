@@ -54,8 +54,10 @@ func (e *VersionError) Unwrap() error { return ErrSchemaTooNew }
 //     plainly: the statement did not take effect;
 //   - anything else (a FATAL answer from a server shutting down while the
 //     statement ran, a lost connection, a deadline that passed while the
-//     request was in flight) may have been applied: it is a
-//     *fence.IndeterminateError.
+//     request was in flight, a commit not confirmed by the synchronous
+//     standby: ErrNotReplicated) may have been applied: it is a
+//     *fence.IndeterminateError. A *fence.IndeterminateError stays as it
+//     is.
 //
 // prefix names the component ("lease", "queue" ...); resource may be empty.
 // Use ClassifyCommit for a COMMIT and ClassifyRead for a statement that
@@ -79,6 +81,9 @@ func ClassifyCommit(prefix, op, resource string, err error) error {
 func classify(commit bool, prefix, op, resource string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if fence.IsIndeterminate(err) { // reported unknown already (a commit not replicated)
+		return err
 	}
 	if known := classifyKnown(prefix, op, resource, err); known != nil {
 		return known

@@ -33,3 +33,18 @@ SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)`
 const kafkaList = `
 SELECT topic, partition, next_offset, token, updated_at FROM {{schema}}.kafka_offsets
 WHERE group_name = $1 ORDER BY topic, partition`
+
+// kafkaTopics records the topic list $2 of group $1 if the group has none
+// yet, and returns the group's list: the one just recorded or the one
+// recorded before. A concurrent first record of the same group makes the
+// statement wait for it, then return no row (its snapshot predates that
+// row): run it again.
+const kafkaTopics = `
+WITH ins AS (
+    INSERT INTO {{schema}}.kafka_topics (group_name, topics) VALUES ($1, $2)
+    ON CONFLICT (group_name) DO NOTHING
+    RETURNING topics)
+SELECT topics FROM ins
+UNION ALL
+SELECT topics FROM {{schema}}.kafka_topics WHERE group_name = $1
+LIMIT 1`

@@ -23,6 +23,13 @@ SET joined_at    = CASE WHEN m.incarnation = EXCLUDED.incarnation AND m.expires_
 WHERE m.incarnation = EXCLUDED.incarnation OR m.expires_at <= EXCLUDED.heartbeat_at
 RETURNING m.joined_at = m.heartbeat_at`
 
+// The membership row of one id: its incarnation, its last heartbeat and
+// the seconds until it expires (negative once expired), on the database
+// clock. $1 group, $2 id.
+const partitionMember = `
+SELECT incarnation, heartbeat_at, extract(epoch FROM expires_at - clock_timestamp())
+FROM {{schema}}.members WHERE group_name = $1 AND id = $2`
+
 const partitionLeave = `
 DELETE FROM {{schema}}.members WHERE group_name = $1 AND id = $2 AND incarnation = $3`
 

@@ -13,8 +13,8 @@ import (
 // of pool, with the server-side statement_timeout, lock_timeout and
 // idle_in_transaction_session_timeout all set to timeout, and
 // application_name set to "leasehold" unless pool's configuration names one,
-// and plan_cache_mode set to force_generic_plan.
-// It does no I/O.
+// and plan_cache_mode set to force_generic_plan, and NoticeHook installed
+// (in front of pool's own notice handler, if any). It does no I/O.
 func DerivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgxpool.Pool, error) {
 	pc := pool.Config()
 	pc.MaxConns, pc.MinConns, pc.MinIdleConns = maxConns, 0, 0 // no eager dialing
@@ -31,6 +31,9 @@ func DerivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgx
 	// after its fifth execution, which measurably halved renew throughput
 	// on some connections (bench/README.md).
 	rp["plan_cache_mode"] = "force_generic_plan"
+	// Grants and heartbeats on this pool must not take a commit the
+	// synchronous standby did not confirm for success.
+	pc.ConnConfig.OnNotice = NoticeHook(pc.ConnConfig.OnNotice)
 	p, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold: open pool: %w", err)

@@ -41,6 +41,7 @@ type Statements struct {
 	Partition PartitionSQL
 	Queue     QueueSQL
 	Kafka     KafkaSQL
+	Tokens    TokenSQL
 }
 
 var rendered sync.Map // schema name -> *Statements
@@ -70,7 +71,7 @@ func For(schema string) (*Statements, error) {
 		},
 		Partition: PartitionSQL{
 			CreateGroup: r(partitionCreateGroup), GroupCount: r(partitionGroupCount),
-			Heartbeat: r(partitionHeartbeat), Leave: r(partitionLeave), View: r(partitionView),
+			Heartbeat: r(partitionHeartbeat), Member: r(partitionMember), Leave: r(partitionLeave), View: r(partitionView),
 			Status: r(partitionStatus), Members: r(partitionMembers), Groups: r(partitionGroups),
 			Channel: PartitionChannel(schema),
 		},
@@ -82,7 +83,8 @@ func For(schema string) (*Statements, error) {
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits),
 			Channel: QueueChannel(schema),
 		},
-		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList)},
+		Tokens: TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
+		Kafka:  KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 	}
 	v, _ := rendered.LoadOrStore(schema, s)
 	return v.(*Statements), nil
@@ -118,7 +120,7 @@ type LeaseSQL struct {
 
 // PartitionSQL are the statements of package partition.
 type PartitionSQL struct {
-	CreateGroup, GroupCount, Heartbeat, Leave, View, Status, Members, Groups string
+	CreateGroup, GroupCount, Heartbeat, Member, Leave, View, Status, Members, Groups string
 	// Channel is the LISTEN/NOTIFY channel of membership changes; the
 	// payload of each notification is the group's name.
 	Channel string
@@ -135,7 +137,15 @@ type QueueSQL struct {
 	Channel string
 }
 
+// TokenSQL are the statements of the token regression guard (GuardTokens).
+type TokenSQL struct {
+	Check, Raise string
+}
+
 // KafkaSQL are the statements of package kafka.
 type KafkaSQL struct {
 	Read, Advance, List string
+	// Topics records a group's topic list on first use and returns the
+	// recorded one.
+	Topics string
 }
