@@ -68,10 +68,11 @@ type pipeline struct {
 // pipeline runs o's jobs until ctx or hctx ends or the fence refuses a
 // write, then waits for the running jobs and records their outcomes. It
 // reports whether it ended cleanly: every job it started has its outcome
-// recorded, or was interrupted without one.
-func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}) bool {
+// recorded, or was interrupted without one; and the fence's refusal if a
+// newer owner has the partition.
+func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}) (bool, error) {
 	pl := &pipeline{p: p, o: o, log: log, ctx: ctx, hctx: hctx, window: p.cfg.Window,
-		comp: newCompleter(p, o, log, o.Lease.Context()), // Run refuses a nil Lease
+		comp: newCompleter(p, o, log, o.Lease.Context()), // Serve refuses a nil Lease
 		held: make(map[int64]bool), cool: make(map[int64]time.Time), lines: make(map[string]*line),
 		skip: make(map[string]time.Time), done: make(chan *run, p.cfg.Window+1), poke: true}
 	timer := time.NewTimer(p.cfg.PollInterval)
@@ -125,7 +126,7 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 		}
 		break
 	}
-	return pl.fenced == nil && !pl.lost
+	return pl.fenced == nil && !pl.lost, pl.fenced
 }
 
 // room is how many more jobs the pipeline may hold.
