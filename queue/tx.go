@@ -62,6 +62,23 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	if err := run(lease.Managed(tx)); err != nil {
 		return handlerError{timedOut(ctx, err)}
 	}
+	if tx.Conn().PgConn().TxStatus() == 'I' {
+		// The handler ended the transaction itself, with a raw COMMIT or
+		// ROLLBACK through Exec (Commit and Rollback refuse): its effects
+		// may have committed without the fence check and the job's
+		// completion, which must not now run in autocommit. Nothing more is
+		// done on this connection; the attempt is spent (recorded by the
+		// completer, fenced), so that the handler bug cannot apply its
+		// effects again and again without end.
+		ids := make([]int64, len(fs))
+		for i, f := range fs {
+			ids[i] = f.id
+		}
+		err := fmt.Errorf("%w (jobs %v)", lease.ErrTxEnded, ids)
+		p.log.Error("queue: a transactional handler ended its transaction itself; its effects may have committed unfenced, without the job's completion",
+			"group", o.Group, "partition", o.Partition, "jobs", ids, "kind", fs[0].kind, "err", err)
+		return handlerError{err}
+	}
 	// The handler succeeded. Commit even if its context was cancelled
 	// meanwhile (a handoff began, the job timed out): the fence decides, and
 	// while the lease is still this grant's, the work is not lost.
