@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
@@ -98,9 +100,26 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		return errFinished // rolled back: effects must not apply twice
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return broken(fmt.Errorf("queue: commit %d job(s) from %d: %w", len(fs), fs[0].id, err))
+		return commitFailed(store.ClassifyCommit("queue", fmt.Sprintf("commit %d job(s) from %d", len(fs), fs[0].id), o.Lease.Name(), err))
 	}
 	return nil
+}
+
+// commitFailed sorts the error of a transactional run's COMMIT, classified
+// by store.ClassifyCommit. The handler returned nil and the completion was
+// written, so only a COMMIT the server refused with an ERROR answer (a
+// deferred constraint or trigger of the handler's effects) is the
+// handler's failure, and spends an attempt. A COMMIT whose outcome is
+// unknown (a lost or stalled connection, a FATAL answer such as the
+// idle-in-transaction timeout the stall ran into) is the processor's: the
+// job is not charged and runs again under the fence, unless the COMMIT did
+// go through and finished it.
+func commitFailed(err error) error {
+	var pe *pgconn.PgError
+	if !fence.IsIndeterminate(err) && errors.As(err, &pe) { // an ERROR answer: see ClassifyCommit
+		return handlerError{fmt.Errorf("queue: the handler's effects did not commit: %w", err)}
+	}
+	return err
 }
 
 // broken makes err, from a statement after a handler that returned nil, the
