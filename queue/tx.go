@@ -61,7 +61,11 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		defer cancel()
 		tx.Rollback(rctx) // after a commit: a no-op
 	}()
-	if err := run(lease.Managed(tx)); err != nil {
+	ids := make([]int64, len(fs))
+	for i, f := range fs {
+		ids[i] = f.id
+	}
+	if err := run(&jobTx{Tx: lease.Managed(tx), running: ids}); err != nil {
 		return handlerError{timedOut(ctx, err)}
 	}
 	if tx.Conn().PgConn().TxStatus() == 'I' {
@@ -72,10 +76,6 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		// done on this connection; the attempt is spent (recorded by the
 		// completer, fenced), so that the handler bug cannot apply its
 		// effects again and again without end.
-		ids := make([]int64, len(fs))
-		for i, f := range fs {
-			ids[i] = f.id
-		}
 		err := fmt.Errorf("%w (jobs %v)", lease.ErrTxEnded, ids)
 		p.log.Error("queue: a transactional handler ended its transaction itself; its effects may have committed unfenced, without the job's completion",
 			"group", o.Group, "partition", o.Partition, "jobs", ids, "kind", fs[0].kind, "err", err)
@@ -103,6 +103,24 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		return commitFailed(store.ClassifyCommit("queue", fmt.Sprintf("commit %d job(s) from %d", len(fs), fs[0].id), o.Lease.Name(), err))
 	}
 	return nil
+}
+
+// jobTx is the transaction a transactional handler gets: managed (its
+// Commit and Rollback refuse), and knowing the jobs it runs, so that
+// Client.EnqueueTx on it can pass a running job's unique key to its
+// successor (see releaseUnique).
+type jobTx struct {
+	pgx.Tx
+	running []int64
+}
+
+// Begin starts a savepoint that still knows the running jobs.
+func (t *jobTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	sp, err := t.Tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &jobTx{Tx: sp, running: t.running}, nil
 }
 
 // commitFailed sorts the error of a transactional run's COMMIT, classified
