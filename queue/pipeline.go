@@ -57,12 +57,11 @@ type pipeline struct {
 	running int                  // units running
 	done    chan *run            // units that ended
 
-	fenced   error
-	lost     bool      // an outcome could not be recorded: the run did not end cleanly
-	more     bool      // the last fetch saw a full window: fetch again when there is room
-	poke     bool      // woken, or polled: fetch when there is room
-	thawAt   time.Time // the earliest end of a wait in cool or skip (zero: none)
-	retained time.Time
+	fenced error
+	lost   bool      // an outcome could not be recorded: the run did not end cleanly
+	more   bool      // the last fetch saw a full window: fetch again when there is room
+	poke   bool      // woken, or polled: fetch when there is room
+	thawAt time.Time // the earliest end of a wait in cool or skip (zero: none)
 }
 
 // pipeline runs o's jobs until ctx or hctx ends or the fence refuses a
@@ -89,7 +88,6 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 				timer.Reset(p.cfg.PollInterval)
 				continue
 			}
-			pl.retain()
 		}
 		var slots chan struct{}
 		var ctxDone, hctxDone <-chan struct{}
@@ -415,18 +413,5 @@ func (pl *pipeline) answers() {
 				}
 			}
 		}
-	}
-}
-
-// retain deletes the partition's old finished jobs, at most once a minute,
-// when the pipeline is idle.
-func (pl *pipeline) retain() {
-	if len(pl.held) > 0 || pl.running > 0 || time.Since(pl.retained) < time.Minute {
-		return
-	}
-	pl.retained = time.Now()
-	p := pl.p
-	if _, err := p.pool.Exec(pl.ctx, p.q.Retain, pl.o.Group, pl.o.Partition, p.cfg.Retention.Microseconds()); err != nil && pl.ctx.Err() == nil {
-		pl.log.Warn("queue: deleting old finished jobs failed", "err", err)
 	}
 }

@@ -68,9 +68,13 @@ type ProcessorConfig struct {
 	// and the problem is recorded on the job and logged. Defaults to 1m.
 	UnknownKindDelay time.Duration
 	// Retention is how long finished (completed, discarded, cancelled) jobs
-	// are kept; each partition's owner deletes older ones when idle.
-	// Defaults to 24h.
+	// are kept; each partition's owner deletes older ones when it gets the
+	// partition and every RetentionInterval after, idle or busy, in
+	// statements of at most RetainChunk rows. Defaults to 24h.
 	Retention time.Duration
+	// RetentionInterval is how often each partition's owner deletes its
+	// finished jobs older than Retention. Defaults to 1m.
+	RetentionInterval time.Duration
 	// Fence sets the timeouts of the fenced transactions. Defaults as in
 	// lease.FenceConfig.
 	Fence lease.FenceConfig
@@ -109,7 +113,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	case cfg.Workers == nil:
 		return nil, fmt.Errorf("%w: Workers required", ErrInvalidConfig)
 	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
-		cfg.UnknownKindDelay < 0 || cfg.Retention < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
+		cfg.UnknownKindDelay < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
 		return nil, fmt.Errorf("%w: negative value", ErrInvalidConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -139,6 +143,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.MaxRetry, time.Hour)
 	def(&cfg.UnknownKindDelay, time.Minute)
 	def(&cfg.Retention, 24*time.Hour)
+	def(&cfg.RetentionInterval, time.Minute)
 	st, err := store.For(db.Schema())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -199,7 +204,9 @@ func (p *Processor) Serve(ctx context.Context, o partition.Ownership) error {
 	if ok, err := p.open(ctx, hctx, o, log, &st, wake); !ok {
 		return err // fenced, or ended before the previous run's jobs were recovered
 	}
+	stopRetain := p.retainer(hctx, o, log)
 	clean, fenced := p.pipeline(ctx, hctx, o, log, wake)
+	stopRetain()
 	if hctx.Err() != nil && ctx.Err() == nil {
 		<-ctx.Done() // the lease ended: no job can run under this grant
 		return fenced

@@ -214,11 +214,22 @@ u AS (` + queueCompleteJobs + `
     RETURNING 1)
 SELECT l.token, l.live, (SELECT count(*) FROM u) FROM l`
 
-// queueRetain deletes jobs of one partition finished before the retention period.
+// queueRetain deletes at most $4 jobs of partition $2 of group $1 that
+// finished more than $3 microseconds ago, oldest first, and returns how
+// many it deleted: the owner deletes in such chunks until one comes back
+// short, so that no statement holds many row locks or writes much WAL at
+// once. The chunk is picked through jobs_finished and deleted by primary
+// key, the conditions checked again (a job put back to pending meanwhile
+// by Retry is left alone).
 const queueRetain = `
 DELETE FROM {{schema}}.jobs
-WHERE group_name = $1 AND partition = $2 AND state <> 'pending'
-  AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
+WHERE id = ANY(ARRAY(
+        SELECT f.id FROM {{schema}}.jobs AS f
+        WHERE f.group_name = $1 AND f.partition = $2 AND f.state <> 'pending'
+          AND f.finished_at < clock_timestamp() - $3 * interval '1 microsecond'
+        ORDER BY f.finished_at
+        LIMIT $4))
+  AND state <> 'pending' AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
 
 // queueInspect reads one job, with the columns of queueList, and the job it waits
 // behind: for a pending keyed job, the first earlier pending job of its key
