@@ -160,3 +160,34 @@ func TestHandlerRawCommitFailsTheRun(t *testing.T) {
 		}
 	}
 }
+
+// A COMMIT the server refuses with an ERROR (here a deferred foreign key
+// the handler's effects violate) is known to have applied nothing and is
+// the handler's failure: it spends an attempt, and the job is discarded
+// after MaxAttempts instead of rerunning forever without spending one.
+func TestCommitRefusedByADeferredConstraintSpendsAnAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE parent (id int PRIMARY KEY);
+		CREATE TABLE child (parent int REFERENCES parent DEFERRABLE INITIALLY DEFERRED)`)
+	pgtest.Must(t, err)
+	ws := queue.NewWorkers()
+	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+		_, err := tx.Exec(ctx, `INSERT INTO child VALUES (42)`) // checked at COMMIT
+		return err
+	})
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: deposit{}, MaxAttempts: 2})
+	pgtest.Must(t, err)
+	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+		MinRetry: time.Millisecond, MaxRetry: time.Millisecond}, false)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	var children int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM child`).Scan(&children))
+	if info.State != "discarded" || info.Attempt != 2 || strings.Count(string(info.Errors), "did not commit") != 2 || children != 0 {
+		t.Fatalf("job %s after %d attempts, errors %s, %d rows committed; want discarded after 2 refused commits, nothing committed",
+			info.State, info.Attempt, info.Errors, children)
+	}
+}
