@@ -200,10 +200,11 @@ func (pl *pipeline) fetch() {
 	if err != nil {
 		pl.more = false
 		if pl.ctx.Err() == nil {
-			pl.log.Warn("queue: fetch failed", "err", err)
+			pl.p.fail("fetch", pl.o, "queue: fetch failed", "err", err)
 		}
 		return
 	}
+	pl.p.fails.Recovered("fetch", "queue: fetch recovered")
 	now := time.Now()
 	fresh := 0 // waiting keys not skipped before
 	for _, w := range res.waiting {
@@ -331,7 +332,7 @@ func (pl *pipeline) finish(r *run) {
 	pl.running--
 	if r.fenced != nil && pl.fenced == nil {
 		pl.fenced = r.fenced
-		pl.log.Warn("queue: fenced: a newer owner has the partition", "err", r.fenced)
+		pl.p.fail("fenced", pl.o, "queue: fenced: a newer owner has the partition", "err", r.fenced)
 	}
 	var recs []record
 	for _, res := range r.results {
@@ -388,7 +389,7 @@ func (pl *pipeline) answers() {
 		fenced := errors.As(a.err, &fe)
 		if fenced && pl.fenced == nil {
 			pl.fenced = a.err
-			pl.log.Warn("queue: fenced: a newer owner has the partition", "err", a.err)
+			pl.p.fail("fenced", pl.o, "queue: fenced: a newer owner has the partition", "err", a.err)
 		}
 		if a.err != nil && !fenced {
 			pl.lost = true

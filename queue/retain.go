@@ -49,10 +49,11 @@ func (p *Processor) retain(ctx context.Context, o partition.Ownership, log *slog
 		tag, err := p.pool.Exec(ctx, p.q.Retain, o.Group, o.Partition, p.cfg.Retention.Microseconds(), RetainChunk)
 		if err != nil {
 			if ctx.Err() == nil {
-				log.Warn("queue: deleting old finished jobs failed", "err", err)
+				p.fail("retain", o, "queue: deleting old finished jobs failed", "err", err)
 			}
 			return
 		}
+		p.fails.Recovered("retain", "queue: deleting old finished jobs recovered")
 		if n := tag.RowsAffected(); n > 0 {
 			log.Debug("queue: deleted old finished jobs", "jobs", n)
 		}
