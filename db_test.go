@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -49,8 +50,8 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	}
 	var rows int
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM custom_lh.schema_migrations`).Scan(&rows))
-	if rows != leasehold.LatestSchemaVersion() {
-		t.Fatalf("schema_migrations has %d rows, want one per version (%d)", rows, leasehold.LatestSchemaVersion())
+	if want := len(store.All()); rows != want { // versions may skip a number
+		t.Fatalf("schema_migrations has %d rows, want one per migration (%d)", rows, want)
 	}
 	// The default schema is untouched.
 	if v, err := open(t, pool, "").SchemaVersion(ctx); err != nil || v != 0 {

@@ -250,6 +250,18 @@ func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) e
 		return fmt.Errorf("kafka: handler, %s/%d offsets %d..%d: %w", b.Topic, b.Partition,
 			b.Records[0].Offset, b.Records[len(b.Records)-1].Offset, err)
 	}
+	if tx.Conn().PgConn().TxStatus() == 'I' {
+		// The handler ended the transaction itself (a raw COMMIT or
+		// ROLLBACK through Exec): its effects may have committed without
+		// the fence check and the offset advance, which must not now run
+		// in autocommit. The batch fails; it runs again, as after a
+		// handler error.
+		c.failed.Add(1)
+		err := fmt.Errorf("kafka: handler, %s/%d offsets %d..%d: %w", b.Topic, b.Partition,
+			b.Records[0].Offset, b.Records[len(b.Records)-1].Offset, lease.ErrTxEnded)
+		g.log.Error("kafka: the handler ended its transaction itself; its effects may have committed unfenced, without the offset advance", "err", err)
+		return err
+	}
 	err = c.fence.Check(cctx, tx, g.o.Lease.Name(), g.o.Token)
 	if err == nil {
 		err = c.advance(cctx, tx, b.Group, b.Topic, b.Partition, g.o.Token, prev, b.Next())

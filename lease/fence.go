@@ -183,6 +183,12 @@ func ms(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(),
 // (Managed): the queue's transactional handlers and Kafka handlers get one.
 var ErrTxManaged = errors.New("lease: the transaction is committed or rolled back by its runner, not by the handler")
 
+// ErrTxEnded is wrapped by the error a runner reports when a handler given
+// a managed transaction (Managed) ended it itself, with a raw COMMIT or
+// ROLLBACK through Exec: its effects may have committed without the fence
+// check and without the record of their completion. It is a handler bug.
+var ErrTxEnded = errors.New("lease: the handler ended its managed transaction itself (COMMIT or ROLLBACK through Exec): its effects may have committed without the fence check and the record of their completion")
+
 // Managed wraps tx, a fenced transaction that its runner commits, for a
 // handler: its Commit and Rollback refuse with ErrTxManaged, since a handler
 // committing its effects by itself would commit them without the fence

@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -108,4 +109,85 @@ func TestZombieHandlerTransactionIsCutOff(t *testing.T) {
 	queue.HandleTx(wsB, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error { return bump(ctx, tx) })
 	startWorker(t, pool, "b", wsB, nil)
 	pgtest.WaitNoPendingJobs(t, pool, 12*time.Second) // lease TTL 1s + fence IdleTimeout 5s + slack
+}
+
+// A transactional handler that ends its transaction itself with a raw
+// COMMIT (tx.Exec, which the managed transaction cannot refuse) fails its
+// run with lease.ErrTxEnded: the job's completion and the fence check are
+// not run in autocommit after it (the job would be recorded completed while
+// its effects committed unfenced). The attempt is spent, so the bug cannot
+// apply its effects without end: the job is discarded after MaxAttempts.
+func TestHandlerRawCommitFailsTheRun(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	ledgerSetup(t, pool)
+	ws := queue.NewWorkers()
+	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+		if err := record(ctx, tx, w); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "COMMIT") // the bug
+		return err
+	})
+	var mu sync.Mutex
+	var evs []queue.JobEvent
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: deposit{}, MaxAttempts: 2})
+	pgtest.Must(t, err)
+	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+		MinRetry: time.Millisecond, MaxRetry: time.Millisecond,
+		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			evs = append(evs, e)
+		}}}, false)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if info.State != "discarded" || info.Attempt != 2 || strings.Count(string(info.Errors), "ended its managed transaction itself") != 2 {
+		t.Fatalf("job %s after %d attempts, errors %s; want discarded after 2 failed runs reporting lease.ErrTxEnded", info.State, info.Attempt, info.Errors)
+	}
+	var applied int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&applied))
+	mu.Lock()
+	defer mu.Unlock()
+	if applied != 2 || len(evs) != 2 {
+		t.Fatalf("%d effects committed, %d events; want one per run (2)", applied, len(evs))
+	}
+	for i, e := range evs {
+		if !errors.Is(e.Err, lease.ErrTxEnded) || e.Outcome == queue.OutcomeCompleted {
+			t.Errorf("event %d: %s, %v; want a failed run with lease.ErrTxEnded", i, e.Outcome, e.Err)
+		}
+	}
+}
+
+// A COMMIT the server refuses with an ERROR (here a deferred foreign key
+// the handler's effects violate) is known to have applied nothing and is
+// the handler's failure: it spends an attempt, and the job is discarded
+// after MaxAttempts instead of rerunning forever without spending one.
+func TestCommitRefusedByADeferredConstraintSpendsAnAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE parent (id int PRIMARY KEY);
+		CREATE TABLE child (parent int REFERENCES parent DEFERRABLE INITIALLY DEFERRED)`)
+	pgtest.Must(t, err)
+	ws := queue.NewWorkers()
+	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+		_, err := tx.Exec(ctx, `INSERT INTO child VALUES (42)`) // checked at COMMIT
+		return err
+	})
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: deposit{}, MaxAttempts: 2})
+	pgtest.Must(t, err)
+	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+		MinRetry: time.Millisecond, MaxRetry: time.Millisecond}, false)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
+	info, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	var children int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM child`).Scan(&children))
+	if info.State != "discarded" || info.Attempt != 2 || strings.Count(string(info.Errors), "did not commit") != 2 || children != 0 {
+		t.Fatalf("job %s after %d attempts, errors %s, %d rows committed; want discarded after 2 refused commits, nothing committed",
+			info.State, info.Attempt, info.Errors, children)
+	}
 }

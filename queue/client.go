@@ -94,6 +94,12 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs ...Job) ([]Enqueued, erro
 // EnqueueTx enqueues jobs in one statement on db, which may be your
 // transaction: the jobs then exist only if it commits, and become visible
 // to their partitions' owners when it does.
+//
+// On the transaction of a transactional handler (HandleTx, HandleTxBatch),
+// or a savepoint of it, a job whose unique key is the one of a job the
+// handler runs is its successor: it takes the key (the running job is
+// completed by the same commit) instead of being a duplicate. That takes
+// one more statement.
 func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) ([]Enqueued, error) {
 	if len(jobs) == 0 {
 		return nil, nil
@@ -142,6 +148,13 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 	}
 	var rows pgx.Rows
 	if slices.ContainsFunc(uniques, func(u *string) bool { return u != nil }) {
+		if jt, ok := db.(*jobTx); ok {
+			// A transactional handler's enqueue: its jobs' successors may
+			// take their unique keys.
+			if err := c.releaseUnique(ctx, jt, groups, uniques); err != nil {
+				return nil, err
+			}
+		}
 		rows, err = db.Query(ctx, c.q.Enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds)
 	} else {
 		rows, err = db.Query(ctx, c.q.EnqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds)
@@ -173,6 +186,23 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 		c.notify.committed(due)
 	}
 	return out, nil
+}
+
+// releaseUnique releases the unique keys of the jobs that tx's handler
+// runs, among the keys about to be enqueued in tx: each such job is
+// completed by tx (or tx rolls back), so its key passes to the job enqueued
+// with it instead of making that job a duplicate.
+func (c *Client) releaseUnique(ctx context.Context, tx *jobTx, groups []string, uniques []*string) error {
+	var gs, us []string
+	for i, u := range uniques {
+		if u != nil {
+			gs, us = append(gs, groups[i]), append(us, *u)
+		}
+	}
+	if _, err := tx.Exec(ctx, c.q.ReleaseUnique, tx.running, gs, us); err != nil {
+		return enqueueErr(err)
+	}
+	return nil
 }
 
 // partitionOf returns the partition of a job with key among n:

@@ -12,6 +12,11 @@ var (
 	ErrUnknownGroup = errors.New("queue: unknown group")
 	// ErrInvalidConfig is returned by New for an invalid Config.
 	ErrInvalidConfig = errors.New("queue: invalid config")
+	// ErrNoLease is wrapped by the error of Processor.Serve (and logged by
+	// Run) for a partition.Ownership without its Lease: the processor
+	// needs the grant's lease to fence its writes and to stop when it
+	// ends. A partition.Member's grants always carry it.
+	ErrNoLease = errors.New("queue: partition.Ownership.Lease is nil: the processor needs the partition's lease")
 )
 
 // JobError reports a job that cannot be enqueued; nothing of the call was

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -64,10 +65,25 @@ func failed(id int64, state string, err error) outcome {
 	return outcome{id: id, state: state, spent: 1, err: &msg}
 }
 
-// storable makes msg storable as PostgreSQL text: valid UTF-8 without NUL.
-// An unstorable message would fail the whole batch's completion.
+// maxErrorBytes bounds an error text as stored with a job (see storable):
+// 4 KiB, documented in docs/queue.md.
+const maxErrorBytes = 4096
+
+// storable makes msg storable as PostgreSQL text: valid UTF-8 without NUL,
+// at most maxErrorBytes of the message (cut on a character boundary) and a
+// marker saying how much was cut. An unstorable message would fail the
+// whole batch's completion, and a huge one would be appended to the job's
+// errors on every attempt.
 func storable(msg string) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", "\uFFFD")
+	msg = strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", "\uFFFD")
+	if len(msg) <= maxErrorBytes {
+		return msg
+	}
+	cut := maxErrorBytes
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… [truncated %d bytes]", msg[:cut], len(msg)-cut)
 }
 
 // later keeps a job pending for d without spending an attempt, recording

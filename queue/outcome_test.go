@@ -2,12 +2,15 @@ package queue_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
@@ -315,5 +318,50 @@ func TestUnstorableErrorMessageDoesNotPoisonTheBatch(t *testing.T) {
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.jobs WHERE state = 'pending'`).Scan(&pending))
 	if pending != 0 || okRuns.Load() != 1 {
 		t.Fatalf("%d jobs pending, the good job ran %d times; want 0 pending and 1 run", pending, okRuns.Load())
+	}
+}
+
+// A huge error (10 MB) is stored cut to its first 4 KiB, on a character
+// boundary, with a marker saying how much was cut: the batch's completion
+// is recorded (the good job beside it runs once), and the job is retried,
+// then discarded, instead of appending 10 MB to its errors per attempt.
+func TestHugeErrorMessageIsTruncated(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	var okRuns atomic.Int32
+	// "€" is 3 bytes: 4 KiB falls inside one, so the cut must step back.
+	huge := "x" + strings.Repeat("€", 10<<20/3)
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		if w.Args.Name == "huge" {
+			return errors.New(huge)
+		}
+		okRuns.Add(1)
+		return nil
+	})
+	keys := keysIn(5, 2, "huge")
+	res, err := c.EnqueueMany(ctx,
+		queue.Job{Group: "emails", Key: keys[0], Args: step{"huge"}, MaxAttempts: 2},
+		queue.Job{Group: "emails", Key: keys[1], Args: step{"ok"}})
+	pgtest.Must(t, err)
+	startWorker(t, pool, "w1", ws, nil)
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
+	info, err := c.JobInfo(ctx, res[0].ID)
+	pgtest.Must(t, err)
+	var errs []struct {
+		Error string `json:"error"`
+	}
+	pgtest.Must(t, json.Unmarshal(info.Errors, &errs))
+	if info.State != "discarded" || len(errs) != 2 || okRuns.Load() != 1 {
+		t.Fatalf("huge job %s with %d errors, good job ran %d times; want discarded with 2 errors, 1 run", info.State, len(errs), okRuns.Load())
+	}
+	for i, e := range errs {
+		body, marker, ok := strings.Cut(e.Error, "… [truncated ")
+		if !ok || len(body) > 4096 || !strings.HasPrefix(huge, body) || !utf8.ValidString(body) ||
+			marker != fmt.Sprintf("%d bytes]", len(huge)-len(body)) {
+			t.Errorf("error %d: %d bytes, ends %q; want the first ≤4096 bytes of the error on a character boundary and the truncation marker",
+				i, len(e.Error), e.Error[max(0, len(e.Error)-40):])
+		}
 	}
 }

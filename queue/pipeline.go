@@ -57,21 +57,21 @@ type pipeline struct {
 	running int                  // units running
 	done    chan *run            // units that ended
 
-	fenced   error
-	lost     bool      // an outcome could not be recorded: the run did not end cleanly
-	more     bool      // the last fetch saw a full window: fetch again when there is room
-	poke     bool      // woken, or polled: fetch when there is room
-	thawAt   time.Time // the earliest end of a wait in cool or skip (zero: none)
-	retained time.Time
+	fenced error
+	lost   bool      // an outcome could not be recorded: the run did not end cleanly
+	more   bool      // the last fetch saw a full window: fetch again when there is room
+	poke   bool      // woken, or polled: fetch when there is room
+	thawAt time.Time // the earliest end of a wait in cool or skip (zero: none)
 }
 
 // pipeline runs o's jobs until ctx or hctx ends or the fence refuses a
 // write, then waits for the running jobs and records their outcomes. It
 // reports whether it ended cleanly: every job it started has its outcome
-// recorded, or was interrupted without one.
-func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}) bool {
+// recorded, or was interrupted without one; and the fence's refusal if a
+// newer owner has the partition.
+func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}) (bool, error) {
 	pl := &pipeline{p: p, o: o, log: log, ctx: ctx, hctx: hctx, window: p.cfg.Window,
-		comp: newCompleter(p, o, log, o.Lease.Context()), // Run refuses a nil Lease
+		comp: newCompleter(p, o, log, o.Lease.Context()), // Serve refuses a nil Lease
 		held: make(map[int64]bool), cool: make(map[int64]time.Time), lines: make(map[string]*line),
 		skip: make(map[string]time.Time), done: make(chan *run, p.cfg.Window+1), poke: true}
 	timer := time.NewTimer(p.cfg.PollInterval)
@@ -88,7 +88,6 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 				timer.Reset(p.cfg.PollInterval)
 				continue
 			}
-			pl.retain()
 		}
 		var slots chan struct{}
 		var ctxDone, hctxDone <-chan struct{}
@@ -125,7 +124,7 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 		}
 		break
 	}
-	return pl.fenced == nil && !pl.lost
+	return pl.fenced == nil && !pl.lost, pl.fenced
 }
 
 // room is how many more jobs the pipeline may hold.
@@ -415,18 +414,5 @@ func (pl *pipeline) answers() {
 				}
 			}
 		}
-	}
-}
-
-// retain deletes the partition's old finished jobs, at most once a minute,
-// when the pipeline is idle.
-func (pl *pipeline) retain() {
-	if len(pl.held) > 0 || pl.running > 0 || time.Since(pl.retained) < time.Minute {
-		return
-	}
-	pl.retained = time.Now()
-	p := pl.p
-	if _, err := p.pool.Exec(pl.ctx, p.q.Retain, pl.o.Group, pl.o.Partition, p.cfg.Retention.Microseconds()); err != nil && pl.ctx.Err() == nil {
-		p.fail("retain", pl.o, "queue: deleting old finished jobs failed", "err", err)
 	}
 }

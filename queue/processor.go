@@ -69,9 +69,13 @@ type ProcessorConfig struct {
 	// and the problem is recorded on the job and logged. Defaults to 1m.
 	UnknownKindDelay time.Duration
 	// Retention is how long finished (completed, discarded, cancelled) jobs
-	// are kept; each partition's owner deletes older ones when idle.
-	// Defaults to 24h.
+	// are kept; each partition's owner deletes older ones when it gets the
+	// partition and every RetentionInterval after, idle or busy, in
+	// statements of at most RetainChunk rows. Defaults to 24h.
 	Retention time.Duration
+	// RetentionInterval is how often each partition's owner deletes its
+	// finished jobs older than Retention. Defaults to 1m.
+	RetentionInterval time.Duration
 	// Fence sets the timeouts of the fenced transactions. Defaults as in
 	// lease.FenceConfig.
 	Fence lease.FenceConfig
@@ -111,7 +115,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	case cfg.Workers == nil:
 		return nil, fmt.Errorf("%w: Workers required", ErrInvalidConfig)
 	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
-		cfg.UnknownKindDelay < 0 || cfg.Retention < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
+		cfg.UnknownKindDelay < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
 		return nil, fmt.Errorf("%w: negative value", ErrInvalidConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -141,6 +145,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.MaxRetry, time.Hour)
 	def(&cfg.UnknownKindDelay, time.Minute)
 	def(&cfg.Retention, 24*time.Hour)
+	def(&cfg.RetentionInterval, time.Minute)
 	st, err := store.For(db.Schema())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -176,38 +181,56 @@ func (p *Processor) Config() ProcessorConfig { return p.cfg }
 // lease is lost or released. When ctx is cancelled by partition.ErrStopped
 // (a graceful stop), running handlers keep their contexts for StopGrace to
 // finish their jobs.
+//
+// Run is Serve for partition.Config.Run, which returns nothing: it logs
+// the error Serve returns (at ERROR for ErrNoLease).
 func (p *Processor) Run(ctx context.Context, o partition.Ownership) {
-	log := p.log.With("group", o.Group, "partition", o.Partition, "token", int64(o.Token))
-	if o.Lease == nil {
-		log.Error("queue: Run needs the partition's lease (partition.Ownership.Lease); not running")
-		<-ctx.Done()
-		return
+	err := p.Serve(ctx, o)
+	if errors.Is(err, ErrNoLease) {
+		p.log.Error("queue: not running", "group", o.Group, "partition", o.Partition, "token", int64(o.Token), "err", err)
 	}
+	// A fenced run was logged where it was refused.
+}
+
+// Serve is Run, returning why it ended early: an error wrapping ErrNoLease,
+// at once, when o has no Lease (o must be a partition.Member's grant); a
+// error wrapping fence.ErrFenced (a *fence.FencedError) when a fenced write was
+// refused, a newer owner having the partition. It returns nil once ctx is
+// cancelled, or its lease ended, and the run is over.
+func (p *Processor) Serve(ctx context.Context, o partition.Ownership) error {
+	if o.Lease == nil {
+		return fmt.Errorf("%w (group %q, partition %d)", ErrNoLease, o.Group, o.Partition)
+	}
+	log := p.log.With("group", o.Group, "partition", o.Partition, "token", int64(o.Token))
 	hctx, cancel := handlerContext(ctx, o, p.cfg.StopGrace)
 	defer cancel()
 	wake := p.subscribe(o.Group, o.Partition)
 	defer p.unsubscribe(o.Group, o.Partition, wake)
 	var st runState
-	if !p.open(ctx, hctx, o, log, &st, wake) {
-		return // fenced, or ended before the previous run's jobs were recovered
+	if ok, err := p.open(ctx, hctx, o, log, &st, wake); !ok {
+		return err // fenced, or ended before the previous run's jobs were recovered
 	}
-	clean := p.pipeline(ctx, hctx, o, log, wake)
+	stopRetain := p.retainer(hctx, o, log)
+	clean, fenced := p.pipeline(ctx, hctx, o, log, wake)
+	stopRetain()
 	if hctx.Err() != nil && ctx.Err() == nil {
 		<-ctx.Done() // the lease ended: no job can run under this grant
-		return
+		return fenced
 	}
-	if clean {
+	if clean { // never after a fenced write
 		// Every job this run started has its outcome recorded, or was
 		// interrupted without spending an attempt, and the jobs the
 		// previous run may have left running were recovered.
 		p.closeRun(ctx, o, log)
 	}
+	return fenced
 }
 
 // open records o's grant as the partition's running one and, if the
 // previous run ended abruptly, recovers its jobs (see recover.go). It
-// reports whether the pipeline may start.
-func (p *Processor) open(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, st *runState, wake <-chan struct{}) bool {
+// reports whether the pipeline may start, and the fence's refusal if it
+// may not because a newer owner has the partition.
+func (p *Processor) open(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, st *runState, wake <-chan struct{}) (bool, error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -216,12 +239,12 @@ func (p *Processor) open(ctx, hctx context.Context, o partition.Ownership, log *
 		switch {
 		case errors.Is(err, fence.ErrFenced):
 			p.fail("fenced", o, "queue: fenced: a newer owner has the partition", "err", err)
-			return false
+			return false, err
 		case err != nil && ctx.Err() == nil:
 			p.fail("open", o, "queue: opening the run failed", "err", err)
 		case err == nil && st.opened && !st.recovering:
 			p.fails.Recovered("open", "queue: opening runs recovered")
-			return true
+			return true, nil
 		}
 		if n > 0 && err == nil {
 			continue
@@ -236,7 +259,7 @@ func (p *Processor) open(ctx, hctx context.Context, o partition.Ownership, log *
 	if hctx.Err() != nil && ctx.Err() == nil {
 		<-ctx.Done()
 	}
-	return false
+	return false, nil
 }
 
 // fail logs a failure of kind on o's partition through the Processor's

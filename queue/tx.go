@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -60,8 +61,25 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		defer cancel()
 		tx.Rollback(rctx) // after a commit: a no-op
 	}()
-	if err := run(lease.Managed(tx)); err != nil {
+	ids := make([]int64, len(fs))
+	for i, f := range fs {
+		ids[i] = f.id
+	}
+	if err := run(&jobTx{Tx: lease.Managed(tx), running: ids}); err != nil {
 		return handlerError{timedOut(ctx, err)}
+	}
+	if tx.Conn().PgConn().TxStatus() == 'I' {
+		// The handler ended the transaction itself, with a raw COMMIT or
+		// ROLLBACK through Exec (Commit and Rollback refuse): its effects
+		// may have committed without the fence check and the job's
+		// completion, which must not now run in autocommit. Nothing more is
+		// done on this connection; the attempt is spent (recorded by the
+		// completer, fenced), so that the handler bug cannot apply its
+		// effects again and again without end.
+		err := fmt.Errorf("%w (jobs %v)", lease.ErrTxEnded, ids)
+		p.log.Error("queue: a transactional handler ended its transaction itself; its effects may have committed unfenced, without the job's completion",
+			"group", o.Group, "partition", o.Partition, "jobs", ids, "kind", fs[0].kind, "err", err)
+		return handlerError{err}
 	}
 	// The handler succeeded. Commit even if its context was cancelled
 	// meanwhile (a handoff began, the job timed out): the fence decides, and
@@ -81,10 +99,45 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	if n < len(fs) {
 		return errFinished // rolled back: effects must not apply twice
 	}
-	if err := store.Commit(ctx, tx, "queue: commit", ""); err != nil {
-		return broken(fmt.Errorf("queue: commit %d job(s) from %d: %w", len(fs), fs[0].id, err))
+	if err := store.Commit(ctx, tx, "queue: commit", o.Lease.Name()); err != nil {
+		return commitFailed(store.ClassifyCommit("queue", fmt.Sprintf("commit %d job(s) from %d", len(fs), fs[0].id), o.Lease.Name(), err))
 	}
 	return nil
+}
+
+// jobTx is the transaction a transactional handler gets: managed (its
+// Commit and Rollback refuse), and knowing the jobs it runs, so that
+// Client.EnqueueTx on it can pass a running job's unique key to its
+// successor (see releaseUnique).
+type jobTx struct {
+	pgx.Tx
+	running []int64
+}
+
+// Begin starts a savepoint that still knows the running jobs.
+func (t *jobTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	sp, err := t.Tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &jobTx{Tx: sp, running: t.running}, nil
+}
+
+// commitFailed sorts the error of a transactional run's COMMIT, classified
+// by store.ClassifyCommit. The handler returned nil and the completion was
+// written, so only a COMMIT the server refused with an ERROR answer (a
+// deferred constraint or trigger of the handler's effects) is the
+// handler's failure, and spends an attempt. A COMMIT whose outcome is
+// unknown (a lost or stalled connection, a FATAL answer such as the
+// idle-in-transaction timeout the stall ran into) is the processor's: the
+// job is not charged and runs again under the fence, unless the COMMIT did
+// go through and finished it.
+func commitFailed(err error) error {
+	var pe *pgconn.PgError
+	if !fence.IsIndeterminate(err) && errors.As(err, &pe) { // an ERROR answer: see ClassifyCommit
+		return handlerError{fmt.Errorf("queue: the handler's effects did not commit: %w", err)}
+	}
+	return err
 }
 
 // broken makes err, from a statement after a handler that returned nil, the

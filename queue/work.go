@@ -37,6 +37,13 @@ type Workers struct {
 // NewWorkers returns an empty set of handlers.
 func NewWorkers() *Workers { return &Workers{handlers: make(map[string]handler)} }
 
+// Handles reports whether a handler is registered for kind. A job of a
+// kind without one is kept pending (see ProcessorConfig.UnknownKindDelay).
+func (ws *Workers) Handles(kind string) bool {
+	_, ok := ws.handlers[kind]
+	return ok
+}
+
 // handler runs one job, plain (tx nil) or transactional, or, for a batch
 // handler, many jobs in one transaction.
 type handler struct {

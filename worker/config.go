@@ -80,9 +80,9 @@ type Config struct {
 	Lease lease.Config
 	// Queue holds further processing settings: BatchSize, Window,
 	// CompleteInterval, PollInterval, retry delays, UnknownKindDelay,
-	// Retention, Fence timeouts, Hooks and Rand. Its Workers, Concurrency,
-	// PartitionConcurrency, JobTimeout and StopGrace must be zero: the
-	// fields above set them. Queue only (a Kafka consumer's settings are
+	// Retention, RetentionInterval, Fence timeouts, Hooks and Rand. Its
+	// Workers, Concurrency, PartitionConcurrency, JobTimeout and StopGrace
+	// must be zero: the fields above set them. Queue only (a Kafka consumer's settings are
 	// its kafka.Config). Defaults as in queue.ProcessorConfig.
 	Queue queue.ProcessorConfig
 	// MembershipPollInterval is how often the worker re-reads the group's

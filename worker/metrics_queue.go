@@ -15,17 +15,24 @@ import (
 // queueMetrics are the queue source's metrics: job runs and durations, fed
 // by the processor's hooks, and the backlog of the owned partitions.
 type queueMetrics struct {
+	workers  *queue.Workers           // the kinds with a handler: the only kinds labelled as such
 	jobs     *prometheus.CounterVec   // kind, outcome
 	duration *prometheus.HistogramVec // kind
 	depth    *queueCollector
 }
 
-func newQueueMetrics(labels prometheus.Labels, stats *queue.Client, group string,
+// unknownKind is the kind label of the runs of jobs whose kind has no
+// handler: any producer can enqueue any kind, and a label per kind seen
+// would let it create series without bound in every worker.
+const unknownKind = "unknown"
+
+func newQueueMetrics(labels prometheus.Labels, stats *queue.Client, group string, workers *queue.Workers,
 	owned func() map[int]partition.Ownership) *queueMetrics {
 	return &queueMetrics{
+		workers: workers,
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_jobs_total", ConstLabels: labels,
-			Help: "Job runs by kind and outcome (completed, retried, discarded, cancelled, snoozed, fenced, interrupted, unrecorded, skipped).",
+			Help: "Job runs by kind (\"unknown\" for kinds without a handler) and outcome (completed, retried, discarded, cancelled, snoozed, fenced, interrupted, unrecorded, skipped).",
 		}, []string{"kind", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "leasehold_job_duration_seconds", ConstLabels: labels,
@@ -43,9 +50,13 @@ func (m *queueMetrics) collectors() []prometheus.Collector {
 // hooks returns hooks that feed the metrics and then call user's.
 func (m *queueMetrics) hooks(user queue.Hooks) queue.Hooks {
 	return queue.Hooks{OnJob: func(e queue.JobEvent) {
-		m.jobs.WithLabelValues(e.Kind, string(e.Outcome)).Inc()
+		kind := e.Kind
+		if m.workers == nil || !m.workers.Handles(kind) {
+			kind = unknownKind
+		}
+		m.jobs.WithLabelValues(kind, string(e.Outcome)).Inc()
 		if e.Duration > 0 {
-			m.duration.WithLabelValues(e.Kind).Observe(e.Duration.Seconds())
+			m.duration.WithLabelValues(kind).Observe(e.Duration.Seconds())
 		}
 		if user.OnJob != nil {
 			user.OnJob(e)

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -64,7 +65,7 @@ func TestMetricsAndEndpoints(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the last batch's hooks
 
 	const want = `
-# HELP leasehold_jobs_total Job runs by kind and outcome (completed, retried, discarded, cancelled, snoozed, fenced, interrupted, unrecorded, skipped).
+# HELP leasehold_jobs_total Job runs by kind ("unknown" for kinds without a handler) and outcome (completed, retried, discarded, cancelled, snoozed, fenced, interrupted, unrecorded, skipped).
 # TYPE leasehold_jobs_total counter
 leasehold_jobs_total{group="g",kind="flaky",outcome="completed"} 17
 leasehold_jobs_total{group="g",kind="flaky",outcome="discarded"} 3
@@ -173,5 +174,66 @@ func TestStartFailsOnABusyMetricsAddress(t *testing.T) {
 	}
 	if n, _ := testutil.GatherAndCount(reg); n != 0 {
 		t.Errorf("%d series left registered after a failed Start", n)
+	}
+}
+
+// anyKind is a job of any kind: a producer's kinds are not the worker's.
+type anyKind struct {
+	K string `json:"k"`
+}
+
+func (a anyKind) Kind() string { return a.K }
+
+// Jobs of kinds without a handler are counted under the one kind label
+// "unknown": 100 distinct unknown kinds make one series, not 100. A kind
+// with a handler keeps its own label (the control).
+func TestMetricsLabelUnknownKindsAsOne(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool := pgtest.Pool(t)
+	group(t, pool, 8)
+	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})
+	pgtest.Must(t, err)
+	jobs := []queue.Job{{Group: "g", Args: flaky{}}}
+	for i := range 100 {
+		jobs = append(jobs, queue.Job{Group: "g", Args: anyKind{K: fmt.Sprintf("producer_kind_%d", i)}})
+	}
+	_, err = c.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[flaky]) error { return nil })
+	reg := prometheus.NewRegistry()
+	start(t, pool, worker.Config{Workers: ws, Registerer: reg, Queue: queue.ProcessorConfig{UnknownKindDelay: time.Hour}})
+	// runs sums the runs counted with the given labels ("": any value).
+	runs := func(kind, outcome string) float64 {
+		mfs, err := reg.Gather()
+		pgtest.Must(t, err)
+		var n float64
+		for _, mf := range mfs {
+			if mf.GetName() != "leasehold_jobs_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if (kind == "" || labels["kind"] == kind) && (outcome == "" || labels["outcome"] == outcome) {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+		return n
+	}
+	for start := time.Now(); runs("", "") < 101; time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("%v runs counted; want 101", runs("", ""))
+		}
+	}
+	if u, f := runs("unknown", "snoozed"), runs("flaky", "completed"); u != 100 || f != 1 {
+		t.Errorf("%v unknown/snoozed and %v flaky/completed runs; want 100 and 1", u, f)
+	}
+	if n := testutil.CollectAndCount(reg, "leasehold_jobs_total"); n != 2 {
+		t.Errorf("%d leasehold_jobs_total series; want 2 (flaky/completed, unknown/snoozed)", n)
 	}
 }

@@ -32,7 +32,7 @@ func newQueueSource(db *leasehold.DB, cfg Config, grace time.Duration, labels pr
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	m := newQueueMetrics(labels, stats, cfg.Group, owned)
+	m := newQueueMetrics(labels, stats, cfg.Group, cfg.Workers, owned)
 	qc := cfg.Queue
 	qc.Workers = cfg.Workers
 	qc.Concurrency, qc.PartitionConcurrency, qc.JobTimeout, qc.StopGrace =

@@ -23,13 +23,25 @@ ins AS (
     INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key, holds)
     OVERRIDING SYSTEM VALUE
     SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u, h FROM t ORDER BY n
-    ON CONFLICT (group_name, unique_key) WHERE unique_key IS NOT NULL AND state = 'pending' DO NOTHING
+    ON CONFLICT (group_name, unique_key) WHERE unique_key IS NOT NULL AND state = 'pending' AND NOT unique_released DO NOTHING
     RETURNING id, group_name, partition, run_at),
 woken AS (
     SELECT count(*) AS partitions FROM (
         SELECT pg_notify($9, d.partition || ':' || d.group_name)
         FROM (SELECT DISTINCT group_name, partition FROM ins WHERE $9::text IS NOT NULL AND run_at <= clock_timestamp()) AS d) AS x)
 SELECT t.n, ins.id FROM t LEFT JOIN ins USING (id) CROSS JOIN woken ORDER BY t.n`
+
+// queueReleaseUnique releases, in a transactional handler's transaction
+// before it enqueues jobs with unique keys, the unique keys of the jobs
+// it runs ($1) that are among those (group $2[i], unique key $3[i]), so
+// that a job's successor can take its key (see migration 0008). The
+// released jobs are completed by the same transaction, or it rolls back.
+// Found by primary key; the state test as in queueCompleteJobs.
+const queueReleaseUnique = `
+UPDATE {{schema}}.jobs AS j SET unique_released = true
+FROM unnest($2::text[], $3::text[]) AS u(g, k)
+WHERE j.id = ANY($1::bigint[]) AND j.group_name = u.g AND j.unique_key = u.k
+  AND NOT j.unique_released AND coalesce(j.state = 'pending', false)`
 
 // queueEnqueuePlain is queueEnqueue for jobs none of which has a unique key: every
 // row is inserted, so the ids map back to the inputs without a join, and no
@@ -202,11 +214,22 @@ u AS (` + queueCompleteJobs + `
     RETURNING 1)
 SELECT l.token, l.live, (SELECT count(*) FROM u) FROM l`
 
-// queueRetain deletes jobs of one partition finished before the retention period.
+// queueRetain deletes at most $4 jobs of partition $2 of group $1 that
+// finished more than $3 microseconds ago, oldest first, and returns how
+// many it deleted: the owner deletes in such chunks until one comes back
+// short, so that no statement holds many row locks or writes much WAL at
+// once. The chunk is picked through jobs_finished and deleted by primary
+// key, the conditions checked again (a job put back to pending meanwhile
+// by Retry is left alone).
 const queueRetain = `
 DELETE FROM {{schema}}.jobs
-WHERE group_name = $1 AND partition = $2 AND state <> 'pending'
-  AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
+WHERE id = ANY(ARRAY(
+        SELECT f.id FROM {{schema}}.jobs AS f
+        WHERE f.group_name = $1 AND f.partition = $2 AND f.state <> 'pending'
+          AND f.finished_at < clock_timestamp() - $3 * interval '1 microsecond'
+        ORDER BY f.finished_at
+        LIMIT $4))
+  AND state <> 'pending' AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
 
 // queueInspect reads one job, with the columns of queueList, and the job it waits
 // behind: for a pending keyed job, the first earlier pending job of its key
@@ -230,7 +253,8 @@ SET state = 'pending', attempt = 0, run_at = clock_timestamp(), finished_at = NU
 WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled')
   AND NOT (j.unique_key IS NOT NULL AND EXISTS (
       SELECT FROM {{schema}}.jobs AS o
-      WHERE o.group_name = j.group_name AND o.unique_key = j.unique_key AND o.state = 'pending'))
+      WHERE o.group_name = j.group_name AND o.unique_key = j.unique_key AND o.state = 'pending'
+        AND NOT o.unique_released))
 RETURNING j.id`
 
 // queueStats counts the pending jobs of every partition of group $1, idle

@@ -80,7 +80,7 @@ func For(schema string) (*Statements, error) {
 			Fetch: r(queueFetch), FetchBefore12: r(queueFetchBefore12), OpenRun: r(queueOpenRun),
 			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced),
 			Retain: r(queueRetain), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
-			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits),
+			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits), ReleaseUnique: r(queueReleaseUnique),
 			Channel: QueueChannel(schema),
 		},
 		Tokens: TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
@@ -129,7 +129,7 @@ type PartitionSQL struct {
 // QueueSQL are the statements of package queue.
 type QueueSQL struct {
 	Groups, Enqueue, EnqueuePlain, Fetch, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
-	Retry, Stats, Cancel, List, Waits string
+	Retry, Stats, Cancel, List, Waits, ReleaseUnique string
 	// FetchBefore12 and Complete are not run by the queue: they are the
 	// baselines of tests and benchmarks.
 	FetchBefore12, Complete string

@@ -1,0 +1,104 @@
+package queue_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// A busy partition (a job running throughout, and a stream of jobs
+// completing) still has its old finished jobs deleted, on the retention
+// schedule, in statements of at most queue.RetainChunk rows each (counted
+// by a statement-level trigger). Recent finished jobs and pending jobs are
+// kept (the control).
+func TestRetentionDeletesInChunksWhileBusy(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	_, err := pool.Exec(ctx, `
+		CREATE TABLE deletes (n bigint NOT NULL);
+		CREATE FUNCTION count_deletes() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO deletes SELECT count(*) FROM old; RETURN NULL; END $$;
+		CREATE TRIGGER count_deletes AFTER DELETE ON leasehold.jobs
+		REFERENCING OLD TABLE AS old FOR EACH STATEMENT EXECUTE FUNCTION count_deletes();`)
+	pgtest.Must(t, err)
+	keys := keysIn(2, 2, "busy")
+	blocked, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	var blockedOnce atomic.Bool
+	var completed atomic.Int64
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		if w.Args.Name == "block" {
+			if blockedOnce.CompareAndSwap(false, true) {
+				close(blocked)
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		}
+		completed.Add(1)
+		return nil
+	})
+	_, err = c.Enqueue(ctx, queue.Job{Group: "emails", Key: keys[0], Args: step{"block"}})
+	pgtest.Must(t, err)
+	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+		JobTimeout: -1, RetentionInterval: 100 * time.Millisecond}, true)
+	<-blocked
+	// A stream of jobs in the same partition, completing throughout.
+	sctx, stopStream := context.WithCancel(ctx)
+	streamed := make(chan error, 1)
+	go func() {
+		for sctx.Err() == nil {
+			if _, err := c.Enqueue(sctx, queue.Job{Group: "emails", Key: keys[1], Args: step{"x"}}); err != nil && sctx.Err() == nil {
+				streamed <- err
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		streamed <- nil
+	}()
+	// Old finished jobs, and recent ones, added while the partition is busy.
+	const old = 2*queue.RetainChunk + 500
+	_, err = pool.Exec(ctx, `
+		INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at, state, finished_at)
+		SELECT 'emails', 2, '', 'step', '{}', 1, now(), s, clock_timestamp() - interval '2 days' * g
+		FROM generate_series(1, $1) AS g, (VALUES ('completed'), ('discarded'), ('cancelled')) AS v(s)
+		WHERE g % 3 = 0 OR s = 'completed' LIMIT $1`, old)
+	pgtest.Must(t, err)
+	_, err = pool.Exec(ctx, `
+		INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at, state, finished_at)
+		SELECT 'emails', 2, '', 'step', '{}', 1, now(), 'completed', clock_timestamp() FROM generate_series(1, 10)`)
+	pgtest.Must(t, err)
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		var left int
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.jobs
+			WHERE state <> 'pending' AND finished_at < clock_timestamp() - interval '1 day'`).Scan(&left))
+		if left == 0 {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("%d old finished jobs left after 20s of a busy partition (retention every 100ms)", left)
+		}
+	}
+	stopStream()
+	pgtest.Must(t, <-streamed)
+	var statements, deleted, largest int64
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(n), 0), coalesce(max(n), 0) FROM deletes WHERE n > 0`).Scan(&statements, &deleted, &largest))
+	if deleted != old || largest > queue.RetainChunk || statements < old/queue.RetainChunk+1 {
+		t.Fatalf("%d rows deleted by %d statements, the largest %d; want %d in statements of at most %d", deleted, statements, largest, old, queue.RetainChunk)
+	}
+	var recent, pending int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state <> 'pending'), count(*) FILTER (WHERE state = 'pending' AND args->>'name' = 'block')
+		FROM leasehold.jobs`).Scan(&recent, &pending))
+	if recent < 10 || pending != 1 || completed.Load() == 0 {
+		t.Fatalf("%d recent finished jobs, blocking job pending: %d, %d streamed jobs completed; want ≥10 kept, the blocker pending, some completed",
+			recent, pending, completed.Load())
+	}
+}
