@@ -23,24 +23,59 @@ var (
 	ErrInvalidFilter = errors.New("queue: invalid filter")
 )
 
+// JobState is the state of a stored job.
+type JobState string
+
+const (
+	// StatePending: the job waits to run, runs, or waits for a retry.
+	StatePending JobState = "pending"
+	// StateCompleted: a run of the job succeeded.
+	StateCompleted JobState = "completed"
+	// StateDiscarded: the job ran out of attempts, or its args did not
+	// decode.
+	StateDiscarded JobState = "discarded"
+	// StateCancelled: the job was cancelled, by its handler (Cancel) or by
+	// an operator (Client.Cancel).
+	StateCancelled JobState = "cancelled"
+)
+
+// JobStates are the states a job can be in, in their lifecycle's order.
+var JobStates = []JobState{StatePending, StateCompleted, StateDiscarded, StateCancelled}
+
+// AttemptError is one error recorded on a job: the failed attempt, when it
+// failed, and the error's text.
+type AttemptError struct {
+	// Attempt is the job's attempt count when the error was recorded: the
+	// attempt that failed, from 1; for a snooze or a cancellation by an
+	// operator, the attempts spent so far (0 before any run).
+	Attempt int `json:"attempt"`
+	// At is when the error was recorded (database clock).
+	At time.Time `json:"at"`
+	// Error is the error's text.
+	Error string `json:"error"`
+}
+
 // JobInfo is a job as stored, for inspection.
 type JobInfo struct {
-	ID          int64
-	Group       string
-	Partition   int
-	Key         string
-	Kind        string
+	ID        int64
+	Group     string
+	Partition int
+	Key       string
+	Kind      string
+	// Args is the job's arguments as stored: JSON.
 	Args        json.RawMessage
-	State       string // pending, completed, discarded or cancelled
-	Attempt     int    // runs recorded so far
+	State       JobState
+	Attempt     int // runs recorded so far
 	MaxAttempts int
 	RunAt       time.Time
 	CreatedAt   time.Time
 	FinishedAt  *time.Time
 	// FinishedToken is the fencing token of the grant that finished the job.
 	FinishedToken *fence.Token
-	// Errors holds one entry per failed attempt: {"attempt", "at", "error"}.
-	Errors    json.RawMessage
+	// Errors holds the errors recorded on the job, oldest first: one per
+	// failed attempt (an error repeated on a snooze is recorded once), and
+	// the cancellation by an operator. Never nil.
+	Errors    []AttemptError
 	UniqueKey string
 	// Ordering is the job's Ordering (see Job).
 	Ordering Ordering
@@ -68,8 +103,18 @@ func scanJob(r pgx.Row) (JobInfo, error) {
 	var j JobInfo
 	var tok, behind *int64
 	var holds bool
+	var errs []byte
 	err := r.Scan(&j.ID, &j.Group, &j.Partition, &j.Key, &j.Kind, &j.Args, &j.State,
-		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &j.Errors, &j.UniqueKey, &holds, &behind)
+		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &errs, &j.UniqueKey, &holds, &behind)
+	if err != nil {
+		return j, err
+	}
+	j.Errors = []AttemptError{}
+	if len(errs) > 0 {
+		if err := json.Unmarshal(errs, &j.Errors); err != nil {
+			return j, fmt.Errorf("queue: job %d: recorded errors: %w", j.ID, err)
+		}
+	}
 	if !holds {
 		j.Ordering = OrderNonBlocking
 	}
@@ -80,16 +125,16 @@ func scanJob(r pgx.Row) (JobInfo, error) {
 		t := fence.Token(*tok)
 		j.FinishedToken = &t
 	}
-	return j, err
+	return j, nil
 }
 
 // Filter selects the jobs List returns.
 type Filter struct {
 	// Group is the jobs' group. Required.
 	Group string
-	// State, if set, selects jobs in that state: "pending", "completed",
-	// "discarded" or "cancelled". Defaults to any state.
-	State string
+	// State, if set, selects jobs in that state (one of JobStates).
+	// Defaults to any state.
+	State JobState
 	// Kind, if set, selects jobs of that kind. Defaults to any kind.
 	Kind string
 	// Partitions, if set, selects jobs of those partitions. Defaults to
@@ -105,9 +150,6 @@ type Filter struct {
 // MaxListLimit is the largest Filter.Limit.
 const MaxListLimit = 10_000
 
-// states are the states a job can be in.
-var states = []string{"pending", "completed", "discarded", "cancelled"}
-
 // List returns the jobs f selects, newest (highest id) first. An unknown
 // group gives an error wrapping ErrUnknownGroup, an invalid filter one
 // wrapping ErrInvalidFilter. It reads jobs from the newest id, filtering,
@@ -118,8 +160,8 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 	switch {
 	case f.Group == "":
 		return nil, fmt.Errorf("%w: Group required", ErrInvalidFilter)
-	case f.State != "" && !slices.Contains(states, f.State):
-		return nil, fmt.Errorf("%w: State %q is not one of %v", ErrInvalidFilter, f.State, states)
+	case f.State != "" && !slices.Contains(JobStates, f.State):
+		return nil, fmt.Errorf("%w: State %q is not one of %v", ErrInvalidFilter, f.State, JobStates)
 	case f.Limit < 0 || f.Limit > MaxListLimit:
 		return nil, fmt.Errorf("%w: Limit %d is not in 0..%d", ErrInvalidFilter, f.Limit, MaxListLimit)
 	case f.Before < 0:
@@ -145,7 +187,7 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 	if f.Before > 0 {
 		before = &f.Before
 	}
-	rows, err := c.pool.Query(ctx, c.q.List, f.Group, opt(f.State), opt(f.Kind), parts, before, f.Limit)
+	rows, err := c.pool.Query(ctx, c.q.List, f.Group, opt(string(f.State)), opt(f.Kind), parts, before, f.Limit)
 	if err != nil {
 		return nil, store.ClassifyRead("queue", "list", f.Group, err)
 	}

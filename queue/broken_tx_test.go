@@ -61,8 +61,8 @@ func TestHandlerThatBreaksItsTransactionSpendsAnAttempt(t *testing.T) {
 			if want == "" {
 				want = "broke its transaction"
 			}
-			if info.State != "discarded" || info.Attempt != 2 || !strings.Contains(string(info.Errors), want) {
-				t.Fatalf("job %s after %d attempts, errors %s; want discarded after 2", info.State, info.Attempt, info.Errors)
+			if info.State != "discarded" || info.Attempt != 2 || !strings.Contains(errorsText(info.Errors), want) {
+				t.Fatalf("job %s after %d attempts, errors %s; want discarded after 2", info.State, info.Attempt, errorsText(info.Errors))
 			}
 		})
 	}

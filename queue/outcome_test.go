@@ -215,7 +215,7 @@ func TestDiscardedJobsAreInspectableAndRetryable(t *testing.T) {
 	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 	info, err := c.JobInfo(ctx, res.ID)
 	pgtest.Must(t, err)
-	if info.State != "discarded" || info.Attempt != 1 || !strings.Contains(string(info.Errors), "broken downstream") ||
+	if info.State != "discarded" || info.Attempt != 1 || !strings.Contains(errorsText(info.Errors), "broken downstream") ||
 		info.FinishedToken == nil || info.Kind != "step" || info.UniqueKey != "once" {
 		t.Fatalf("discarded job = %+v", info)
 	}
@@ -234,7 +234,7 @@ func TestDiscardedJobsAreInspectableAndRetryable(t *testing.T) {
 	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 	info, err = c.JobInfo(ctx, res.ID)
 	pgtest.Must(t, err)
-	if info.State != "completed" || info.Attempt != 1 || !strings.Contains(string(info.Errors), "broken downstream") {
+	if info.State != "completed" || info.Attempt != 1 || !strings.Contains(errorsText(info.Errors), "broken downstream") {
 		t.Fatalf("retried job = %+v; want completed, with the old error kept", info)
 	}
 	if changed, err := c.Retry(ctx, res.ID); err != nil || len(changed) != 0 {
