@@ -12,6 +12,9 @@ var (
 	ErrUnknownGroup = errors.New("queue: unknown group")
 	// ErrInvalidConfig is returned by New for an invalid Config.
 	ErrInvalidConfig = errors.New("queue: invalid config")
+	// ErrDuplicateHandler is wrapped by the error of NewProcessor (and of
+	// worker.New) for Workers with two handlers registered for one kind.
+	ErrDuplicateHandler = errors.New("queue: more than one handler registered for a kind")
 )
 
 // JobError reports a job that cannot be enqueued; nothing of the call was
