@@ -151,8 +151,8 @@ type Filter struct {
 const MaxListLimit = 10_000
 
 // List returns the jobs f selects, newest (highest id) first. An unknown
-// group gives an error wrapping ErrUnknownGroup, an invalid filter one
-// wrapping ErrInvalidFilter. It reads jobs from the newest id, filtering,
+// group gives an error wrapping ErrUnknownGroup, an invalid filter (a
+// partition the group does not have, too) one wrapping ErrInvalidFilter. It reads jobs from the newest id, filtering,
 // until Limit match: cheap when matches are common among recent jobs, but a
 // filter matching few of many retained jobs reads many rows (all of the
 // group's when none matches).
@@ -177,11 +177,17 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 		return &s
 	}
 	var parts []int32 // nil: every partition
-	for _, p := range f.Partitions {
-		if p < 0 || p > math.MaxInt32 {
-			return nil, fmt.Errorf("%w: partition %d", ErrInvalidFilter, p)
+	if len(f.Partitions) > 0 {
+		n, err := c.groupCount(ctx, f.Group)
+		if err != nil {
+			return nil, err
 		}
-		parts = append(parts, int32(p))
+		for _, p := range f.Partitions {
+			if p < 0 || p >= n || p > math.MaxInt32 {
+				return nil, fmt.Errorf("%w: partition %d: group %q has %d partitions (0 to %d)", ErrInvalidFilter, p, f.Group, n, n-1)
+			}
+			parts = append(parts, int32(p))
+		}
 	}
 	var before *int64
 	if f.Before > 0 {
@@ -206,6 +212,28 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 		}
 	}
 	return jobs, nil
+}
+
+// groupCount returns the partition count of group, an error wrapping
+// ErrUnknownGroup if it does not exist.
+func (c *Client) groupCount(ctx context.Context, group string) (int, error) {
+	c.mu.Lock()
+	n, ok := c.counts[group]
+	c.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	err := c.pool.QueryRow(ctx, c.q.Groups, []string{group}).Scan(new(string), &n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("%w: %q", ErrUnknownGroup, group)
+	}
+	if err != nil {
+		return 0, store.ClassifyRead("queue", "list", group, err)
+	}
+	c.mu.Lock()
+	c.counts[group] = n
+	c.mu.Unlock()
+	return n, nil
 }
 
 // Retry puts discarded or cancelled jobs back to pending, due now, with

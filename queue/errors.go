@@ -8,8 +8,12 @@ import (
 var (
 	// ErrInvalidJob is wrapped by every *JobError.
 	ErrInvalidJob = errors.New("queue: invalid job")
-	// ErrUnknownGroup means the job's group does not exist.
+	// ErrUnknownGroup means the job's group does not exist: create it with
+	// Client.EnsureGroup, or start a worker of it.
 	ErrUnknownGroup = errors.New("queue: unknown group")
+	// ErrInvalidGroup is returned by Client.EnsureGroup for a group name or
+	// partition count out of range.
+	ErrInvalidGroup = errors.New("queue: invalid group")
 	// ErrInvalidConfig is returned by New for an invalid Config.
 	ErrInvalidConfig = errors.New("queue: invalid config")
 	// ErrDuplicateHandler is wrapped by the error of NewProcessor (and of
