@@ -30,7 +30,7 @@ func newJobsShowCmd(db *dbFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID...",
 		Short: "Show jobs: state, attempts, errors, args, run-at time, finishing token",
-		Args:  cobra.MinimumNArgs(1),
+		Args:  minArgs(1, "job id (leasehold jobs list lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := admin.ParseIDs(args)
 			if err != nil {
@@ -120,6 +120,9 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 				return fmt.Errorf("%w: --group is required", admin.ErrBadInput)
 			}
 			f.State = queue.JobState(state)
+			if f.Limit < 1 || f.Limit > queue.MaxListLimit {
+				return usageErr(cmd, fmt.Sprintf("--limit %d is not in 1..%d", f.Limit, queue.MaxListLimit))
+			}
 			h, ctx, done, err := db.connect(cmd.Context(), nil)
 			if err != nil {
 				return err
