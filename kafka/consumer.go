@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/lograte"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -53,8 +54,9 @@ type Consumer struct {
 type session struct {
 	group string
 	log   *slog.Logger
-	opts  []kgo.Opt   // base options of every Kafka client
-	admin *kgo.Client // metadata and offset listing
+	fails *lograte.Limiter // repeated failures of all partitions, by kind
+	opts  []kgo.Opt        // base options of every Kafka client
+	admin *kgo.Client      // metadata and offset listing
 
 	cancel context.CancelFunc // stops the metadata loop
 	done   chan struct{}      // closed when the metadata loop returns
@@ -134,13 +136,17 @@ func (c *Consumer) Open(ctx context.Context, group string) error {
 // open is Open's work.
 func (c *Consumer) open(ctx context.Context, group string) (*session, error) {
 	log := c.log.With("group", group)
-	s := &session{group: group, log: log, counts: map[string]int{}, changed: make(chan struct{}),
+	fails, err := lograte.New(log, lograte.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	s := &session{group: group, log: log, fails: fails, counts: map[string]int{}, changed: make(chan struct{}),
 		done: make(chan struct{})}
 	// Clipped: every owned partition appends its consume options to
 	// s.opts concurrently, and spare capacity would let them write into
 	// one shared array (one partition's client consuming another's).
 	// franz-go's warnings first, so that a WithLogger in ClientOptions wins.
-	s.opts = slices.Clip(append(append([]kgo.Opt{kgo.WithLogger(kgoLogger{log})}, c.cfg.ClientOptions...),
+	s.opts = slices.Clip(append(append([]kgo.Opt{kgo.WithLogger(kgoLogger{log, fails})}, c.cfg.ClientOptions...),
 		kgo.SeedBrokers(c.cfg.Brokers...)))
 	admin, err := kgo.NewClient(s.opts...)
 	if err != nil {
@@ -188,6 +194,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 		err = fmt.Errorf("kafka: close: the metadata read did not end: %w", context.Cause(ctx))
 	}
 	s.admin.Close()
+	s.fails.Close()
 	s.log.Info("kafka: consumer closed")
 	return err
 }

@@ -93,7 +93,9 @@ func (c *Consumer) metadataLoop(ctx context.Context, s *session) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.MetadataInterval)
 		if err := c.refresh(rctx, s, false); err != nil && ctx.Err() == nil {
-			s.log.Warn("kafka: reading metadata failed", "err", err)
+			s.fails.Fail("metadata", "kafka: reading metadata failed", "err", err)
+		} else if err == nil {
+			s.fails.Recovered("metadata", "kafka: reading metadata recovered")
 		}
 		cancel()
 	}

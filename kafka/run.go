@@ -71,11 +71,13 @@ func (c *Consumer) Run(ctx context.Context, o partition.Ownership) {
 		verify = true
 		if progressed {
 			attempt = 0
+			s.fails.Recovered("consume", "kafka: consuming recovered")
 		}
 		var oe *OffsetError
 		switch {
 		case errors.Is(err, fence.ErrFenced):
-			g.log.Warn("kafka: fenced: a newer owner has the partition; the batch rolled back", "err", err)
+			s.fails.Fail("fenced", "kafka: fenced: a newer owner has the partition; the batch rolled back",
+				"topic", topic, "partition", p, "token", int64(o.Token), "err", err)
 			return
 		case ctx.Err() != nil:
 			g.log.Debug("kafka: partition released", "cause", context.Cause(ctx))
@@ -84,8 +86,8 @@ func (c *Consumer) Run(ctx context.Context, o partition.Ownership) {
 			g.log.Error("kafka: stored offset outside the log; the partition is not consumed until it is corrected",
 				"err", err, "stored", oe.Stored, "log_start", oe.LogStart, "log_end", oe.LogEnd)
 		case err != nil:
-			g.log.Warn("kafka: consuming failed; continuing from the stored offset after a backoff",
-				"err", err, "attempt", attempt+1)
+			s.fails.Fail("consume", "kafka: consuming failed; continuing from the stored offset after a backoff",
+				"topic", topic, "partition", p, "token", int64(o.Token), "err", err, "attempt", attempt+1)
 		}
 		d := c.retry.Delay(attempt)
 		attempt++
@@ -176,7 +178,7 @@ func (c *Consumer) position(ctx context.Context, g *grant, verify bool) (next in
 		return 0, nil, err
 	}
 	if !ok && c.cfg.StartAt == StartEarliest {
-		g.log.Info("kafka: no stored offset; starting at the log start")
+		g.log.Debug("kafka: no stored offset; starting at the log start")
 		return -1, nil, nil
 	}
 	if ok && !verify {
@@ -187,7 +189,7 @@ func (c *Consumer) position(ctx context.Context, g *grant, verify bool) (next in
 		return 0, nil, err
 	}
 	if !ok {
-		g.log.Info("kafka: no stored offset; starting at the log end", "offset", end)
+		g.log.Debug("kafka: no stored offset; starting at the log end", "offset", end)
 		if err := c.store(ctx, g, nil, end); err != nil {
 			return 0, nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/lograte"
 	"github.com/leasehold/leasehold/internal/store"
 )
 
@@ -28,7 +29,21 @@ type Client struct {
 	pool    *pgxpool.Pool
 	q       store.LeaseSQL
 	log     *slog.Logger
+	fails   *lograte.Limiter // repeated failures: renew, acquire, lost, release, free
 	backoff *backoff.Backoff
+
+	// jumpLimit is how much further the wall clock may advance than the
+	// monotonic clock before the Client takes the host to have been
+	// suspended: SafetyMargin/2. watch is the longest the renewal loop
+	// sleeps between two looks at the clock.
+	jumpLimit, watch time.Duration
+
+	// Test hooks (export_test.go): loopSlept is called each time the
+	// renewal loop has set its timer (with the wait) or exits (with -1);
+	// waitingRenew makes the loop renew with the statement that waits for
+	// row locks (the behaviour before SKIP LOCKED), for negative controls.
+	loopSlept    func(time.Duration)
+	waitingRenew bool
 
 	mu       sync.Mutex
 	held     map[string]*Lease   // leases this Client holds
@@ -54,6 +69,12 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, &ConfigError{Field: "db", Reason: err.Error()}
 	}
+	log := db.Logger().With("owner", cfg.Owner)
+	fails, err := lograte.New(log, lograte.Config{Now: cfg.Clock.Now,
+		AfterFunc: func(d time.Duration, f func()) { cfg.Clock.AfterFunc(d, f) }})
+	if err != nil {
+		return nil, &ConfigError{Field: "db", Reason: err.Error()}
+	}
 	own, err := store.DerivePool(db.Pool(), cfg.MaxConns, cfg.StatementTimeout)
 	if err != nil {
 		return nil, err
@@ -62,11 +83,16 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 		cfg:     cfg,
 		pool:    own,
 		q:       st.Lease,
-		log:     db.Logger().With("owner", cfg.Owner),
+		log:     log,
+		fails:   fails,
 		backoff: backoff.New(cfg.MinBackoff, cfg.MaxBackoff, cfg.Rand),
-		held:    make(map[string]*Lease),
-		pending: make(map[string]struct{}),
-		stop:    make(chan struct{}),
+		// Half the margin: a jump below it leaves the other half for
+		// clock-rate differences.
+		jumpLimit: cfg.SafetyMargin / 2,
+		watch:     max(cfg.SafetyMargin/2, 10*time.Millisecond),
+		held:      make(map[string]*Lease),
+		pending:   make(map[string]struct{}),
+		stop:      make(chan struct{}),
 	}, nil
 }
 
@@ -136,6 +162,7 @@ func (c *Client) acquireWait(ctx context.Context, names []string) ([]*Lease, err
 	for attempt := 0; ; attempt++ {
 		ls, err := c.tryAcquire(ctx, names)
 		if err == nil {
+			c.fails.Recovered("acquire", "lease: acquire recovered", "lease", names)
 			return ls, nil
 		}
 		if ctx.Err() != nil {
@@ -151,7 +178,7 @@ func (c *Client) acquireWait(ctx context.Context, names []string) ([]*Lease, err
 			return nil, err
 		}
 		if !errors.Is(err, ErrHeld) {
-			c.log.WarnContext(ctx, "lease: acquire failed, retrying", "lease", names, "attempt", attempt+1, "err", err)
+			c.fails.Fail("acquire", "lease: acquire failed, retrying", "lease", names, "attempt", attempt+1, "err", err)
 		}
 		if werr := c.sleep(ctx, c.backoff.Delay(attempt)); werr != nil {
 			return nil, fmt.Errorf("lease: acquire %q: %w (last attempt: %w)", names, werr, err)
@@ -219,9 +246,10 @@ func (c *Client) tryAcquire(ctx context.Context, names []string) ([]*Lease, erro
 // with all false whichever are free), unreserves them and starts tracking
 // the leases granted.
 func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Lease, error) {
-	sent := c.cfg.Clock.Now()
+	sent := read(c.cfg.Clock)
 	granted, tokens, acquired, err := c.grant(ctx, names, all)
-	latency := c.cfg.Clock.Now().Sub(sent)
+	now := read(c.cfg.Clock)
+	latency := now.mono.Sub(sent.mono)
 	if fence.IsIndeterminate(err) {
 		c.abandon(names) // unreserves when done
 	} else {
@@ -235,10 +263,16 @@ func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Leas
 	for i, n := range granted {
 		ls[i] = newLease(c, n, tokens[i], acquired[i], sent)
 	}
-	if !c.cfg.Clock.Now().Before(ls[0].deadline) {
-		// The reply came too late to trust: give the grant back.
+	c.checkClock(now) // the leases already held
+	late := !now.mono.Before(ls[0].deadline)
+	if jump := sent.jump(now); late || jump > c.jumpLimit {
+		// The reply came too late to trust, or the host was suspended
+		// while it was on its way: give the grant back.
 		for _, l := range ls {
 			l.Release(context.WithoutCancel(ctx)) // bounded by the statement timeout
+		}
+		if !late {
+			return nil, &SuspendError{Name: fmt.Sprint(granted), Jump: jump, Limit: c.jumpLimit}
 		}
 		return nil, fmt.Errorf("%w: %q: the grant's reply arrived after its local deadline (%v)", ErrLost, names, latency)
 	}
@@ -246,7 +280,7 @@ func (c *Client) acquire(ctx context.Context, names []string, all bool) ([]*Leas
 		return nil, err
 	}
 	for _, l := range ls {
-		c.log.InfoContext(ctx, "lease: acquired", "lease", l.name, "token", int64(l.token), "latency", latency)
+		c.log.DebugContext(ctx, "lease: acquired", "lease", l.name, "token", int64(l.token), "latency", latency)
 	}
 	return ls, nil
 }
@@ -359,7 +393,7 @@ func (c *Client) abandon(names []string) {
 		ctx, cancel := c.stmtCtx(context.Background())
 		defer cancel()
 		if _, err := c.pool.Exec(ctx, c.q.ReleaseOrphans, names, c.cfg.Owner); err != nil {
-			c.log.Warn("lease: could not free a grant of unknown outcome; it frees itself at expiry",
+			c.fails.Fail("free", "lease: could not free a grant of unknown outcome; it frees itself at expiry",
 				"leases", names, "err", err)
 		}
 	}()
@@ -611,5 +645,6 @@ func (c *Client) Close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("lease: close: %w", context.Cause(ctx)))
 		go func() { <-done; c.pool.Close() }()
 	}
+	c.fails.Close()
 	return errors.Join(errs...)
 }

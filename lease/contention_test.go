@@ -9,10 +9,13 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/fakeclock"
@@ -22,18 +25,29 @@ import (
 )
 
 const (
-	envChildURL = "LEASEHOLD_CONTENTION_URL"
-	envChildID  = "LEASEHOLD_CONTENTION_ID"
+	envChildURL  = "LEASEHOLD_CONTENTION_URL"
+	envChildID   = "LEASEHOLD_CONTENTION_ID"
+	envChildStop = "LEASEHOLD_CONTENTION_STOP"
+)
+
+// Contention runs for at least contentionMin and then until the history holds
+// enough contention to mean something (see enoughContention), for at most
+// contentionMax: on a loaded machine the processes get fewer grants per
+// second, so the test runs longer instead of failing its precondition.
+const (
+	contentionMin = 4 * time.Second
+	contentionMax = 60 * time.Second
 )
 
 var contentionNames = []string{"hot/0", "hot/1", "hot/2"}
 
-// contend competes for contentionNames until end: acquire one name (or two
-// at once), hold briefly, release. It returns the grants it received.
-func contend(t testing.TB, c *lease.Client, seed uint64, end time.Time) map[string][]int64 {
+// contend competes for contentionNames until stop reports true: acquire one
+// name (or two at once), hold briefly, release. It returns the grants it
+// received.
+func contend(t testing.TB, c *lease.Client, seed uint64, stop func() bool) map[string][]int64 {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	got := make(map[string][]int64)
-	for time.Now().Before(end) {
+	for !stop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		var ls []*lease.Lease
 		var err error
@@ -89,14 +103,21 @@ func TestContentionChild(t *testing.T) {
 	}
 	pool := pgtest.PoolURL(t, url)
 	id := os.Getenv(envChildID)
+	stopFile := os.Getenv(envChildStop)
 	var wg sync.WaitGroup
-	end := time.Now().Add(4 * time.Second)
+	// The parent creates stopFile when it has seen enough; the cap only
+	// bounds a child whose parent died.
+	capped := time.Now().Add(contentionMax + 10*time.Second)
+	stop := func() bool {
+		_, err := os.Stat(stopFile)
+		return err == nil || time.Now().After(capped)
+	}
 	for g := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c := newClient(t, pool, lease.Config{Owner: fmt.Sprintf("%s-g%d", id, g), TTL: time.Second})
-			contend(t, c, uint64(len(id)*100+g), end)
+			contend(t, c, uint64(len(id)*100+g), stop)
 		}()
 	}
 	wg.Wait()
@@ -111,13 +132,15 @@ func TestContentionHistory(t *testing.T) {
 	url := pgtest.MigratedURL(t)
 	pool := pgtest.PoolURL(t, url)
 	pgtest.Must(t, history.Install(ctx, pool, ""))
-	end := time.Now().Add(4 * time.Second)
+	stopFile := t.TempDir() + "/stop"
+	var stopped atomic.Bool
+	stop := stopped.Load
 
 	var children []*exec.Cmd
 	var outs []*strings.Builder
 	for i := range 2 {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestContentionChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envChildURL+"="+url, fmt.Sprintf("%s=proc%d", envChildID, i))
+		cmd.Env = append(os.Environ(), envChildURL+"="+url, fmt.Sprintf("%s=proc%d", envChildID, i), envChildStop+"="+stopFile)
 		out := new(strings.Builder)
 		cmd.Stdout, cmd.Stderr = out, out
 		pgtest.Must(t, cmd.Start())
@@ -132,7 +155,7 @@ func TestContentionHistory(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c := newClient(t, pool, lease.Config{Owner: fmt.Sprintf("local-g%d", g), TTL: time.Second})
-			got := contend(t, c, uint64(g+1), end)
+			got := contend(t, c, uint64(g+1), stop)
 			mu.Lock()
 			for n, ts := range got {
 				mine[n] = append(mine[n], ts...)
@@ -144,7 +167,7 @@ func TestContentionHistory(t *testing.T) {
 	go func() { // a holder that crashes: acquires, then never renews or releases
 		defer wg.Done()
 		c := newClient(t, pool, lease.Config{Owner: "crasher", TTL: time.Second, Clock: fakeclock.New(time.Now())})
-		for i := 0; time.Now().Before(end); {
+		for i := 0; !stop(); {
 			l, err := c.TryAcquire(ctx, contentionNames[i%len(contentionNames)])
 			if err != nil {
 				time.Sleep(20 * time.Millisecond) // its clock is frozen: retry by hand
@@ -157,16 +180,16 @@ func TestContentionHistory(t *testing.T) {
 			time.Sleep(400 * time.Millisecond)
 		}
 	}()
-	var cleanups int
+	var cleanups atomic.Int64
 	go func() { // clean-up racing with acquires
 		defer wg.Done()
 		c := newClient(t, pool, lease.Config{Owner: "janitor"})
-		for time.Now().Before(end) {
+		for !stop() {
 			_, err := c.DeleteExpired(ctx, 0)
 			var pe *pgconn.PgError
 			switch {
 			case err == nil:
-				cleanups++
+				cleanups.Add(1)
 			case errors.As(err, &pe) && pe.Code == "55P03":
 				// The table lock was not granted within 50ms: documented; retry.
 			default:
@@ -175,6 +198,9 @@ func TestContentionHistory(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
+	enough, waited := waitForContention(t, pool, &cleanups)
+	stopped.Store(true)
+	pgtest.Must(t, os.WriteFile(stopFile, nil, 0o644))
 	wg.Wait()
 	for i, cmd := range children {
 		if err := cmd.Wait(); err != nil {
@@ -197,13 +223,8 @@ func TestContentionHistory(t *testing.T) {
 			tokens[name][g.Token] = true
 		}
 	}
-	t.Logf("%d grants over %d names, by origin %v, %d superseded", r.Grants, r.Names, owners, r.Superseded)
-	if cleanups == 0 {
-		t.Fatal("DeleteExpired never completed during the contention: the test shows nothing about clean-up")
-	}
-	if r.Grants < 50 || owners["proc0"] == 0 || owners["proc1"] == 0 || owners["local"] == 0 || owners["crasher"] == 0 {
-		t.Fatalf("too little contention to mean anything: %d grants, by origin %v", r.Grants, owners)
-	}
+	t.Logf("%d grants over %d names in %v, by origin %v, %d superseded, %d clean-ups",
+		r.Grants, r.Names, waited.Round(time.Millisecond), owners, r.Superseded, cleanups.Load())
 	for name, ts := range mine {
 		for _, tok := range ts {
 			if !tokens[name][tok] {
@@ -225,5 +246,47 @@ func TestContentionHistory(t *testing.T) {
 	pgtest.Must(t, err)
 	if r := history.Check(vs); r.OK() || !strings.Contains(strings.Join(r.Violations, "\n"), `"neg": overlap`) {
 		t.Fatalf("the checker missed a deliberate overlap: %+v", r)
+	}
+	if !enough {
+		// The history held (checked above), but too little happened in
+		// contentionMax for the run to mean much: a machine this starved is
+		// not a verdict on the code.
+		t.Skipf("too little contention within %v to mean anything: %d grants, by origin %v, %d clean-ups",
+			contentionMax, r.Grants, owners, cleanups.Load())
+	}
+}
+
+// enoughContention reports whether the recorded history holds enough
+// contention for the test to mean something: at least 50 grants, some to each
+// origin (both child processes, this process, the crasher), and at least
+// one clean-up that completed during the contention.
+func enoughContention(byOrigin map[string]int, cleanups int64) bool {
+	total := 0
+	for _, n := range byOrigin {
+		total += n
+	}
+	return total >= 50 && cleanups > 0 &&
+		byOrigin["proc0"] > 0 && byOrigin["proc1"] > 0 && byOrigin["local"] > 0 && byOrigin["crasher"] > 0
+}
+
+// waitForContention lets the contention run for contentionMin, then until
+// enoughContention holds or contentionMax has passed. It reports whether it
+// held, and how long the contention ran.
+func waitForContention(t *testing.T, pool *pgxpool.Pool, cleanups *atomic.Int64) (bool, time.Duration) {
+	start := time.Now()
+	time.Sleep(contentionMin)
+	for {
+		byOrigin := make(map[string]int)
+		rows, err := pool.Query(pgtest.Context(t), `SELECT split_part(owner, '-', 1), count(DISTINCT (name, token))
+			FROM leasehold.lease_audit GROUP BY 1`)
+		pgtest.Must(t, err)
+		var origin string
+		var n int
+		_, err = pgx.ForEachRow(rows, []any{&origin, &n}, func() error { byOrigin[origin] = n; return nil })
+		pgtest.Must(t, err)
+		if enoughContention(byOrigin, cleanups.Load()) || time.Since(start) >= contentionMax {
+			return enoughContention(byOrigin, cleanups.Load()), time.Since(start)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }

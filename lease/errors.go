@@ -2,7 +2,10 @@ package lease
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/store"
 )
 
@@ -13,6 +16,10 @@ var (
 	// its local deadline passed without a confirmed renewal, or a renewal
 	// found the lease expired or granted to someone else.
 	ErrLost = errors.New("lease: lost")
+	// ErrSuspended is wrapped, with ErrLost, by the *SuspendError of a lease
+	// ended because the wall clock ran ahead of the monotonic clock: the
+	// host was suspended (or the wall clock was stepped forward).
+	ErrSuspended = errors.New("lease: host suspended or wall clock stepped forward")
 	// ErrReleased is a released lease's Err.
 	ErrReleased = errors.New("lease: released")
 	// ErrNotFound is returned by Inspect for a name that has no row.
@@ -26,6 +33,34 @@ var (
 	// ErrInvalidConfig is wrapped by every *ConfigError.
 	ErrInvalidConfig = errors.New("lease: invalid config")
 )
+
+// SuspendError is the Err of a lease that the Client ended because the
+// wall clock advanced by more than Limit further than the monotonic clock
+// since the lease's last confirmed grant or renewal was sent. The monotonic
+// clock, on which the local deadline counts, stops while the host or VM is
+// suspended; the wall clock and the database's clock do not, so the
+// database may have expired the lease, and granted it anew, while the local
+// deadline still lay ahead. An acquire whose reply arrived across such a
+// jump gives its grant back and returns one too (Token then is zero). It
+// wraps ErrLost and ErrSuspended.
+type SuspendError struct {
+	Name  string
+	Token fence.Token
+	// Jump is how much further the wall clock advanced than the monotonic
+	// clock: about how long the host was suspended.
+	Jump time.Duration
+	// Limit is the largest jump tolerated: Config.SafetyMargin / 2.
+	Limit time.Duration
+}
+
+// Error returns the error message.
+func (e *SuspendError) Error() string {
+	return fmt.Sprintf("lease: lost: %q token %d: the wall clock ran %v ahead of the monotonic clock (more than %v): host suspended or wall clock stepped forward",
+		e.Name, e.Token, e.Jump, e.Limit)
+}
+
+// Unwrap returns ErrLost and ErrSuspended.
+func (e *SuspendError) Unwrap() []error { return []error{ErrLost, ErrSuspended} }
 
 // ConfigError reports an invalid Config field.
 type ConfigError struct {

@@ -44,15 +44,16 @@ type FenceConfig struct {
 // The check locks the lease row FOR SHARE until the transaction ends. That
 // closes the READ COMMITTED hole of a plain check (a takeover committing
 // between the check and the commit): a takeover must update the row, so it
-// waits until the effect transaction has committed or rolled back, and an
-// effect transaction that starts after a takeover sees the new token and is
+// waits until the effect transaction has committed or rolled back, and a
+// check that runs after a takeover committed sees the new token and is
 // refused. FOR KEY SHARE would not do: a takeover updates no key column and
-// does not wait for it. The lock also delays renewals of the lease for the
-// length of the transaction: keep effect transactions short.
+// does not wait for it. The lock also keeps the lease from being renewed
+// from the check until the transaction ends: Tx checks last, just before
+// its COMMIT, so that the row is locked only for the commit.
 type Fence struct {
-	cfg   FenceConfig
-	pool  *pgxpool.Pool
-	check string
+	cfg         FenceConfig
+	pool        *pgxpool.Pool
+	check, peek string
 }
 
 // NewFence returns a Fence for the leases of db, whose effect transactions
@@ -82,23 +83,34 @@ func NewFence(db *leasehold.DB, cfg FenceConfig) (*Fence, error) {
 	if cfg.StatementTimeout == 0 {
 		cfg.StatementTimeout = cfg.IdleTimeout
 	}
-	return &Fence{cfg: cfg, pool: db.Pool(), check: st.Lease.Check}, nil
+	return &Fence{cfg: cfg, pool: db.Pool(), check: st.Lease.Check, peek: st.Lease.Peek}, nil
 }
 
 // Check verifies, inside tx, that the lease named lease still carries token
 // and has not expired, and locks the lease row until tx ends, so no takeover
 // can commit before tx does. It also sets the transaction's lock, idle and
-// statement timeouts (see FenceConfig). It returns a *FencedError (wrapping ErrFenced)
-// when the lease has moved on. Call it before the effects, in a transaction
-// of READ COMMITTED or stronger isolation, and commit soon after.
+// statement timeouts (see FenceConfig). It returns a *FencedError (wrapping
+// ErrFenced) when the lease has moved on; then roll tx back. Call it in a
+// transaction of READ COMMITTED or stronger isolation, after the effects
+// and just before COMMIT (as Tx does): effects written before a refused
+// check are rolled back with tx, and the lease row stays locked only for
+// the commit. A Check before the effects is just as safe, but locks the row
+// for the whole transaction, and the lease cannot be renewed meanwhile: a
+// transaction that outlasts the lease's local deadline costs the holder
+// the lease (its other leases are not held up).
 func (f *Fence) Check(ctx context.Context, tx pgx.Tx, lease string, token fence.Token) error {
+	return f.verify(ctx, tx, f.check, lease, token, ms(f.cfg.LockTimeout), ms(f.cfg.IdleTimeout), ms(f.cfg.StatementTimeout))
+}
+
+// verify runs the check statement q (the locking check, or the unlocked
+// peek) for lease and token.
+func (f *Fence) verify(ctx context.Context, tx pgx.Tx, q, lease string, token fence.Token, args ...any) error {
 	if !token.Valid() {
 		return &fence.FencedError{Resource: lease, Held: token, Reason: "not a granted token"}
 	}
 	var current int64
 	var live bool
-	err := tx.QueryRow(ctx, f.check, lease, ms(f.cfg.LockTimeout), ms(f.cfg.IdleTimeout), ms(f.cfg.StatementTimeout)).
-		Scan(&current, &live)
+	err := tx.QueryRow(ctx, q, append([]any{lease}, args...)...).Scan(&current, &live)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return &fence.FencedError{Resource: lease, Held: token, Reason: "no such lease"}
@@ -126,13 +138,17 @@ func (f *Fence) Begin(ctx context.Context) (pgx.Tx, error) {
 }
 
 // Tx runs fn in a transaction that commits only while the lease named lease
-// carries token: it begins a transaction on the DB's pool, runs Check, then
-// fn, then commits. fn gets a managed transaction (Managed): its Commit and
-// Rollback refuse, since Tx commits. If Check refuses, fn is not called and
-// the error wraps ErrFenced. An error from fn rolls back and is returned as
-// is. A COMMIT whose outcome is unknown gives an error that
-// fence.IsIndeterminate recognises; an error from BEGIN or from Check means
-// nothing was applied.
+// carries token: it begins a transaction on the DB's pool, reads the lease
+// row without locking it (if the lease has already moved on, fn is not
+// called), runs fn, then runs Check, which locks the lease row until the
+// transaction ends, and commits. So the row is locked only for the check
+// and the COMMIT, not while fn runs: a slow fn neither delays the lease's
+// renewals nor a takeover. fn gets a managed transaction (Managed): its
+// Commit and Rollback refuse, since Tx commits. If either check refuses,
+// the error wraps ErrFenced and fn's effects, if it ran, are rolled back.
+// An error from fn rolls back and is returned as is. A COMMIT whose outcome
+// is unknown gives an error that fence.IsIndeterminate recognises; an error
+// from BEGIN, from fn or from a check means nothing was applied.
 func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func(pgx.Tx) error) error {
 	tx, err := f.Begin(ctx)
 	if err != nil {
@@ -143,10 +159,16 @@ func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func
 		defer cancel()
 		tx.Rollback(rctx) // after a commit: a no-op
 	}()
-	if err := f.Check(ctx, tx, lease, token); err != nil {
+	// The early refusal: without a lock, so fn runs without holding the row.
+	if err := f.verify(ctx, tx, f.peek, lease, token); err != nil {
 		return err
 	}
 	if err := fn(Managed(tx)); err != nil {
+		return err
+	}
+	// The check that counts: it locks the row until the COMMIT, and a
+	// refusal rolls fn's effects back.
+	if err := f.Check(ctx, tx, lease, token); err != nil {
 		return err
 	}
 	return store.ClassifyCommit("lease", "fenced commit", lease, tx.Commit(ctx))

@@ -88,10 +88,11 @@ func TestFenceTxCommitsOnlyWhileTheLeaseCarriesTheToken(t *testing.T) {
 }
 
 // takeoverDuringOpenEffect opens an effect transaction for holder A with
-// check, lets A's lease expire, starts B's acquire, and reports whether B's
-// takeover committed while A's effect transaction was still open, then
-// commits A's transaction.
-func takeoverDuringOpenEffect(t *testing.T, check func(context.Context, pgx.Tx, string, fence.Token) error) (committedWhileOpen, aCommitted bool) {
+// check (before the effect, or with checkLast after it), lets A's lease
+// expire, starts B's acquire, and reports whether B's takeover committed
+// while A's effect transaction was still open, then commits A's
+// transaction.
+func takeoverDuringOpenEffect(t *testing.T, check func(context.Context, pgx.Tx, string, fence.Token) error, checkLast ...bool) (committedWhileOpen, aCommitted bool) {
 	ctx := pgtest.Context(t)
 	pool, _ := fenceSetup(t)
 	la, err := fenceClient(t, pool, "a", fakeclock.New(time.Now())).TryAcquire(ctx, "p/1")
@@ -99,8 +100,13 @@ func takeoverDuringOpenEffect(t *testing.T, check func(context.Context, pgx.Tx, 
 	tx, err := pool.Begin(ctx)
 	pgtest.Must(t, err)
 	defer tx.Rollback(ctx)
-	pgtest.Must(t, check(ctx, tx, "p/1", la.Token()))
-	pgtest.Must(t, effect(la.Token(), "a")(tx))
+	if len(checkLast) > 0 && checkLast[0] {
+		pgtest.Must(t, effect(la.Token(), "a")(tx))
+		pgtest.Must(t, check(ctx, tx, "p/1", la.Token()))
+	} else {
+		pgtest.Must(t, check(ctx, tx, "p/1", la.Token()))
+		pgtest.Must(t, effect(la.Token(), "a")(tx))
+	}
 
 	time.Sleep(1100 * time.Millisecond) // A's lease expires; A's transaction is still open
 	got := make(chan error, 1)
@@ -130,8 +136,11 @@ func TestTakeoverCannotCommitWhileAnEffectTransactionIsOpen(t *testing.T) {
 	t.Parallel()
 	f, err := lease.NewFence(pgtest.DBOn(t, pgtest.Pool(t)), lease.FenceConfig{})
 	pgtest.Must(t, err)
-	if during, aOK := takeoverDuringOpenEffect(t, f.Check); during || !aOK {
-		t.Fatalf("with Fence.Check: takeover committed during the effect = %v, A committed = %v; want false, true", during, aOK)
+	for _, last := range []bool{false, true} {
+		if during, aOK := takeoverDuringOpenEffect(t, f.Check, last); during || !aOK {
+			t.Fatalf("with Fence.Check (after the effect: %v): takeover committed during the effect = %v, A committed = %v; want false, true",
+				last, during, aOK)
+		}
 	}
 	naive := func(lock string) func(context.Context, pgx.Tx, string, fence.Token) error {
 		return func(ctx context.Context, tx pgx.Tx, name string, tok fence.Token) error {
@@ -222,7 +231,9 @@ func TestIdleTimeoutCutsOffAStalledEffectTransaction(t *testing.T) {
 	}
 }
 
-// LockTimeout bounds Check's wait for the lease row's lock.
+// LockTimeout bounds Check's wait for the lease row's lock. Tx checks after
+// fn (the unlocked early read does not wait for the lock), so fn runs, and
+// its effect is rolled back with the refused check.
 func TestLockTimeoutBoundsTheCheck(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
@@ -240,13 +251,14 @@ func TestLockTimeoutBoundsTheCheck(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	called := false
-	err = f.Tx(cctx, "p/1", la.Token(), func(pgx.Tx) error { called = true; return nil })
+	err = f.Tx(cctx, "p/1", la.Token(), effect(la.Token(), "checked against a locked row"))
 	took := time.Since(start)
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "55P03" || called || took > 3*time.Second {
-		t.Fatalf("Tx against a locked lease row = %v after %v (fn called %v); want lock_not_available (55P03) after ~200ms",
-			err, took, called)
+	if !errors.As(err, &pe) || pe.Code != "55P03" || fence.IsIndeterminate(err) || took > 3*time.Second {
+		t.Fatalf("Tx against a locked lease row = %v after %v; want lock_not_available (55P03) after ~200ms", err, took)
+	}
+	if n := count(t, pool, la.Token()); n != 0 {
+		t.Fatalf("%d effects committed although the check timed out; want 0", n)
 	}
 }
 
@@ -299,5 +311,33 @@ func TestFenceTxWithoutADatabaseIsKnownNotApplied(t *testing.T) {
 	err = f.Tx(ctx, "p/1", 1, func(pgx.Tx) error { called = true; return nil })
 	if err == nil || called || fence.IsIndeterminate(err) {
 		t.Fatalf("Tx without a database = %v (fn called: %v); want a known error, fn not called", err, called)
+	}
+}
+
+// Tx checks after fn: a takeover that commits while fn runs refuses the
+// check, and fn's effect, written before the takeover, is rolled back.
+func TestFenceTxRollsBackAnEffectWhoseLeaseWasTakenOverWhileFnRan(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, f := fenceSetup(t)
+	la, err := fenceClient(t, pool, "a", fakeclock.New(time.Now())).TryAcquire(ctx, "p/1") // A never renews
+	pgtest.Must(t, err)
+	var lb *lease.Lease
+	err = f.Tx(ctx, "p/1", la.Token(), func(tx pgx.Tx) error {
+		if err := effect(la.Token(), "a, before the takeover")(tx); err != nil {
+			return err
+		}
+		// B takes the lease over once A's grant expires; fn holds no lock
+		// on the lease row, so nothing holds B back.
+		var err error
+		lb, err = fenceClient(t, pool, "b", nil).Acquire(ctx, "p/1")
+		return err
+	})
+	var fe *fence.FencedError
+	if !errors.As(err, &fe) || fe.Current != lb.Token() || fence.IsIndeterminate(err) {
+		t.Fatalf("Tx whose lease was taken over while fn ran = %v; want *FencedError with current token %v", err, lb.Token())
+	}
+	if n := count(t, pool, la.Token()); n != 0 {
+		t.Fatalf("%d effects of the superseded holder committed; want 0", n)
 	}
 }

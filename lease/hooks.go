@@ -34,6 +34,11 @@ type RenewEvent struct {
 	Owner   string
 	Count   int // leases the statement tried to renew
 	Renewed int // leases it renewed
+	// Busy is the number of leases the statement skipped because another
+	// transaction held their rows' locks (an open fence check, FOR SHARE):
+	// neither renewed nor lost, they are retried soon on their own. Always
+	// zero for Lease.Renew, which waits for the lock.
+	Busy    int
 	Latency time.Duration
 	Err     error
 }

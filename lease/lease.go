@@ -23,18 +23,19 @@ type Lease struct {
 	cancel     context.CancelCauseFunc
 
 	mu       sync.Mutex
-	deadline time.Time // local clock: trust the lease until then
+	base     reading   // when the acquire or renewal the deadline counts from was sent
+	deadline time.Time // local clock: trust the lease until then (base.mono + TTL - SafetyMargin)
 	timer    Timer
 	done     bool
 	released bool // a release statement succeeded
 }
 
-func newLease(c *Client, name string, token fence.Token, acquiredAt, sent time.Time) *Lease {
+func newLease(c *Client, name string, token fence.Token, acquiredAt time.Time, sent reading) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Lease{
-		c: c, name: name, token: token, acquiredAt: acquiredAt, granted: sent,
+		c: c, name: name, token: token, acquiredAt: acquiredAt, granted: sent.mono,
 		ctx: ctx, cancel: cancel,
-		deadline: sent.Add(c.cfg.TTL - c.cfg.SafetyMargin),
+		base: sent, deadline: sent.mono.Add(c.cfg.TTL - c.cfg.SafetyMargin),
 	}
 }
 
@@ -67,16 +68,26 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 // Err returns nil while the lease is held; afterwards an error wrapping
 // ErrLost (with the reason) or ErrReleased. Err checks the local deadline
 // itself: past it, the lease is lost at once, even before the deadline
-// timer has run.
+// timer has run. It also checks the clock for a suspend of the host: if the
+// wall clock has run ahead of the monotonic clock by more than half the
+// SafetyMargin since the lease's last confirmed renewal was sent, every
+// lease the Client held across the jump is lost at once, with a
+// *SuspendError (wrapping ErrLost and ErrSuspended).
 func (l *Lease) Err() error {
 	if l.ctx.Err() == nil {
+		now := read(l.c.cfg.Clock)
 		l.mu.Lock()
-		passed := !l.done && !l.c.cfg.Clock.Now().Before(l.deadline)
+		done, jumped, passed := l.done, l.base.jump(now) > l.c.jumpLimit, !now.mono.Before(l.deadline)
 		l.mu.Unlock()
-		if !passed {
+		switch {
+		case done:
+		case jumped:
+			l.c.checkClock(now)
+		case passed:
+			l.checkDeadline()
+		default:
 			return nil
 		}
-		l.checkDeadline()
 	}
 	return context.Cause(l.ctx)
 }
@@ -95,15 +106,22 @@ func (l *Lease) arm() {
 }
 
 // checkDeadline runs when the local deadline timer fires. A renewal may have
-// moved the deadline since the timer was set; then it waits again.
+// moved the deadline since the timer was set; then it waits again. A clock
+// jump (a suspend) ends the lease, and every other one held across it.
 func (l *Lease) checkDeadline() {
+	now := read(l.c.cfg.Clock)
 	l.mu.Lock()
 	if l.done {
 		l.mu.Unlock()
 		return
 	}
-	if now := l.c.cfg.Clock.Now(); now.Before(l.deadline) {
-		l.timer = l.c.cfg.Clock.AfterFunc(l.deadline.Sub(now), l.checkDeadline)
+	if l.base.jump(now) > l.c.jumpLimit {
+		l.mu.Unlock()
+		l.c.checkClock(now)
+		return
+	}
+	if now.mono.Before(l.deadline) {
+		l.timer = l.c.cfg.Clock.AfterFunc(l.deadline.Sub(now.mono), l.checkDeadline)
 		l.mu.Unlock()
 		return
 	}
@@ -112,23 +130,33 @@ func (l *Lease) checkDeadline() {
 }
 
 // extend moves the local deadline after a renewal whose request was sent at
-// sent. If the deadline passed before the reply arrived, the lease is lost
-// now: a late success does not revive it.
-func (l *Lease) extend(sent time.Time) {
+// sent. If the deadline passed before the reply arrived, or the host was
+// suspended since the deadline's base was sent, the lease is lost now: a
+// late success does not revive it.
+func (l *Lease) extend(sent reading) {
+	now := read(l.c.cfg.Clock)
 	l.mu.Lock()
 	if l.done {
 		l.mu.Unlock()
 		return
 	}
-	if !l.c.cfg.Clock.Now().Before(l.deadline) {
+	if l.base.jump(now) > l.c.jumpLimit || !now.mono.Before(l.deadline) {
 		l.mu.Unlock()
 		l.checkDeadline()
 		return
 	}
-	if d := sent.Add(l.c.cfg.TTL - l.c.cfg.SafetyMargin); d.After(l.deadline) {
-		l.deadline = d
+	if d := sent.mono.Add(l.c.cfg.TTL - l.c.cfg.SafetyMargin); d.After(l.deadline) {
+		l.deadline, l.base = d, sent
 	}
 	l.mu.Unlock()
+}
+
+// jumped returns how much further the wall clock has advanced than the
+// monotonic clock since the lease's deadline base was sent, as of now.
+func (l *Lease) jumped(now reading) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.base.jump(now)
 }
 
 // finish marks the lease done with cause and reports whether this call did.
@@ -148,15 +176,16 @@ func (l *Lease) finish(cause error) bool {
 	return true
 }
 
-// lose marks the lease lost. With release, it also tries (in the
-// background, token-checked) to free the row in case the database still
-// shows it held, so that others need not wait for it to expire.
-func (l *Lease) lose(cause error, release bool) {
+// lose marks the lease lost and reports whether this call did. With
+// release, it also tries (in the background, token-checked) to free the row
+// in case the database still shows it held, so that others need not wait
+// for it to expire.
+func (l *Lease) lose(cause error, release bool) bool {
 	if !l.finish(cause) {
-		return
+		return false
 	}
 	held := l.c.cfg.Clock.Now().Sub(l.granted)
-	l.c.log.Warn("lease: lost", "lease", l.name, "token", int64(l.token), "held", held, "err", cause)
+	l.c.fails.Fail("lost", "lease: lost", "lease", l.name, "token", int64(l.token), "held", held, "err", cause)
 	if f := l.c.cfg.Hooks.OnLoss; f != nil {
 		f(LossEvent{Name: l.name, Owner: l.c.cfg.Owner, Token: l.token, Held: held, Err: cause})
 	}
@@ -167,6 +196,7 @@ func (l *Lease) lose(cause error, release bool) {
 			l.release(ctx)
 		})
 	}
+	return true
 }
 
 // Renew renews this lease now, in addition to the Client's background
@@ -177,7 +207,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	if err := l.c.renew(ctx, []*Lease{l}); err != nil {
+	if _, err := l.c.renew(ctx, []*Lease{l}, true); err != nil {
 		return err
 	}
 	return l.Err()
@@ -211,9 +241,10 @@ func (l *Lease) release(ctx context.Context) error {
 		l.mu.Lock()
 		l.released = true
 		l.mu.Unlock()
-		l.c.log.Info("lease: released", "lease", l.name, "token", int64(l.token), "held", held, "latency", latency)
+		l.c.log.Debug("lease: released", "lease", l.name, "token", int64(l.token), "held", held, "latency", latency)
+		l.c.fails.Recovered("release", "lease: releases confirmed again")
 	} else {
-		l.c.log.Warn("lease: release not confirmed; the lease frees itself at expiry",
+		l.c.fails.Fail("release", "lease: release not confirmed; the lease frees itself at expiry",
 			"lease", l.name, "token", int64(l.token), "err", err)
 	}
 	if f := l.c.cfg.Hooks.OnRelease; f != nil {

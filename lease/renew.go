@@ -7,33 +7,100 @@ import (
 )
 
 // renewLoop renews every held lease once per RenewInterval, in one
-// statement. It retries a failed renewal sooner (with backoff) and exits when
+// statement that skips the rows it cannot lock at once (see renew). The
+// leases it skips ("busy": their rows are locked by another transaction,
+// typically an effect transaction's fence check) are retried on their own,
+// soon and with backoff, until they are renewed, found lost or lost by
+// their local deadlines. A failed renewal of all is retried sooner (with
+// backoff). The loop also looks at the clock at least every watch, to end
+// the leases held across a suspend of the host (checkClock). It exits when
 // the Client holds nothing or is closed. Leases whose renewals keep failing
 // are lost by their local deadline timers, not by this loop.
 func (c *Client) renewLoop() {
 	defer c.wg.Done()
-	failures := 0
+	failures, retries := 0, 0
+	var busy []*Lease
+	var retryAt time.Time // when to retry busy, if any
+	next := c.cfg.Clock.Now().Add(c.interval())
 	for {
-		// Up to 10% early, so that Clients started together do not renew in
-		// lockstep; never late.
-		wait := c.cfg.RenewInterval - time.Duration(c.backoff.Float64()*float64(c.cfg.RenewInterval/10))
-		if failures > 0 {
-			wait = min(wait, c.cfg.MinBackoff+c.backoff.Delay(failures))
+		now := c.cfg.Clock.Now()
+		due := next
+		if len(busy) > 0 && retryAt.Before(due) {
+			due = retryAt
 		}
-		if c.sleep(context.Background(), wait) != nil {
+		wait := min(max(due.Sub(now), 0), c.watch)
+		if c.loopSleep(wait) != nil {
 			return
 		}
 		ls := c.toRenew()
 		if ls == nil {
+			if c.loopSlept != nil {
+				c.loopSlept(-1)
+			}
 			return
 		}
-		err := c.renew(context.Background(), ls)
-		if err != nil {
-			failures++
-			c.log.Warn("lease: renewal failed", "leases", len(ls), "attempt", failures, "err", err)
-		} else {
+		r := read(c.cfg.Clock)
+		c.checkClock(r)
+		switch {
+		case !r.mono.Before(next):
+			// The renewal of all, due: it covers the busy leases too.
+			b, err := c.renew(context.Background(), ls, c.waitingRenew)
+			if err != nil {
+				failures++
+				c.fails.Fail("renew", "lease: renewal failed", "leases", len(ls), "attempt", failures, "err", err)
+				next = c.cfg.Clock.Now().Add(min(c.interval(), c.cfg.MinBackoff+c.backoff.Delay(failures)))
+				continue
+			}
 			failures = 0
+			c.fails.Recovered("renew", "lease: renewal recovered", "leases", len(ls))
+			next = c.cfg.Clock.Now().Add(c.interval())
+			busy, retries = b, 0
+		case len(busy) > 0 && !r.mono.Before(retryAt):
+			// The busy leases alone, each still held.
+			live := busy[:0]
+			for _, l := range busy {
+				if l.Err() == nil {
+					live = append(live, l)
+				}
+			}
+			busy = live
+			if len(busy) > 0 {
+				b, err := c.renew(context.Background(), busy, false)
+				if err == nil {
+					busy = b
+				}
+			}
+			retries++
+		default:
+			continue // a look at the clock only
 		}
+		if len(busy) > 0 {
+			retryAt = c.cfg.Clock.Now().Add(c.cfg.MinBackoff + c.backoff.Delay(retries))
+		}
+	}
+}
+
+// interval returns the wait until the next renewal of all: RenewInterval,
+// up to 10% early, so that Clients started together do not renew in
+// lockstep; never late.
+func (c *Client) interval() time.Duration {
+	return c.cfg.RenewInterval - time.Duration(c.backoff.Float64()*float64(c.cfg.RenewInterval/10))
+}
+
+// loopSleep is sleep for the renewal loop, which reports to the test hook
+// once its timer is set.
+func (c *Client) loopSleep(d time.Duration) error {
+	done := make(chan struct{})
+	t := c.cfg.Clock.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	if c.loopSlept != nil {
+		c.loopSlept(d)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-c.stop:
+		return ErrClosed
 	}
 }
 
@@ -54,12 +121,24 @@ func (c *Client) toRenew() []*Lease {
 }
 
 // renew renews ls in one statement. Leases the database confirms get a new
-// local deadline counted from when the request was sent; leases it does not
-// return are lost. On error nothing changes.
-func (c *Client) renew(ctx context.Context, ls []*Lease) error {
-	// A lease past its local deadline (the process was paused, say) is lost
-	// by that deadline, whatever a renewal would find: Err records that, and
-	// the lease is not renewed.
+// local deadline counted from when the request was sent; leases it finds
+// expired or granted anew are lost. With wait, the statement waits for each
+// row's lock (Lease.Renew, one lease); without, it skips the rows it cannot
+// lock at once and returns those leases ("busy"): they are neither renewed
+// nor lost, and keep their deadlines. On error nothing changes.
+//
+// Skipping keeps one long effect transaction from costing the Client its
+// other leases: a statement that waited for one row's lock would hold the
+// locks of the rows it had already locked, stalling their fence checks, and
+// would time out, leaving every lease unrenewed. A lease skipped is not
+// renewed, so its local deadline does not move: the safety argument (the
+// local deadline ends before the database's expiry, and only a confirmed
+// renewal moves it) is unchanged.
+func (c *Client) renew(ctx context.Context, ls []*Lease, wait bool) (busy []*Lease, err error) {
+	// A lease past its local deadline (the process was paused, or the
+	// loop's timer fired late) is lost by that deadline, whatever a renewal
+	// would find: Err records that, and the lease is not renewed. Err also
+	// ends the leases held across a suspend of the host.
 	live := ls[:0:0]
 	for _, l := range ls {
 		if l.Err() == nil {
@@ -67,7 +146,7 @@ func (c *Client) renew(ctx context.Context, ls []*Lease) error {
 		}
 	}
 	if ls = live; len(ls) == 0 {
-		return nil
+		return nil, nil
 	}
 	names := make([]string, len(ls))
 	tokens := make([]int64, len(ls))
@@ -80,41 +159,65 @@ func (c *Client) renew(ctx context.Context, ls []*Lease) error {
 	if len(names) > 1 {
 		label = fmt.Sprintf("%d leases", len(names))
 	}
-	sent := c.cfg.Clock.Now()
-	renewed := make(map[string]bool, len(ls))
-	rows, err := c.pool.Query(ctx, c.q.Renew, names, tokens, c.cfg.Owner, c.cfg.TTL.Microseconds())
+	sql := c.q.RenewSkipLocked
+	if wait {
+		sql = c.q.Renew
+	}
+	sent := read(c.cfg.Clock)
+	renewed := make(map[string]bool, len(ls)) // name: renewed (true) or busy (false)
+	rows, err := c.pool.Query(ctx, sql, names, tokens, c.cfg.Owner, c.cfg.TTL.Microseconds())
 	if err == nil {
 		for rows.Next() {
 			var name string
-			var exp time.Time
-			if err = rows.Scan(&name, &exp); err != nil {
+			var ok bool
+			if wait {
+				var exp time.Time
+				err, ok = rows.Scan(&name, &exp), true
+			} else {
+				err = rows.Scan(&name, &ok)
+			}
+			if err != nil {
 				break
 			}
-			renewed[name] = true
+			renewed[name] = ok
 		}
 		rows.Close()
 		if err == nil {
 			err = rows.Err()
 		}
 	}
-	latency := c.cfg.Clock.Now().Sub(sent)
+	latency := c.cfg.Clock.Now().Sub(sent.mono)
 	err = classify("renew", label, err)
+	n := 0
+	for _, ok := range renewed {
+		if ok {
+			n++
+		}
+	}
 	if f := c.cfg.Hooks.OnRenew; f != nil {
-		f(RenewEvent{Owner: c.cfg.Owner, Count: len(ls), Renewed: len(renewed), Latency: latency, Err: err})
+		f(RenewEvent{Owner: c.cfg.Owner, Count: len(ls), Renewed: n, Busy: len(renewed) - n, Latency: latency, Err: err})
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c.log.Debug("lease: renewed", "leases", len(ls), "renewed", len(renewed), "latency", latency)
+	c.log.Debug("lease: renewed", "leases", len(ls), "renewed", n, "busy", len(renewed)-n, "latency", latency)
 	for _, l := range ls {
-		if renewed[l.name] {
+		ok, found := renewed[l.name]
+		switch {
+		case ok:
 			l.extend(sent)
-		} else {
+		case found:
+			busy = append(busy, l)
+		default:
 			l.lose(fmt.Errorf("%w: %q token %d: renewal found the lease expired or granted to another owner",
 				ErrLost, l.name, l.token), false)
 		}
 	}
-	return nil
+	if len(busy) > 0 {
+		c.log.Debug("lease: renewal skipped leases whose rows another transaction has locked; retrying them soon",
+			"busy", len(busy))
+	}
+	return busy, nil
 }
 
 // background runs f in a goroutine that Close waits for, unless the Client

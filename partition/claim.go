@@ -32,10 +32,11 @@ func (m *Member) reconcile() time.Duration {
 	cancel()
 	if err != nil {
 		if m.ctx.Err() == nil {
-			m.log.Warn("partition: reading the membership failed", "err", m.dbErr("view", err))
+			m.fails.Fail("view", "partition: reading the membership failed", "err", m.dbErr("view", err))
 		}
 		return next
 	}
+	m.fails.Recovered("view", "partition: reading the membership recovered")
 	if othersExpire != nil {
 		soon(time.Duration(*othersExpire * float64(time.Second)))
 	}
@@ -98,9 +99,10 @@ func (m *Member) reconcile() time.Duration {
 	ls, err := m.leases.TryAcquireAny(ctx, want...)
 	cancel()
 	if err != nil {
-		m.log.Warn("partition: claiming failed", "partitions", len(want), "err", err)
+		m.fails.Fail("claim", "partition: claiming failed", "partitions", len(want), "err", err)
 		return next
 	}
+	m.fails.Recovered("claim", "partition: claiming recovered")
 	got := make(map[string]bool, len(ls))
 	for _, l := range ls {
 		got[l.Name()] = true
@@ -166,7 +168,7 @@ func (m *Member) own(p int, l *lease.Lease) {
 func (m *Member) serve(ctx context.Context, c *claim) {
 	defer m.wg.Done()
 	log := m.log.With("partition", c.p, "token", int64(c.l.Token()))
-	log.Info("partition: owned")
+	log.Debug("partition: owned")
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
@@ -204,7 +206,12 @@ func (m *Member) serve(ctx context.Context, c *claim) {
 	}
 	t.Stop()
 	if errors.Is(cause, lease.ErrLost) {
-		log.Warn("partition: lost", "err", cause)
+		// The lease client logs the loss (rate-limited); the next
+		// "assignment changed" line counts it.
+		log.Debug("partition: lost", "err", cause)
+		m.mu.Lock()
+		m.lost++
+		m.mu.Unlock()
 	} else {
 		rctx, cancel := context.WithTimeout(context.Background(), m.cfg.Lease.StatementTimeout)
 		err := c.l.Release(rctx)
@@ -212,7 +219,7 @@ func (m *Member) serve(ctx context.Context, c *claim) {
 			m.notify(rctx)
 		}
 		cancel()
-		log.Info("partition: handed off", "reason", cause, "wait", m.clock.Now().Sub(start), "err", err)
+		log.Debug("partition: handed off", "reason", cause, "wait", m.clock.Now().Sub(start), "err", err)
 	}
 	m.mu.Lock()
 	if m.claims[c.p] == c {
@@ -222,7 +229,8 @@ func (m *Member) serve(ctx context.Context, c *claim) {
 		m.failures[c.p]++
 		wait := min(time.Minute, m.cfg.PollInterval<<min(m.failures[c.p]-1, 16))
 		m.cooldown[c.p] = m.clock.Now().Add(wait)
-		log.Warn("partition: Run returned before its context was cancelled; claiming again later", "after", wait)
+		m.fails.Fail("early", "partition: Run returned before its context was cancelled; claiming again later",
+			"partition", c.p, "token", int64(c.l.Token()), "after", wait)
 	} else {
 		delete(m.failures, c.p)
 	}
@@ -233,15 +241,54 @@ func (m *Member) serve(ctx context.Context, c *claim) {
 // errRunReturned is the cause of a claim whose Run returned by itself.
 var errRunReturned = errors.New("partition: Run returned")
 
-// endAll ends every claim with cause.
-func (m *Member) endAll(cause error) {
+// endAll ends every claim with cause and returns how many it ended.
+func (m *Member) endAll(cause error) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	n := 0
 	for _, c := range m.claims {
 		if !c.ending {
 			m.endLocked(c, cause)
+			n++
 		}
 	}
+	return n
+}
+
+// reportAssignment logs one INFO line when the partitions this member
+// holds changed since the previous line: how many it holds, how many it
+// gained and gave up (lost ones included, and counted apart), and the
+// number of live members. Per-partition grants and handoffs are DEBUG.
+func (m *Member) reportAssignment() {
+	m.mu.Lock()
+	held := make(map[int]bool, len(m.claims))
+	for p, c := range m.claims {
+		if !c.ending {
+			held[p] = true
+		}
+	}
+	lost := m.lost
+	m.mu.Unlock()
+	added, removed := 0, 0
+	for p := range held {
+		if !m.reported[p] {
+			added++
+		}
+	}
+	for p := range m.reported {
+		if !held[p] {
+			removed++
+		}
+	}
+	if added == 0 && removed == 0 {
+		return
+	}
+	m.mu.Lock()
+	m.lost -= lost
+	m.mu.Unlock()
+	m.reported = held
+	m.log.Info("partition: assignment changed", "owned", len(held), "added", added, "removed", removed,
+		"lost", lost, "members", len(m.lastLive))
 }
 
 func (m *Member) endLocked(c *claim, cause error) {

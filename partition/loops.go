@@ -39,7 +39,9 @@ func (m *Member) heartbeatLoop() {
 			m.fail(err)
 			return
 		case err != nil && m.ctx.Err() == nil:
-			m.log.Warn("partition: heartbeat failed", "err", err)
+			m.fails.Fail("heartbeat", "partition: heartbeat failed", "err", err)
+		case err == nil:
+			m.fails.Recovered("heartbeat", "partition: heartbeat recovered")
 		}
 	}
 }
@@ -76,7 +78,7 @@ func (m *Member) listenLoop() {
 			return
 		}
 		if attempt >= 2 {
-			m.log.Warn("partition: cannot listen for notifications; relying on polling", "err", err, "attempt", attempt+1)
+			m.fails.Fail("listen", "partition: cannot listen for notifications; relying on polling", "err", err, "attempt", attempt+1)
 		}
 		if !m.wait(b.Delay(attempt), nil) {
 			return
@@ -96,6 +98,7 @@ func (m *Member) listen() error {
 	if _, err := conn.Exec(m.ctx, "LISTEN "+pgx.Identifier{m.q.Channel}.Sanitize()); err != nil {
 		return err
 	}
+	m.fails.Recovered("listen", "partition: listening for notifications again")
 	m.poke()
 	for {
 		n, err := conn.WaitForNotification(m.ctx)
@@ -113,6 +116,7 @@ func (m *Member) listen() error {
 func (m *Member) reconcileLoop() {
 	for {
 		next := m.reconcile()
+		m.reportAssignment()
 		if !m.wait(next, m.wake) {
 			return
 		}

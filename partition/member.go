@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/lograte"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -28,6 +29,7 @@ type Member struct {
 	q           store.PartitionSQL
 	incarnation string
 	log         *slog.Logger
+	fails       *lograte.Limiter // repeated failures, by kind
 	clock       lease.Clock
 
 	ctx    context.Context // lifecycle: cancelled by Stop
@@ -39,6 +41,7 @@ type Member struct {
 	// Owned by the reconcile goroutine.
 	lastLive   []string // the last assignment's member set (sorted by the view)
 	lastOwners []string
+	reported   map[int]bool // the partitions held at the last "assignment changed" line
 
 	life lifecycle.Service // Start and Stop: once each, serialised
 
@@ -47,6 +50,7 @@ type Member struct {
 	failure  error
 	failures map[int]int       // consecutive early returns of Run per partition
 	cooldown map[int]time.Time // partitions whose Run returned early: not before then
+	lost     int               // claims ended by a lost lease since the last "assignment changed" line
 }
 
 // claim is this member's hold on one partition, from grant to release.
@@ -90,12 +94,22 @@ func New(db *leasehold.DB, cfg Config) (*Member, error) {
 		leases.Close(context.Background())
 		return nil, err
 	}
+	log := db.Logger().With("group", cfg.Group, "member", cfg.ID)
+	fails, err := lograte.New(log, lograte.Config{Now: lc.Clock.Now,
+		AfterFunc: func(d time.Duration, f func()) { lc.Clock.AfterFunc(d, f) }})
+	if err != nil {
+		own.Close()
+		leases.Close(context.Background())
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Member{
 		cfg: cfg, pool: own, leases: leases, q: st.Partition,
 		incarnation: incarnation,
-		log:         db.Logger().With("group", cfg.Group, "member", cfg.ID),
+		log:         log,
+		fails:       fails,
 		clock:       lc.Clock,
+		reported:    make(map[int]bool),
 		ctx:         ctx, cancel: cancel,
 		wake:     make(chan struct{}, 1),
 		cooldown: make(map[int]time.Time),
@@ -182,13 +196,14 @@ func (m *Member) shutdown(ctx context.Context) error {
 	} else {
 		m.notify(ctx)
 	}
-	m.endAll(ErrStopped)
+	held := m.endAll(ErrStopped)
 	if err := waitCtx(ctx, &m.wg); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, m.leases.Close(ctx))
 	m.pool.Close()
-	m.log.Info("partition: left")
+	m.fails.Close()
+	m.log.Info("partition: left", "released", held)
 	return errors.Join(errs...)
 }
 

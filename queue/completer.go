@@ -142,13 +142,16 @@ func (c *completer) loop() {
 			c.mu.Unlock()
 			c.answer(recorded{recs: recs, err: err})
 			retry = 0
-			if err != nil && !errors.As(err, &fe) {
-				c.log.Warn("queue: outcomes not recorded; their jobs run again", "jobs", len(recs), "err", err)
+			switch {
+			case err == nil:
+				c.p.fails.Recovered("record", "queue: recording outcomes recovered")
+			case !errors.As(err, &fe):
+				c.p.fail("unrecorded", c.o, "queue: outcomes not recorded; their jobs run again", "jobs", len(recs), "err", err)
 			}
 		default:
 			// A database error: try again, with the records added since.
 			retry = min(max(2*retry, 50*time.Millisecond), time.Second)
-			c.log.Warn("queue: recording outcomes failed; retrying", "jobs", len(recs), "retry_in", retry, "err", err)
+			c.p.fail("record", c.o, "queue: recording outcomes failed; retrying", "jobs", len(recs), "retry_in", retry, "err", err)
 			t := time.NewTimer(retry)
 			select {
 			case <-t.C:

@@ -92,7 +92,7 @@ func (p *Processor) Listen(ctx context.Context) error {
 		}
 		failures++
 		if failures >= 3 {
-			p.log.Warn("queue: cannot listen for enqueued jobs; relying on polling", "err", err, "attempt", failures)
+			p.fails.Fail("listen", "queue: cannot listen for enqueued jobs; relying on polling", "err", err, "attempt", failures)
 		}
 		t := time.NewTimer(b.Delay(failures - 1))
 		select {
@@ -117,6 +117,7 @@ func (p *Processor) listen(ctx context.Context) (listened bool, err error) {
 		return false, err
 	}
 	p.wake(wakeKey{}, true)
+	p.fails.Recovered("listen", "queue: listening for enqueued jobs again")
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

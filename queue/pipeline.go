@@ -201,10 +201,11 @@ func (pl *pipeline) fetch() {
 	if err != nil {
 		pl.more = false
 		if pl.ctx.Err() == nil {
-			pl.log.Warn("queue: fetch failed", "err", err)
+			pl.p.fail("fetch", pl.o, "queue: fetch failed", "err", err)
 		}
 		return
 	}
+	pl.p.fails.Recovered("fetch", "queue: fetch recovered")
 	now := time.Now()
 	fresh := 0 // waiting keys not skipped before
 	for _, w := range res.waiting {
@@ -332,7 +333,7 @@ func (pl *pipeline) finish(r *run) {
 	pl.running--
 	if r.fenced != nil && pl.fenced == nil {
 		pl.fenced = r.fenced
-		pl.log.Warn("queue: fenced: a newer owner has the partition", "err", r.fenced)
+		pl.p.fail("fenced", pl.o, "queue: fenced: a newer owner has the partition", "err", r.fenced)
 	}
 	var recs []record
 	for _, res := range r.results {
@@ -389,7 +390,7 @@ func (pl *pipeline) answers() {
 		fenced := errors.As(a.err, &fe)
 		if fenced && pl.fenced == nil {
 			pl.fenced = a.err
-			pl.log.Warn("queue: fenced: a newer owner has the partition", "err", a.err)
+			pl.p.fail("fenced", pl.o, "queue: fenced: a newer owner has the partition", "err", a.err)
 		}
 		if a.err != nil && !fenced {
 			pl.lost = true
@@ -426,6 +427,6 @@ func (pl *pipeline) retain() {
 	pl.retained = time.Now()
 	p := pl.p
 	if _, err := p.pool.Exec(pl.ctx, p.q.Retain, pl.o.Group, pl.o.Partition, p.cfg.Retention.Microseconds()); err != nil && pl.ctx.Err() == nil {
-		pl.log.Warn("queue: deleting old finished jobs failed", "err", err)
+		p.fail("retain", pl.o, "queue: deleting old finished jobs failed", "err", err)
 	}
 }

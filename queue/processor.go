@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/lograte"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -90,8 +91,9 @@ type Processor struct {
 	fence *lease.Fence
 	retry *backoff.Backoff
 	log   *slog.Logger
-	slots chan struct{} // Concurrency
-	work  chan func()   // to an idle runner goroutine (see spawn)
+	fails *lograte.Limiter // repeated failures of all partitions, by kind
+	slots chan struct{}    // Concurrency
+	work  chan func()      // to an idle runner goroutine (see spawn)
 	// timeoutCause is the cause of a handler context that timed out.
 	timeoutCause error
 
@@ -149,8 +151,12 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	fails, err := lograte.New(db.Logger(), lograte.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	return &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, fence: f,
-		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(),
+		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),
 		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}, nil
 }
@@ -211,11 +217,12 @@ func (p *Processor) open(ctx, hctx context.Context, o partition.Ownership, log *
 		n, err := p.step(ctx, hctx, o, log, st)
 		switch {
 		case errors.Is(err, fence.ErrFenced):
-			log.Warn("queue: fenced: a newer owner has the partition", "err", err)
+			p.fail("fenced", o, "queue: fenced: a newer owner has the partition", "err", err)
 			return false
 		case err != nil && ctx.Err() == nil:
-			log.Warn("queue: opening the run failed", "err", err)
+			p.fail("open", o, "queue: opening the run failed", "err", err)
 		case err == nil && st.opened && !st.recovering:
+			p.fails.Recovered("open", "queue: opening runs recovered")
 			return true
 		}
 		if n > 0 && err == nil {
@@ -232,6 +239,13 @@ func (p *Processor) open(ctx, hctx context.Context, o partition.Ownership, log *
 		<-ctx.Done()
 	}
 	return false
+}
+
+// fail logs a failure of kind on o's partition through the Processor's
+// rate limiter: the partitions of one Processor share its lines, so an
+// outage logs one line per interval, not one per partition.
+func (p *Processor) fail(kind string, o partition.Ownership, msg string, args ...any) {
+	p.fails.Fail(kind, msg, append([]any{"group", o.Group, "partition", o.Partition, "token", int64(o.Token)}, args...)...)
 }
 
 // handlerContext returns the base of the handlers' contexts of one grant:

@@ -62,7 +62,7 @@ func (p *Processor) closeRun(ctx context.Context, o partition.Ownership, log *sl
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if _, err := p.pool.Exec(ctx, p.q.CloseRun, o.Group, o.Partition, int64(o.Token)); err != nil {
-		log.Warn("queue: could not record a clean end of the run; the next owner runs its first jobs one at a time", "err", err)
+		p.fail("close_run", o, "queue: could not record a clean end of the run; the next owner runs its first jobs one at a time", "err", err)
 	}
 }
 
@@ -76,7 +76,7 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 		}
 		st.opened, st.recovering = true, abrupt
 		if abrupt {
-			log.Warn("queue: the partition's previous run ended abruptly; its first jobs run one at a time, each spending an attempt first")
+			p.fail("abrupt", o, "queue: the partition's previous run ended abruptly; its first jobs run one at a time, each spending an attempt first")
 		}
 	}
 	if !st.recovering {

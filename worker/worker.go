@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,6 +47,10 @@ type Worker struct {
 	srvDone chan struct{}
 	ready   chan struct{} // closed once started
 	stop    chan struct{} // closed when Stop begins
+	started time.Time     // when start succeeded
+
+	// For the "worker: stopped" summary.
+	grants, handoffs atomic.Int64
 }
 
 // New returns a Worker of cfg.Group in db; it logs to db's logger. It
@@ -120,12 +125,14 @@ func (w *Worker) Owned() map[int]partition.Ownership { return w.member.Owned() }
 // run is the member's Run: the source's, observed.
 func (w *Worker) run(ctx context.Context, o partition.Ownership) {
 	w.metrics.grants.Inc()
+	w.grants.Add(1)
 	w.log.Debug("worker: partition granted", "partition", o.Partition, "token", int64(o.Token), "lease", o.Lease.Name())
 	start := time.Now()
 	w.src.run(ctx, o)
 	cause := context.Cause(ctx)
 	if errors.Is(cause, partition.ErrHandoff) {
 		w.metrics.handoffs.Inc()
+		w.handoffs.Add(1)
 	}
 	w.log.Debug("worker: partition given up", "partition", o.Partition, "token", int64(o.Token),
 		"held", time.Since(start), "cause", cause)
@@ -167,6 +174,7 @@ func (w *Worker) start(ctx context.Context) error {
 		return fmt.Errorf("worker: start: %w", err)
 	}
 	close(w.ready)
+	w.started = time.Now()
 	w.log.Info("worker: started", "partitions", w.cfg.Partitions, "took", time.Since(start))
 	return nil
 }
@@ -206,7 +214,11 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	w.metrics.unregister()
 	err := errors.Join(errs...)
 	if w.opened {
-		w.log.Info("worker: stopped", "took", time.Since(start), "err", err)
+		args := []any{"took", time.Since(start), "grants", w.grants.Load(), "handoffs", w.handoffs.Load()}
+		if !w.started.IsZero() {
+			args = append(args, "uptime", start.Sub(w.started))
+		}
+		w.log.Info("worker: stopped", append(args, "err", err)...)
 	}
 	return err
 }

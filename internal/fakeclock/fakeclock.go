@@ -10,14 +10,17 @@ import (
 
 // Clock is a fake clock. Time moves only when Advance is called; timers
 // whose time has come then fire, each in its own goroutine, in time order.
+// It also has a wall clock (lease.WallClock), which Advance moves along
+// and StepWall moves on its own.
 type Clock struct {
 	mu     sync.Mutex
 	now    time.Time
+	wall   time.Duration // the wall clock's offset from now
 	timers []*timer
 	added  chan struct{}
 }
 
-var _ lease.Clock = (*Clock)(nil)
+var _ lease.WallClock = (*Clock)(nil)
 
 type timer struct {
 	c    *Clock
@@ -36,6 +39,25 @@ func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
+}
+
+// Wall returns the fake wall-clock time: Now plus every StepWall so far,
+// without a monotonic component.
+func (c *Clock) Wall() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now.Add(c.wall).Round(0)
+}
+
+// StepWall moves the wall clock by d (negative: back) and leaves Now and the
+// timers alone. A forward step is what a suspend of the host looks like to
+// a process: the monotonic clock, on which Now and the timers count, stood
+// still while the wall clock went on. It is also what a forward NTP step
+// looks like: the two cannot be told apart.
+func (c *Clock) StepWall(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wall += d
 }
 
 // AfterFunc schedules f to run once the fake time reaches Now()+d.

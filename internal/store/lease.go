@@ -37,7 +37,11 @@ FROM unnest($1::text[]) AS n
 ORDER BY n` + leaseAcquireCommon
 
 // leaseRenew renews every lease of one owner whose token is unchanged and that has
-// not expired, in one statement, locking rows in name order.
+// not expired, in one statement, locking rows in name order and waiting for
+// each row's lock. It returns the names renewed. Lease.Renew runs it for one
+// lease; the renewal loop runs leaseRenewSkipLocked instead, because with
+// several leases a wait for one row (locked FOR SHARE by a long fence check)
+// would hold the locks of the rows before it and stall their fence checks.
 const leaseRenew = `
 UPDATE {{schema}}.leases AS l
 SET renewed_at = clock_timestamp(), expires_at = clock_timestamp() + $4 * interval '1 microsecond'
@@ -51,6 +55,41 @@ FROM (
 ) AS mine
 WHERE l.name = mine.name
 RETURNING l.name, l.expires_at`
+
+// leaseRenewSkipLocked is the renewal loop's statement: it renews what
+// leaseRenew renews, but skips ("busy") the rows it cannot lock at once,
+// so it never waits for a row lock and never holds one row's lock while
+// waiting for another's. $1 names, $2 tokens, $3 owner, $4 TTL in
+// microseconds. It returns one row per name renewed (renewed = true) and
+// one per name skipped (renewed = false): still this grant, unexpired, in
+// the statement's snapshot, but its row locked by another transaction,
+// typically an effect transaction's fence check (FOR SHARE). A name it does
+// not return is lost: expired, released or granted anew. All parts of the
+// statement share one snapshot, so the busy test sees the rows as they were
+// before the update; a row that a takeover committed after the snapshot is
+// reported busy, and the next attempt finds it lost.
+const leaseRenewSkipLocked = `
+WITH held AS (
+    SELECT h.name, h.token FROM unnest($1::text[], $2::bigint[]) AS h(name, token)
+), renewed AS (
+    UPDATE {{schema}}.leases AS l
+    SET renewed_at = clock_timestamp(), expires_at = clock_timestamp() + $4 * interval '1 microsecond'
+    FROM (
+        SELECT m.name
+        FROM {{schema}}.leases AS m
+        JOIN held AS h ON m.name = h.name AND m.token = h.token
+        WHERE m.owner = $3 AND m.expires_at > clock_timestamp()
+        FOR NO KEY UPDATE OF m SKIP LOCKED
+    ) AS mine
+    WHERE l.name = mine.name
+    RETURNING l.name
+)
+SELECT h.name, r.name IS NOT NULL AS renewed
+FROM held AS h
+LEFT JOIN renewed AS r ON r.name = h.name
+WHERE r.name IS NOT NULL OR EXISTS (
+    SELECT 1 FROM {{schema}}.leases AS s
+    WHERE s.name = h.name AND s.token = h.token AND s.owner = $3 AND s.expires_at > clock_timestamp())`
 
 // leaseRelease frees one grant; it checks owner and token: releasing twice, or a
 // lease that expired or was taken over, changes nothing. It sets expires_at
@@ -90,6 +129,12 @@ const leaseLockTable = `LOCK TABLE {{schema}}.leases IN SHARE ROW EXCLUSIVE MODE
 // it after leaseLockTable in the same transaction.
 const leaseDeleteExpired = `
 DELETE FROM {{schema}}.leases WHERE expires_at < clock_timestamp() - $1 * interval '1 microsecond'`
+
+// leasePeek reads a lease row's token and whether it is unexpired, without
+// locking it: Fence.Tx's early refusal, before it runs the effects. $1 is
+// the lease name.
+const leasePeek = `
+SELECT token, expires_at > clock_timestamp() FROM {{schema}}.leases WHERE name = $1`
 
 // leaseCheck locks a lease row FOR SHARE inside the effect transaction and
 // returns its token and whether it is unexpired; $1 is the lease name, $2 to

@@ -63,9 +63,10 @@ func For(schema string) (*Statements, error) {
 		Schema: schema,
 		Lease: LeaseSQL{
 			Acquire: r(leaseAcquire), AcquireMany: r(leaseAcquireMany), Renew: r(leaseRenew),
-			Release: r(leaseRelease), ReleaseOrphans: r(leaseReleaseOrphans), Inspect: r(leaseInspect),
+			RenewSkipLocked: r(leaseRenewSkipLocked), Release: r(leaseRelease),
+			ReleaseOrphans: r(leaseReleaseOrphans), Inspect: r(leaseInspect),
 			InspectMany: r(leaseInspectMany), DeleteExpired: r(leaseDeleteExpired),
-			LockTable: r(leaseLockTable), Check: r(leaseCheck),
+			LockTable: r(leaseLockTable), Check: r(leaseCheck), Peek: r(leasePeek),
 		},
 		Partition: PartitionSQL{
 			CreateGroup: r(partitionCreateGroup), GroupCount: r(partitionGroupCount),
@@ -107,8 +108,12 @@ func channel(prefix, schema string) string {
 // LeaseSQL are the statements of package lease.
 type LeaseSQL struct {
 	Acquire, AcquireMany, Renew, Release, ReleaseOrphans, Inspect, InspectMany, DeleteExpired, LockTable string
-	// Check is the fence check of an effect transaction.
-	Check string
+	// RenewSkipLocked is the renewal loop's statement: Renew, skipping the
+	// rows it cannot lock at once.
+	RenewSkipLocked string
+	// Check is the fence check of an effect transaction; Peek is the same
+	// read without the lock.
+	Check, Peek string
 }
 
 // PartitionSQL are the statements of package partition.
