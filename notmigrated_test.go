@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
+	"github.com/leasehold/leasehold/worker"
 )
 
 // Every component classifies its database errors with the one classifier:
@@ -38,12 +39,30 @@ func TestEveryComponentReportsAnUnmigratedSchema(t *testing.T) {
 	_, statsErr := q.Stats(ctx, "g")
 	_, jobErr := q.JobInfo(ctx, 1)
 
+	_, listErr := q.List(ctx, queue.Filter{Group: "g"})
+	_, waitsErr := q.Waits(ctx, "g", 0)
+	_, retryErr := q.Retry(ctx, 1)
+	_, cancelErr := q.Cancel(ctx, 1)
+	_, ensureErr := q.EnsureGroup(ctx, "g", 2)
+
 	_, offsetsErr := kafka.Offsets(ctx, db, "g")
 	_, groupsErr := partition.Groups(ctx, db)
+	_, inspectErr := partition.Inspect(ctx, db, "g")
+	_, leaseInspectErr := leases.Inspect(ctx, "x")
+
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(context.Context, *queue.Work[ping]) error { return nil })
+	w, err := worker.New(db, worker.Config{Group: "g", Partitions: 2, Workers: ws})
+	pgtest.Must(t, err)
+	workerErr := w.Start(ctx)
+	stopErr := w.Stop(ctx) // the error of the clean-up of the failed Start
 
 	for name, err := range map[string]error{
 		"lease.TryAcquire": leaseErr, "partition.Member.Start": memberErr, "queue.Enqueue": enqueueErr,
 		"queue.Stats": statsErr, "queue.JobInfo": jobErr, "kafka.Offsets": offsetsErr, "partition.Groups": groupsErr,
+		"queue.List": listErr, "queue.Waits": waitsErr, "queue.Retry": retryErr, "queue.Cancel": cancelErr,
+		"queue.EnsureGroup": ensureErr, "partition.Inspect": inspectErr, "lease.Inspect": leaseInspectErr,
+		"worker.Start": workerErr, "worker.Stop after a failed Start": stopErr,
 	} {
 		if !errors.Is(err, leasehold.ErrNotMigrated) {
 			t.Errorf("%s on an unmigrated database = %v; want an error wrapping ErrNotMigrated", name, err)

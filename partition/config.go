@@ -34,8 +34,8 @@ var (
 	ErrGroupNotFound = errors.New("partition: group not found")
 )
 
-// CountError reports a member configured with a partition count that differs
-// from the one recorded for its group.
+// CountError reports a member (or a queue.Client.EnsureGroup) configured
+// with a partition count that differs from the one recorded for its group.
 type CountError struct {
 	Group      string
 	Configured int
@@ -44,7 +44,7 @@ type CountError struct {
 
 // Error returns the error message.
 func (e *CountError) Error() string {
-	return fmt.Sprintf("partition: group %q has %d partitions, this member is configured with %d: "+
+	return fmt.Sprintf("partition: group %q has %d partitions, not %d as configured: "+
 		"the count is fixed when a group is created", e.Group, e.Stored, e.Configured)
 }
 

@@ -285,7 +285,7 @@ func (m *Member) shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if _, err := m.pool.Exec(ctx, m.q.Leave, m.cfg.Group, m.cfg.ID, m.incarnation); err != nil {
-		errs = append(errs, fmt.Errorf("partition: leave: %w", err))
+		errs = append(errs, m.dbErr("leave", err))
 	} else {
 		m.notify(ctx)
 	}

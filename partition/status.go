@@ -33,6 +33,9 @@ type PartitionStatus struct {
 	Acquired    time.Time
 	Expires     time.Time
 	Held        bool // the lease was unexpired when read
+	// Released reports that the lease is not held because its holder
+	// released it (a graceful stop, a handoff), not because it expired.
+	Released bool
 	// Desired is the owner the assignment wants among the live members.
 	Desired string
 }
@@ -89,7 +92,7 @@ func Inspect(ctx context.Context, db *leasehold.DB, group string) (Status, error
 		var owner *string
 		var tok *int64
 		var acq, exp *time.Time
-		if err := rows.Scan(&ps.Partition, &owner, &tok, &acq, &exp, &ps.Held); err != nil {
+		if err := rows.Scan(&ps.Partition, &owner, &tok, &acq, &exp, &ps.Held, &ps.Released); err != nil {
 			rows.Close()
 			return st, store.ClassifyRead("partition", "inspect", group, err)
 		}

@@ -23,24 +23,59 @@ var (
 	ErrInvalidFilter = errors.New("queue: invalid filter")
 )
 
+// JobState is the state of a stored job.
+type JobState string
+
+const (
+	// StatePending: the job waits to run, runs, or waits for a retry.
+	StatePending JobState = "pending"
+	// StateCompleted: a run of the job succeeded.
+	StateCompleted JobState = "completed"
+	// StateDiscarded: the job ran out of attempts, or its args did not
+	// decode.
+	StateDiscarded JobState = "discarded"
+	// StateCancelled: the job was cancelled, by its handler (Cancel) or by
+	// an operator (Client.Cancel).
+	StateCancelled JobState = "cancelled"
+)
+
+// JobStates are the states a job can be in, in their lifecycle's order.
+var JobStates = []JobState{StatePending, StateCompleted, StateDiscarded, StateCancelled}
+
+// AttemptError is one error recorded on a job: the failed attempt, when it
+// failed, and the error's text.
+type AttemptError struct {
+	// Attempt is the job's attempt count when the error was recorded: the
+	// attempt that failed, from 1; for a snooze or a cancellation by an
+	// operator, the attempts spent so far (0 before any run).
+	Attempt int `json:"attempt"`
+	// At is when the error was recorded (database clock).
+	At time.Time `json:"at"`
+	// Error is the error's text.
+	Error string `json:"error"`
+}
+
 // JobInfo is a job as stored, for inspection.
 type JobInfo struct {
-	ID          int64
-	Group       string
-	Partition   int
-	Key         string
-	Kind        string
+	ID        int64
+	Group     string
+	Partition int
+	Key       string
+	Kind      string
+	// Args is the job's arguments as stored: JSON.
 	Args        json.RawMessage
-	State       string // pending, completed, discarded or cancelled
-	Attempt     int    // runs recorded so far
+	State       JobState
+	Attempt     int // runs recorded so far
 	MaxAttempts int
 	RunAt       time.Time
 	CreatedAt   time.Time
 	FinishedAt  *time.Time
 	// FinishedToken is the fencing token of the grant that finished the job.
 	FinishedToken *fence.Token
-	// Errors holds one entry per failed attempt: {"attempt", "at", "error"}.
-	Errors    json.RawMessage
+	// Errors holds the errors recorded on the job, oldest first: one per
+	// failed attempt (an error repeated on a snooze is recorded once), and
+	// the cancellation by an operator. Never nil.
+	Errors    []AttemptError
 	UniqueKey string
 	// Ordering is the job's Ordering (see Job).
 	Ordering Ordering
@@ -68,8 +103,18 @@ func scanJob(r pgx.Row) (JobInfo, error) {
 	var j JobInfo
 	var tok, behind *int64
 	var holds bool
+	var errs []byte
 	err := r.Scan(&j.ID, &j.Group, &j.Partition, &j.Key, &j.Kind, &j.Args, &j.State,
-		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &j.Errors, &j.UniqueKey, &holds, &behind)
+		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &errs, &j.UniqueKey, &holds, &behind)
+	if err != nil {
+		return j, err
+	}
+	j.Errors = []AttemptError{}
+	if len(errs) > 0 {
+		if err := json.Unmarshal(errs, &j.Errors); err != nil {
+			return j, fmt.Errorf("queue: job %d: recorded errors: %w", j.ID, err)
+		}
+	}
 	if !holds {
 		j.Ordering = OrderNonBlocking
 	}
@@ -80,16 +125,16 @@ func scanJob(r pgx.Row) (JobInfo, error) {
 		t := fence.Token(*tok)
 		j.FinishedToken = &t
 	}
-	return j, err
+	return j, nil
 }
 
 // Filter selects the jobs List returns.
 type Filter struct {
 	// Group is the jobs' group. Required.
 	Group string
-	// State, if set, selects jobs in that state: "pending", "completed",
-	// "discarded" or "cancelled". Defaults to any state.
-	State string
+	// State, if set, selects jobs in that state (one of JobStates).
+	// Defaults to any state.
+	State JobState
 	// Kind, if set, selects jobs of that kind. Defaults to any kind.
 	Kind string
 	// Partitions, if set, selects jobs of those partitions. Defaults to
@@ -105,12 +150,9 @@ type Filter struct {
 // MaxListLimit is the largest Filter.Limit.
 const MaxListLimit = 10_000
 
-// states are the states a job can be in.
-var states = []string{"pending", "completed", "discarded", "cancelled"}
-
 // List returns the jobs f selects, newest (highest id) first. An unknown
-// group gives an error wrapping ErrUnknownGroup, an invalid filter one
-// wrapping ErrInvalidFilter. It reads jobs from the newest id, filtering,
+// group gives an error wrapping ErrUnknownGroup, an invalid filter (a
+// partition the group does not have, too) one wrapping ErrInvalidFilter. It reads jobs from the newest id, filtering,
 // until Limit match: cheap when matches are common among recent jobs, but a
 // filter matching few of many retained jobs reads many rows (all of the
 // group's when none matches).
@@ -118,8 +160,8 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 	switch {
 	case f.Group == "":
 		return nil, fmt.Errorf("%w: Group required", ErrInvalidFilter)
-	case f.State != "" && !slices.Contains(states, f.State):
-		return nil, fmt.Errorf("%w: State %q is not one of %v", ErrInvalidFilter, f.State, states)
+	case f.State != "" && !slices.Contains(JobStates, f.State):
+		return nil, fmt.Errorf("%w: State %q is not one of %v", ErrInvalidFilter, f.State, JobStates)
 	case f.Limit < 0 || f.Limit > MaxListLimit:
 		return nil, fmt.Errorf("%w: Limit %d is not in 0..%d", ErrInvalidFilter, f.Limit, MaxListLimit)
 	case f.Before < 0:
@@ -135,17 +177,23 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 		return &s
 	}
 	var parts []int32 // nil: every partition
-	for _, p := range f.Partitions {
-		if p < 0 || p > math.MaxInt32 {
-			return nil, fmt.Errorf("%w: partition %d", ErrInvalidFilter, p)
+	if len(f.Partitions) > 0 {
+		n, err := c.groupCount(ctx, f.Group)
+		if err != nil {
+			return nil, err
 		}
-		parts = append(parts, int32(p))
+		for _, p := range f.Partitions {
+			if p < 0 || p >= n || p > math.MaxInt32 {
+				return nil, fmt.Errorf("%w: partition %d: group %q has %d partitions (0 to %d)", ErrInvalidFilter, p, f.Group, n, n-1)
+			}
+			parts = append(parts, int32(p))
+		}
 	}
 	var before *int64
 	if f.Before > 0 {
 		before = &f.Before
 	}
-	rows, err := c.pool.Query(ctx, c.q.List, f.Group, opt(f.State), opt(f.Kind), parts, before, f.Limit)
+	rows, err := c.pool.Query(ctx, c.q.List, f.Group, opt(string(f.State)), opt(f.Kind), parts, before, f.Limit)
 	if err != nil {
 		return nil, store.ClassifyRead("queue", "list", f.Group, err)
 	}
@@ -164,6 +212,28 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 		}
 	}
 	return jobs, nil
+}
+
+// groupCount returns the partition count of group, an error wrapping
+// ErrUnknownGroup if it does not exist.
+func (c *Client) groupCount(ctx context.Context, group string) (int, error) {
+	c.mu.Lock()
+	n, ok := c.counts[group]
+	c.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	err := c.pool.QueryRow(ctx, c.q.Groups, []string{group}).Scan(new(string), &n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("%w: %q", ErrUnknownGroup, group)
+	}
+	if err != nil {
+		return 0, store.ClassifyRead("queue", "list", group, err)
+	}
+	c.mu.Lock()
+	c.counts[group] = n
+	c.mu.Unlock()
+	return n, nil
 }
 
 // Retry puts discarded or cancelled jobs back to pending, due now, with

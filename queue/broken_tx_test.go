@@ -62,8 +62,8 @@ func TestHandlerThatBreaksItsTransactionSpendsAnAttempt(t *testing.T) {
 			if want == "" {
 				want = "broke its transaction"
 			}
-			if info.State != "discarded" || info.Attempt != 2 || !strings.Contains(string(info.Errors), want) {
-				t.Fatalf("job %s after %d attempts, errors %s; want discarded after 2", info.State, info.Attempt, info.Errors)
+			if info.State != "discarded" || info.Attempt != 2 || !strings.Contains(errorsText(info.Errors), want) {
+				t.Fatalf("job %s after %d attempts, errors %s; want discarded after 2", info.State, info.Attempt, errorsText(info.Errors))
 			}
 		})
 	}
@@ -144,8 +144,12 @@ func TestHandlerRawCommitFailsTheRun(t *testing.T) {
 	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 	info, err := c.JobInfo(ctx, res.ID)
 	pgtest.Must(t, err)
-	if info.State != "discarded" || info.Attempt != 2 || strings.Count(string(info.Errors), "ended its managed transaction itself") != 2 {
-		t.Fatalf("job %s after %d attempts, errors %s; want discarded after 2 failed runs reporting lease.ErrTxEnded", info.State, info.Attempt, info.Errors)
+	ended := 0
+	for _, e := range info.Errors {
+		ended += strings.Count(e.Error, "ended its managed transaction itself")
+	}
+	if info.State != queue.StateDiscarded || info.Attempt != 2 || ended != 2 {
+		t.Fatalf("job %s after %d attempts, errors %+v; want discarded after 2 failed runs reporting lease.ErrTxEnded", info.State, info.Attempt, info.Errors)
 	}
 	var applied int
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&applied))
@@ -186,8 +190,8 @@ func TestCommitRefusedByADeferredConstraintSpendsAnAttempt(t *testing.T) {
 	pgtest.Must(t, err)
 	var children int
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM child`).Scan(&children))
-	if info.State != "discarded" || info.Attempt != 2 || strings.Count(string(info.Errors), "did not commit") != 2 || children != 0 {
+	if info.State != "discarded" || info.Attempt != 2 || strings.Count(errorsText(info.Errors), "did not commit") != 2 || children != 0 {
 		t.Fatalf("job %s after %d attempts, errors %s, %d rows committed; want discarded after 2 refused commits, nothing committed",
-			info.State, info.Attempt, info.Errors, children)
+			info.State, info.Attempt, errorsText(info.Errors), children)
 	}
 }

@@ -239,10 +239,14 @@ func (c *Client) check(i int, j Job) error {
 		return bad("Args", "required")
 	case j.Args.Kind() == "" || len(j.Args.Kind()) > 100 || !utf8.ValidString(j.Args.Kind()):
 		return bad("Kind", fmt.Sprintf("%q must be 1 to 100 bytes of UTF-8", j.Args.Kind()))
-	case len(j.Key) > 255 || !utf8.ValidString(j.Key):
+	case !utf8.ValidString(j.Key):
+		return bad("Key", fmt.Sprintf("%q is not valid UTF-8", j.Key))
+	case len(j.Key) > 255:
 		return bad("Key", fmt.Sprintf("%d bytes; at most 255 bytes of UTF-8", len(j.Key)))
-	case len(j.UniqueKey) > 255 || !utf8.ValidString(j.UniqueKey):
-		return bad("UniqueKey", "at most 255 bytes of UTF-8")
+	case !utf8.ValidString(j.UniqueKey):
+		return bad("UniqueKey", fmt.Sprintf("%q is not valid UTF-8", j.UniqueKey))
+	case len(j.UniqueKey) > 255:
+		return bad("UniqueKey", fmt.Sprintf("%d bytes; at most 255 bytes of UTF-8", len(j.UniqueKey)))
 	case j.Ordering != OrderStrict && j.Ordering != OrderNonBlocking:
 		return bad("Ordering", fmt.Sprintf("unknown ordering %d", int(j.Ordering)))
 	case j.MaxAttempts < 0 || j.MaxAttempts > MaxAttempts:
@@ -306,7 +310,7 @@ func (c *Client) partitionCounts(ctx context.Context, db fence.Querier, jobs []J
 	defer c.mu.Unlock()
 	for _, g := range missing {
 		if counts[g] == 0 {
-			return nil, fmt.Errorf("%w: %q (start a partition.Member of it first)", ErrUnknownGroup, g)
+			return nil, fmt.Errorf("%w: %q (create it with Client.EnsureGroup or `leasehold groups create`, or start a worker of it)", ErrUnknownGroup, g)
 		}
 		c.counts[g] = counts[g]
 	}

@@ -130,8 +130,8 @@ func TestStallAtCommitIsNotChargedToTheHandler(t *testing.T) {
 	pgtest.Must(t, direct.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&applied))
 	mu.Lock()
 	defer mu.Unlock()
-	if info.State != "completed" || info.Attempt != 1 || string(info.Errors) != "[]" || applied != 1 {
-		t.Fatalf("job %s after %d attempts, errors %s, %d effects applied; want completed on attempt 1, no error, applied once",
+	if info.State != "completed" || info.Attempt != 1 || len(info.Errors) != 0 || applied != 1 {
+		t.Fatalf("job %s after %d attempts, errors %+v, %d effects applied; want completed on attempt 1, no error, applied once",
 			info.State, info.Attempt, info.Errors, applied)
 	}
 	if len(evs) != 2 || evs[0].Outcome != queue.OutcomeUnrecorded || !fence.IsIndeterminate(evs[0].Err) || evs[1].Outcome != queue.OutcomeCompleted {

@@ -113,7 +113,7 @@ func TestCrashLoopingJobIsDiscarded(t *testing.T) {
 		t.Errorf("the poison job's runs had attempts %v; want [1 1 2 3] (the first run, before any abrupt end, is not charged)", poisonAttempts)
 	}
 	want := map[string]struct {
-		state   string
+		state   queue.JobState
 		attempt int
 	}{"a": {"completed", 1}, "b": {"completed", 1}, "poison": {"discarded", 3}, "c": {"completed", 1}, "d": {"completed", 1}}
 	for name, w := range want {
@@ -125,8 +125,8 @@ func TestCrashLoopingJobIsDiscarded(t *testing.T) {
 	}
 	poison, err := c.JobInfo(ctx, ids["poison"])
 	pgtest.Must(t, err)
-	if !strings.Contains(string(poison.Errors), "without an outcome") {
-		t.Errorf("the discarded job's errors %s do not say why", poison.Errors)
+	if !strings.Contains(errorsText(poison.Errors), "without an outcome") {
+		t.Errorf("the discarded job's errors %s do not say why", errorsText(poison.Errors))
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -8,8 +8,12 @@ import (
 var (
 	// ErrInvalidJob is wrapped by every *JobError.
 	ErrInvalidJob = errors.New("queue: invalid job")
-	// ErrUnknownGroup means the job's group does not exist.
+	// ErrUnknownGroup means the job's group does not exist: create it with
+	// Client.EnsureGroup, or start a worker of it.
 	ErrUnknownGroup = errors.New("queue: unknown group")
+	// ErrInvalidGroup is returned by Client.EnsureGroup for a group name or
+	// partition count out of range.
+	ErrInvalidGroup = errors.New("queue: invalid group")
 	// ErrInvalidConfig is returned by New for an invalid Config.
 	ErrInvalidConfig = errors.New("queue: invalid config")
 	// ErrNoLease is wrapped by the error of Processor.Serve (and logged by
@@ -17,6 +21,9 @@ var (
 	// needs the grant's lease to fence its writes and to stop when it
 	// ends. A partition.Member's grants always carry it.
 	ErrNoLease = errors.New("queue: partition.Ownership.Lease is nil: the processor needs the partition's lease")
+	// ErrDuplicateHandler is wrapped by the error of NewProcessor (and of
+	// worker.New) for Workers with two handlers registered for one kind.
+	ErrDuplicateHandler = errors.New("queue: more than one handler registered for a kind")
 )
 
 // JobError reports a job that cannot be enqueued; nothing of the call was

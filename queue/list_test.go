@@ -91,6 +91,7 @@ func TestListBadFilter(t *testing.T) {
 		{Group: "emails", Limit: -1},
 		{Group: "emails", Limit: queue.MaxListLimit + 1},
 		{Group: "emails", Partitions: []int{-1}},
+		{Group: "emails", Partitions: []int{7, 8}}, // the group has 8 partitions
 		{Group: "emails", Before: -5},
 	} {
 		if _, err := c.List(ctx, f); !errors.Is(err, queue.ErrInvalidFilter) {

@@ -114,6 +114,8 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 		return nil, fmt.Errorf("%w: nil or zero *leasehold.DB (use leasehold.Open)", ErrInvalidConfig)
 	case cfg.Workers == nil:
 		return nil, fmt.Errorf("%w: Workers required", ErrInvalidConfig)
+	case cfg.Workers.check() != nil:
+		return nil, fmt.Errorf("%w: Workers: %w", ErrInvalidConfig, cfg.Workers.check())
 	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
 		cfg.UnknownKindDelay < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
 		return nil, fmt.Errorf("%w: negative value", ErrInvalidConfig)

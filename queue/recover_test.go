@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -94,7 +93,7 @@ func mark(t *testing.T, ctx context.Context, pool *pgxpool.Pool) int64 {
 }
 
 // waitJob waits until job id is in state.
-func waitJob(t *testing.T, ctx context.Context, c *queue.Client, id int64, state string) queue.JobInfo {
+func waitJob(t *testing.T, ctx context.Context, c *queue.Client, id int64, state queue.JobState) queue.JobInfo {
 	t.Helper()
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		info, err := c.JobInfo(ctx, id)
@@ -435,13 +434,8 @@ func TestRecoveredOutcomesAreReportedAndRecorded(t *testing.T) {
 	}
 	fail, err := c.JobInfo(ctx, res[0].ID)
 	pgtest.Must(t, err)
-	var errs []struct {
-		Attempt int    `json:"attempt"`
-		Error   string `json:"error"`
-	}
-	pgtest.Must(t, json.Unmarshal(fail.Errors, &errs))
-	if fail.Attempt != 2 || len(errs) != 2 || errs[1].Attempt != 2 {
-		t.Errorf("the failed job has %d attempts and errors %s; want 2, with both failures", fail.Attempt, fail.Errors)
+	if errs := fail.Errors; fail.Attempt != 2 || len(errs) != 2 || errs[1].Attempt != 2 {
+		t.Errorf("the failed job has %d attempts and errors %+v; want 2, with both failures", fail.Attempt, fail.Errors)
 	}
 	snoozed, err := c.JobInfo(ctx, res[1].ID)
 	pgtest.Must(t, err)
@@ -470,9 +464,7 @@ func TestUnknownKindMessageIsRecordedOnce(t *testing.T) {
 	}
 	info, err := c.JobInfo(ctx, res.ID)
 	pgtest.Must(t, err)
-	var errs []json.RawMessage
-	pgtest.Must(t, json.Unmarshal(info.Errors, &errs))
-	if info.Attempt != 0 || len(errs) != 1 {
-		t.Fatalf("after %d looks the job has %d attempts and errors %s; want 0 and one", looks.Load(), info.Attempt, info.Errors)
+	if info.Attempt != 0 || len(info.Errors) != 1 {
+		t.Fatalf("after %d looks the job has %d attempts and errors %+v; want 0 and one", looks.Load(), info.Attempt, info.Errors)
 	}
 }

@@ -233,8 +233,8 @@ func TestJobTimeoutIsAFailedAttempt(t *testing.T) {
 	pgtest.WaitNoPendingJobs(t, pool, 10*time.Second)
 	info, err := c.JobInfo(ctx, res.ID)
 	pgtest.Must(t, err)
-	if info.State != "completed" || info.Attempt != 2 || strings.Count(string(info.Errors), `"attempt"`) != 1 ||
-		!strings.Contains(string(info.Errors), "job timed out after 100ms") {
+	if info.State != "completed" || info.Attempt != 2 || len(info.Errors) != 1 ||
+		!strings.Contains(errorsText(info.Errors), "job timed out after 100ms") {
 		t.Fatalf("job %+v; want completed on attempt 2 after one timeout", info)
 	}
 	mu.Lock()

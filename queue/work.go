@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,10 +31,14 @@ type Work[T Args] struct {
 	Args  T
 }
 
-// Workers maps job kinds to handlers. Register handlers with Handle and
-// HandleTx before processing starts.
+// Workers maps job kinds to handlers. Register handlers with Handle,
+// HandleTx and HandleTxBatch before processing starts, one per kind: a
+// second handler for a kind is an error of NewProcessor (and worker.New)
+// wrapping ErrDuplicateHandler, not a silent replacement.
 type Workers struct {
 	handlers map[string]handler
+	// dups counts the handlers registered for a kind beyond the first.
+	dups map[string]int
 }
 
 // NewWorkers returns an empty set of handlers.
@@ -42,6 +49,34 @@ func NewWorkers() *Workers { return &Workers{handlers: make(map[string]handler)}
 func (ws *Workers) Handles(kind string) bool {
 	_, ok := ws.handlers[kind]
 	return ok
+}
+
+// register registers h for kind, recording a second registration.
+func (ws *Workers) register(kind string, h handler) {
+	if ws.handlers == nil {
+		ws.handlers = make(map[string]handler)
+	}
+	if _, ok := ws.handlers[kind]; ok {
+		if ws.dups == nil {
+			ws.dups = make(map[string]int)
+		}
+		ws.dups[kind]++
+		return // the first handler stays
+	}
+	ws.handlers[kind] = h
+}
+
+// check returns an error wrapping ErrDuplicateHandler that names the kinds
+// registered more than once, nil if none was.
+func (ws *Workers) check() error {
+	if len(ws.dups) == 0 {
+		return nil
+	}
+	kinds := slices.Sorted(maps.Keys(ws.dups))
+	for i, k := range kinds {
+		kinds[i] = fmt.Sprintf("%q (%d handlers)", k, ws.dups[k]+1)
+	}
+	return fmt.Errorf("%w: %s", ErrDuplicateHandler, strings.Join(kinds, ", "))
 }
 
 // handler runs one job, plain (tx nil) or transactional, or, for a batch
@@ -87,13 +122,13 @@ func kindOf[T Args]() string {
 // owner's completion is refused. Effects outside the queue's database are
 // the handler's business: carry w.Token, or use an idempotency key.
 func Handle[T Args](ws *Workers, fn func(ctx context.Context, w *Work[T]) error) {
-	ws.handlers[kindOf[T]()] = handler{run: func(ctx context.Context, _ pgx.Tx, w *Work[rawArgs]) error {
+	ws.register(kindOf[T](), handler{run: func(ctx context.Context, _ pgx.Tx, w *Work[rawArgs]) error {
 		t, err := typed[T](w)
 		if err != nil {
 			return err
 		}
 		return fn(ctx, t)
-	}}
+	}})
 }
 
 // HandleTx registers a transactional handler for the kind of T: it runs in
@@ -101,13 +136,13 @@ func Handle[T Args](ws *Workers, fn func(ctx context.Context, w *Work[T]) error)
 // check commit together, so its effects in this database happen exactly
 // once, even across pauses and takeovers.
 func HandleTx[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, w *Work[T]) error) {
-	ws.handlers[kindOf[T]()] = handler{tx: true, run: func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error {
+	ws.register(kindOf[T](), handler{tx: true, run: func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error {
 		t, err := typed[T](w)
 		if err != nil {
 			return err
 		}
 		return fn(ctx, tx, t)
-	}}
+	}})
 }
 
 // HandleTxBatch registers a batch transactional handler for the kind of T:
@@ -118,7 +153,7 @@ func HandleTx[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, w *Wo
 // HandleTx where jobs must fail one by one). Jobs whose args do not decode
 // are discarded one by one before the batch runs.
 func HandleTxBatch[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, ws []*Work[T]) error) {
-	ws.handlers[kindOf[T]()] = handler{
+	ws.register(kindOf[T](), handler{
 		tx: true,
 		decodes: func(w *Work[rawArgs]) error {
 			_, err := typed[T](w)
@@ -135,7 +170,7 @@ func HandleTxBatch[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, 
 			}
 			return fn(ctx, tx, works)
 		},
-	}
+	})
 }
 
 // snoozeError asks for the job to run again later without spending an

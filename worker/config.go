@@ -41,8 +41,9 @@ type Config struct {
 	// suffix).
 	ID string
 	// Workers holds the job handlers, by kind: the worker runs the queue's
-	// jobs of the partitions it owns. Exactly one of Workers and Kafka is
-	// required; defaults to none.
+	// jobs of the partitions it owns. Two handlers for one kind are an
+	// error wrapping queue.ErrDuplicateHandler. Exactly one of Workers and
+	// Kafka is required; defaults to none.
 	Workers *queue.Workers
 	// Kafka is the Kafka consumer the worker runs: it consumes the Kafka
 	// partitions whose group partitions it owns (see package kafka).

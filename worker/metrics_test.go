@@ -141,6 +141,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if _, err := worker.New(nil, worker.Config{Group: "g", Workers: ws}); !errors.Is(err, worker.ErrInvalidConfig) {
 		t.Errorf("nil db: %v", err)
 	}
+	dup := queue.NewWorkers()
+	queue.Handle(dup, func(context.Context, *queue.Work[deposit]) error { return nil })
+	queue.Handle(dup, func(context.Context, *queue.Work[deposit]) error { return nil })
+	if _, err := worker.New(pgtest.DBOn(t, pool), worker.Config{Group: "g", Workers: dup}); !errors.Is(err, worker.ErrInvalidConfig) ||
+		!errors.Is(err, queue.ErrDuplicateHandler) {
+		t.Errorf("two handlers for one kind: %v; want ErrInvalidConfig and queue.ErrDuplicateHandler", err)
+	}
 	reg := prometheus.NewRegistry()
 	w, err := worker.New(pgtest.DBOn(t, pool), worker.Config{Group: "g", Workers: ws, Registerer: reg})
 	pgtest.Must(t, err)

@@ -36,10 +36,25 @@ func (f *dbFlags) add(cmd *cobra.Command, persistent bool) {
 }
 
 // connect connects as the flags say (admin.Connect), with logger as the
-// handle's logger (nil for leasehold's default). It returns the handle, a
-// context bounded by --timeout for the command's database work, and the
-// function to call when done.
+// handle's logger (nil for leasehold's default), and checks that the schema
+// is migrated (admin.CheckSchema). It returns the handle, a context bounded
+// by --timeout for the command's database work, and the function to call
+// when done.
 func (f *dbFlags) connect(ctx context.Context, logger *slog.Logger) (*leasehold.DB, context.Context, func(), error) {
+	h, wctx, done, err := f.open(ctx, logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := admin.CheckSchema(wctx, h); err != nil {
+		err = admin.Explain(wctx, err)
+		done()
+		return nil, nil, nil, err
+	}
+	return h, wctx, done, nil
+}
+
+// open is connect without the schema check, for migrate.
+func (f *dbFlags) open(ctx context.Context, logger *slog.Logger) (*leasehold.DB, context.Context, func(), error) {
 	return admin.Connect(ctx, admin.ConnectConfig{URL: databaseURL(f.url), Schema: f.schema,
 		ConnectTimeout: f.connectTimeout, Timeout: f.timeout, Logger: logger})
 }

@@ -14,6 +14,8 @@
 //	leasehold jobs list --group G [--state S] [--kind K] [--partition P]... [--before ID] [--limit N] [--json]
 //	leasehold jobs retry ID... [--json]
 //	leasehold jobs cancel ID... [--json]
+//	leasehold groups create GROUP --partitions N [--json]
+//	leasehold groups list [--json]
 //	leasehold demo --kafka [--json] [--database-url URL]
 //
 // migrate creates or upgrades leasehold's schema in the database named by
@@ -43,9 +45,16 @@
 // enqueue enqueues a job given by flags, or JSON lines from standard input
 // (all of them in one transaction, or none; a malformed line is reported by
 // its number before anything is enqueued). jobs inspects, lists, retries and
-// cancels jobs. These commands print tables, or JSON with --json, and take
-// --database-url (default $DATABASE_URL), --schema, --connect-timeout
-// (default 10s) and --timeout (default 1m). See docs/cli.md.
+// cancels jobs. groups create creates a group ahead of its workers (so that
+// a producer can be deployed first); groups list lists the groups. These
+// commands print tables, or JSON with --json, and take --database-url
+// (default $DATABASE_URL), --schema, --connect-timeout (default 10s) and
+// --timeout (default 1m); they first check that the schema is migrated. See
+// docs/cli.md.
+//
+// Errors are printed on standard error as one "leasehold: ..." line and
+// exit with code 1; a standard output closed by its reader (status | head)
+// ends the command quietly with code 0.
 //
 // chaos runs worker OS processes under a seeded schedule of faults
 // (SIGSTOP past the lease TTL, kill -9 and restart, held and slowed

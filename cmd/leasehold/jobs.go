@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +30,7 @@ func newJobsShowCmd(db *dbFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID...",
 		Short: "Show jobs: state, attempts, errors, args, run-at time, finishing token",
-		Args:  cobra.MinimumNArgs(1),
+		Args:  minArgs(1, "job id (leasehold jobs list lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := admin.ParseIDs(args)
 			if err != nil {
@@ -94,24 +93,14 @@ func printJob(w io.Writer, v admin.JobView) {
 	}
 	t.row("unique key", orDash(v.UniqueKey))
 	t.row("args", string(v.Args))
-	var errs []struct {
-		Attempt int       `json:"attempt"`
-		At      time.Time `json:"at"`
-		Error   string    `json:"error"`
-	}
-	if json.Unmarshal(v.Errors, &errs) != nil {
-		t.row("errors", string(v.Errors))
-		t.flush()
-		return
-	}
-	if len(errs) == 0 {
+	if len(v.Errors) == 0 {
 		t.row("errors", "none")
 		t.flush()
 		return
 	}
 	t.flush()
 	fmt.Fprintln(w, "errors")
-	for _, e := range errs {
+	for _, e := range v.Errors {
 		msg := strings.ReplaceAll(strings.TrimRight(e.Error, "\n"), "\n", "\n      ")
 		fmt.Fprintf(w, "  attempt %d at %s:\n      %s\n", e.Attempt, e.At.Format(time.RFC3339Nano), msg)
 	}
@@ -119,6 +108,7 @@ func printJob(w io.Writer, v admin.JobView) {
 
 func newJobsListCmd(db *dbFlags) *cobra.Command {
 	var f queue.Filter
+	var state string
 	cmd := &cobra.Command{
 		Use:   "list --group G",
 		Short: "List the jobs of a group, newest first",
@@ -128,6 +118,10 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.Group == "" {
 				return fmt.Errorf("%w: --group is required", admin.ErrBadInput)
+			}
+			f.State = queue.JobState(state)
+			if f.Limit < 1 || f.Limit > queue.MaxListLimit {
+				return usageErr(cmd, fmt.Sprintf("--limit %d is not in 1..%d", f.Limit, queue.MaxListLimit))
 			}
 			h, ctx, done, err := db.connect(cmd.Context(), nil)
 			if err != nil {
@@ -166,7 +160,7 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.Group, "group", "", "the jobs' group (required)")
-	fs.StringVar(&f.State, "state", "", "only jobs in this state: pending, completed, discarded or cancelled")
+	fs.StringVar(&state, "state", "", "only jobs in this state: pending, completed, discarded or cancelled")
 	fs.StringVar(&f.Kind, "kind", "", "only jobs of this kind")
 	fs.IntSliceVar(&f.Partitions, "partition", nil, "only jobs of these partitions (repeatable, or comma-separated)")
 	fs.Int64Var(&f.Before, "before", 0, "only jobs with an id below this one (the next page)")

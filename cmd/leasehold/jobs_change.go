@@ -17,7 +17,7 @@ func newJobsRetryCmd(db *dbFlags) *cobra.Command {
 		Short: "Put discarded or cancelled jobs back to pending, due now, attempts reset",
 		Long: "retry puts discarded or cancelled jobs back to pending, due now, with their attempts reset and\n" +
 			"their recorded errors kept. It says which jobs it left alone and why, and then exits with status 1.",
-		Args: cobra.MinimumNArgs(1),
+		Args: minArgs(1, "job id (leasehold jobs list lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return changeJobs(cmd, db, args, "retried", admin.RetryJobs)
 		},
@@ -32,7 +32,7 @@ func newJobsCancelCmd(db *dbFlags) *cobra.Command {
 			"it is cancelled stays cancelled: a transactional handler's effects roll back, a plain handler's\n" +
 			"external effects may have happened. It says which jobs it left alone and why, and then exits with\n" +
 			"status 1.",
-		Args: cobra.MinimumNArgs(1),
+		Args: minArgs(1, "job id (leasehold jobs list lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return changeJobs(cmd, db, args, "cancelled", admin.CancelJobs)
 		},

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -21,18 +24,57 @@ func main() {
 	// workers' connections on purpose.
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	err := newRootCmd().ExecuteContext(ctx)
-	cause := context.Cause(ctx)
+	code := execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	os.Exit(code)
+}
+
+// execute runs the command line args and returns the exit status. An error
+// is printed on stderr as one "leasehold: ..." line; a standard output
+// closed by its reader (`leasehold status | head`) ends the command quietly,
+// with status 0.
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	out := &pipeWriter{w: stdout}
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	cmd.SetIn(stdin)
+	cmd.SetOut(out)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	cause := context.Cause(ctx)
 	switch {
 	case err == nil:
+		return 0
+	case out.closed.Load(): // the reader has gone: nobody to tell
+		return 0
 	case cause != nil: // the error is the interruption's consequence
-		fmt.Fprintf(os.Stderr, "leasehold: interrupted (%v)\n", cause)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "leasehold: interrupted (%v)\n", cause)
+		return 1
 	default:
-		fmt.Fprintln(os.Stderr, "leasehold:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, errorLine(err))
+		return 1
 	}
+}
+
+// errorLine is the line that reports err: "leasehold: " and the error,
+// without repeating the prefix that leasehold's own errors carry.
+func errorLine(err error) string {
+	return "leasehold: " + strings.TrimPrefix(err.Error(), "leasehold: ")
+}
+
+// pipeWriter is the standard output: it records that a write failed because
+// the reader closed the pipe (EPIPE; SIGPIPE is ignored).
+type pipeWriter struct {
+	w      io.Writer
+	closed atomic.Bool
+}
+
+func (p *pipeWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.closed.Store(true)
+	}
+	return n, err
 }
 
 // rootOptions holds the flags every command shares.
@@ -49,10 +91,11 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newChaosCmd(opts))
 	root.PersistentFlags().BoolVarP(&opts.verbose, "verbose", "v", false, "show the log records of leasehold's components")
 	root.AddCommand(newMigrateCmd(opts), newVersionCmd(), newDemoCmd(opts),
-		newStatusCmd(), newEnqueueCmd(), newJobsCmd())
+		newStatusCmd(), newEnqueueCmd(), newJobsCmd(), newGroupsCmd())
 	return root
 }
 

@@ -24,7 +24,7 @@ func newMigrateCmd(opts *rootOptions) *cobra.Command {
 			"or $DATABASE_URL and prints the version reached. It is safe to run concurrently.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, ctx, done, err := db.connect(cmd.Context(), opts.logger(cmd.ErrOrStderr()))
+			h, ctx, done, err := db.open(cmd.Context(), opts.logger(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}

@@ -53,7 +53,7 @@ func newStatusCmd() *cobra.Command {
 // listed.
 func printStatus(w io.Writer, r admin.Status, all bool) error {
 	if len(r.Groups) == 0 {
-		fmt.Fprintln(w, "no groups yet (a worker creates its group when it starts)")
+		fmt.Fprintln(w, noGroups)
 		return nil
 	}
 	for i, g := range r.Groups {
@@ -85,9 +85,12 @@ func printGroup(w io.Writer, g admin.GroupStatus, all bool) error {
 		if p.Owner != "" {
 			owner, token = p.Owner, fmt.Sprint(p.Token)
 			left := time.Duration(*p.ExpiresInMS) * time.Millisecond
-			if p.Held {
+			switch {
+			case p.Held:
 				expires = human(left)
-			} else {
+			case p.Released:
+				expires = "released " + human(-left) + " ago"
+			default:
 				expires = "expired " + human(-left) + " ago"
 			}
 		}

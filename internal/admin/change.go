@@ -27,9 +27,9 @@ type ChangeResult struct {
 func RetryJobs(ctx context.Context, db *leasehold.DB, ids []int64) ([]ChangeResult, error) {
 	return change(ctx, db, ids, "retried", (*queue.Client).Retry, func(j queue.JobInfo) string {
 		switch j.State {
-		case "pending":
+		case queue.StatePending:
 			return "pending: nothing to retry"
-		case "completed":
+		case queue.StateCompleted:
 			return "completed: nothing to retry"
 		}
 		if j.UniqueKey != "" {
@@ -44,8 +44,8 @@ func RetryJobs(ctx context.Context, db *leasehold.DB, ids []int64) ([]ChangeResu
 // *NotChangedError.
 func CancelJobs(ctx context.Context, db *leasehold.DB, ids []int64) ([]ChangeResult, error) {
 	return change(ctx, db, ids, "cancelled", (*queue.Client).Cancel, func(j queue.JobInfo) string {
-		if j.State != "pending" {
-			return "already " + j.State
+		if j.State != queue.StatePending {
+			return "already " + string(j.State)
 		}
 		return "changed by someone else meanwhile"
 	})
@@ -74,7 +74,7 @@ func change(ctx context.Context, db *leasehold.DB, ids []int64, verb string,
 		case err != nil:
 			return nil, fmt.Errorf("%s %v; reading the jobs back: %w", verb, changed, err)
 		default:
-			r.State = j.State
+			r.State = string(j.State)
 			if !r.Changed {
 				r.Reason = why(j)
 			}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
@@ -20,6 +21,50 @@ var ErrNoDatabase = errors.New("no database given: pass --database-url or set DA
 // ErrUnreachable is wrapped by the error of a database that cannot be
 // reached within the connect timeout.
 var ErrUnreachable = errors.New("cannot reach the database")
+
+// ErrRejected is wrapped by the error of a database server that answered
+// the connection with an error that trying again does not fix (a database
+// that does not exist, a wrong password): Connect reports it at once,
+// without waiting for the connect timeout.
+var ErrRejected = errors.New("the database server rejected the connection")
+
+// NotMigratedError reports a schema that leasehold's commands cannot work
+// on yet: never migrated, or migrated by an older version. It wraps
+// leasehold.ErrNotMigrated.
+type NotMigratedError struct {
+	Schema string
+	// Version is the schema's version in the database: 0 if never
+	// migrated.
+	Version int
+	// Latest is the version this build needs.
+	Latest int
+}
+
+// Error says what to run.
+func (e *NotMigratedError) Error() string {
+	fix := "run `leasehold migrate` (with the same --database-url and --schema)"
+	if e.Version == 0 {
+		return fmt.Sprintf("schema %q is not migrated in this database: %s", e.Schema, fix)
+	}
+	return fmt.Sprintf("schema %q is at version %d, this build of leasehold needs version %d: %s",
+		e.Schema, e.Version, e.Latest, fix)
+}
+
+// Unwrap returns leasehold.ErrNotMigrated.
+func (e *NotMigratedError) Unwrap() error { return leasehold.ErrNotMigrated }
+
+// CheckSchema returns a *NotMigratedError unless db's schema is migrated to
+// the version this build knows (or a newer one).
+func CheckSchema(ctx context.Context, db *leasehold.DB) error {
+	v, err := db.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if latest := leasehold.LatestSchemaVersion(); v < latest {
+		return &NotMigratedError{Schema: db.Schema(), Version: v, Latest: latest}
+	}
+	return nil
+}
 
 // ConnectConfig says which database Connect opens and how long it waits.
 type ConnectConfig struct {
@@ -63,8 +108,13 @@ func Connect(ctx context.Context, cfg ConnectConfig) (*leasehold.DB, context.Con
 	return db, wctx, func() { cancel(); pool.Close() }, nil
 }
 
-// open opens a pool of at most 4 connections on url and pings it within
-// timeout.
+// open opens a pool of at most 4 connections on url and pings it until it
+// answers, for at most timeout. A server that answers with an error (a
+// database that does not exist, a wrong password) is reported at once,
+// wrapping ErrRejected; a server that cannot be reached (refused, silent,
+// unknown host) or answers with a passing condition (starting up, too many
+// connections) is tried again until timeout, then reported wrapping
+// ErrUnreachable.
 func open(ctx context.Context, url string, timeout time.Duration) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -80,16 +130,30 @@ func open(ctx context.Context, url string, timeout time.Duration) (*pgxpool.Pool
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
-	err = pool.Ping(pctx)
-	cancel()
-	if err != nil {
+	defer cancel()
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		err = pool.Ping(pctx)
+		if err == nil {
+			return pool, nil
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && !store.Transient(pe) { // trying again will not help
+			pool.Close()
+			return nil, fmt.Errorf("%w: %v", ErrRejected, err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+			continue
+		case <-pctx.Done():
+			t.Stop()
+		}
 		pool.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("%w within %v (--connect-timeout): %v", ErrUnreachable, timeout, err)
 	}
-	return pool, nil
 }
 
 // Explain makes the error of database work cut short by the context of

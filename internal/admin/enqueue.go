@@ -81,7 +81,7 @@ func checkGroups(ctx context.Context, db *leasehold.DB, jobs []InputJob) error {
 	}
 	for _, j := range jobs {
 		if !slices.Contains(known, j.Job.Group) {
-			return inputErr(j.Line, fmt.Errorf("%w: %q (a worker creates its group when it starts)", queue.ErrUnknownGroup, j.Job.Group))
+			return inputErr(j.Line, fmt.Errorf("%w: %q (create it with `leasehold groups create %s --partitions N`, or start a worker of it)", queue.ErrUnknownGroup, j.Job.Group, j.Job.Group))
 		}
 	}
 	return nil

@@ -119,7 +119,8 @@ type JobFlags struct {
 	Group, Kind, Key string
 	// Ordering is "strict" or "non-blocking".
 	Ordering string
-	// Args is the job's arguments, JSON.
+	// Args is the job's arguments, JSON; "" is an error (the flag's
+	// default is {}).
 	Args string
 	// RunAt is when the job is due, RFC 3339; "" for now.
 	RunAt string
@@ -161,6 +162,9 @@ func (f JobFlags) Job() (InputJob, error) {
 	ord, err := ParseOrdering("--ordering", f.Ordering)
 	if err != nil {
 		return InputJob{}, bad(err)
+	}
+	if f.Args == "" {
+		return InputJob{}, bad(errors.New("--args is empty; use '{}' for a job without arguments"))
 	}
 	j, err := jobOf(f.Group, f.Kind, f.Key, ord, json.RawMessage(f.Args), at, "", f.MaxAttempts, f.UniqueKey)
 	if err != nil {

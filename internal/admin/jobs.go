@@ -29,8 +29,8 @@ type JobView struct {
 	// FinishedToken is the fencing token of the grant that finished the job.
 	FinishedToken *int64 `json:"finished_token"`
 	// Errors has one {"attempt", "at", "error"} object per recorded error.
-	Errors    json.RawMessage `json:"errors"`
-	UniqueKey string          `json:"unique_key"`
+	Errors    []queue.AttemptError `json:"errors"`
+	UniqueKey string               `json:"unique_key"`
 	// Ordering is "strict" or "non-blocking": what the job does to the later
 	// jobs of its key while it waits (ignored for a job without a key).
 	Ordering string `json:"ordering"`
@@ -42,7 +42,7 @@ type JobView struct {
 
 func viewOf(j queue.JobInfo) JobView {
 	v := JobView{ID: j.ID, Group: j.Group, Partition: j.Partition, Key: j.Key, Kind: j.Kind, Args: j.Args,
-		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
+		State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
 		FinishedAt: j.FinishedAt, Errors: j.Errors, UniqueKey: j.UniqueKey, Ordering: j.Ordering.String(),
 		WaitingBehind: j.WaitingBehind}
 	if j.FinishedToken != nil {

@@ -37,14 +37,17 @@ type GroupStatus struct {
 
 // PartitionStatus is the status of one partition: its lease and its jobs.
 type PartitionStatus struct {
-	Partition   int        `json:"partition"`
-	Owner       string     `json:"owner"`       // member id of the lease's holder; "" if never granted
-	Incarnation string     `json:"incarnation"` // the holder's incarnation
-	Token       int64      `json:"token"`       // the latest grant's fencing token; 0 if never granted
-	Held        bool       `json:"held"`
-	Desired     string     `json:"desired"` // the owner the assignment wants among the live members
-	AcquiredAt  *time.Time `json:"acquired_at"`
-	ExpiresAt   *time.Time `json:"expires_at"`
+	Partition   int    `json:"partition"`
+	Owner       string `json:"owner"`       // member id of the lease's holder; "" if never granted
+	Incarnation string `json:"incarnation"` // the holder's incarnation
+	Token       int64  `json:"token"`       // the latest grant's fencing token; 0 if never granted
+	Held        bool   `json:"held"`
+	// Released reports a lease that its holder released (a graceful stop,
+	// a handoff) rather than let expire; Held is false then.
+	Released   bool       `json:"released"`
+	Desired    string     `json:"desired"` // the owner the assignment wants among the live members
+	AcquiredAt *time.Time `json:"acquired_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
 	// ExpiresInMS is the time left on the lease; negative once expired.
 	ExpiresInMS *int64 `json:"expires_in_ms"`
 	Pending     int64  `json:"pending"`
@@ -116,7 +119,7 @@ func groupOf(st partition.Status, stats []queue.PartitionStats, now time.Time) G
 		Partitions: make([]PartitionStatus, len(st.Partitions)), Members: make([]MemberStatus, len(st.Members))}
 	for i, ps := range st.Partitions {
 		p := PartitionStatus{Partition: ps.Partition, Owner: ps.Owner, Incarnation: ps.Incarnation,
-			Token: int64(ps.Token), Held: ps.Held, Desired: ps.Desired}
+			Token: int64(ps.Token), Held: ps.Held, Released: ps.Released && !ps.Held, Desired: ps.Desired}
 		if ps.Owner != "" {
 			in := ps.Expires.Sub(now).Milliseconds()
 			p.AcquiredAt, p.ExpiresAt, p.ExpiresInMS = &ps.Acquired, &ps.Expires, &in

@@ -92,19 +92,23 @@ WHERE r.name IS NOT NULL OR EXISTS (
     WHERE s.name = h.name AND s.token = h.token AND s.owner = $3 AND s.expires_at > clock_timestamp())`
 
 // leaseRelease frees one grant; it checks owner and token: releasing twice, or a
-// lease that expired or was taken over, changes nothing.
+// lease that expired or was taken over, changes nothing. It sets expires_at
+// and renewed_at to one timestamp (two clock_timestamp() calls differ): the
+// mark of a released lease (partitionStatus).
 const leaseRelease = `
 UPDATE {{schema}}.leases
-SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
-WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`
+SET expires_at = c.t, renewed_at = c.t
+FROM (SELECT clock_timestamp() AS t) AS c
+WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > c.t`
 
 // leaseReleaseOrphans frees grants to this owner that no *Lease holds: the ones an
 // acquire with an unknown outcome may have committed. Only called while the
 // Client holds none of names and keeps them reserved.
 const leaseReleaseOrphans = `
 UPDATE {{schema}}.leases
-SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
-WHERE name = ANY($1::text[]) AND owner = $2 AND expires_at > clock_timestamp()`
+SET expires_at = c.t, renewed_at = c.t
+FROM (SELECT clock_timestamp() AS t) AS c
+WHERE name = ANY($1::text[]) AND owner = $2 AND expires_at > c.t`
 
 // leaseInspect reads one lease row and the database time: $1 name.
 const leaseInspect = `

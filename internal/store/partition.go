@@ -45,9 +45,12 @@ LEFT JOIN {{schema}}.members AS m ON m.group_name = g.name AND m.expires_at > cl
 WHERE g.name = $1
 GROUP BY g.partitions`
 
-// One row per partition of the group, with its lease if it has one.
+// One row per partition of the group, with its lease if it has one. A
+// release sets expires_at = renewed_at (leaseRelease); a grant or renewal
+// sets expires_at = renewed_at + TTL, TTL > 0.
 const partitionStatus = `
-SELECT p, l.owner, l.token, l.acquired_at, l.expires_at, coalesce(l.expires_at > clock_timestamp(), false)
+SELECT p, l.owner, l.token, l.acquired_at, l.expires_at, coalesce(l.expires_at > clock_timestamp(), false),
+       coalesce(l.expires_at = l.renewed_at, false)
 FROM {{schema}}.groups AS g
 CROSS JOIN LATERAL generate_series(0, g.partitions - 1) AS p
 LEFT JOIN {{schema}}.leases AS l ON l.name = 'partition/' || g.name || '/' || p

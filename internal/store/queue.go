@@ -1,5 +1,10 @@
 package store
 
+// queueCreateGroup creates group $1 with $2 partitions unless it exists;
+// a row back means it was created.
+const queueCreateGroup = `
+INSERT INTO {{schema}}.groups (name, partitions) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING true`
+
 // queueGroups reads the partition counts of the groups named in $1.
 const queueGroups = `SELECT name, partitions FROM {{schema}}.groups WHERE name = ANY($1::text[])`
 

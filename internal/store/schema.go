@@ -76,7 +76,7 @@ func For(schema string) (*Statements, error) {
 			Channel: PartitionChannel(schema),
 		},
 		Queue: QueueSQL{
-			Groups: r(queueGroups), Enqueue: r(queueEnqueue), EnqueuePlain: r(queueEnqueuePlain),
+			CreateGroup: r(queueCreateGroup), Groups: r(queueGroups), Enqueue: r(queueEnqueue), EnqueuePlain: r(queueEnqueuePlain),
 			Fetch: r(queueFetch), FetchBefore12: r(queueFetchBefore12), OpenRun: r(queueOpenRun),
 			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced),
 			Retain: r(queueRetain), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
@@ -128,7 +128,7 @@ type PartitionSQL struct {
 
 // QueueSQL are the statements of package queue.
 type QueueSQL struct {
-	Groups, Enqueue, EnqueuePlain, Fetch, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
+	CreateGroup, Groups, Enqueue, EnqueuePlain, Fetch, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
 	Retry, Stats, Cancel, List, Waits, ReleaseUnique string
 	// FetchBefore12 and Complete are not run by the queue: they are the
 	// baselines of tests and benchmarks.
