@@ -170,8 +170,11 @@ func (l *Lease) finish(cause error) bool {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	l.mu.Unlock()
+	// Cancel before unlocking: Err, which reads done under mu, must find
+	// the context's cause set once done is (it returned nil for a lost
+	// lease in between).
 	l.cancel(cause)
+	l.mu.Unlock()
 	l.c.untrack(l)
 	return true
 }

@@ -213,7 +213,7 @@ func TestWallStepsThatAreNotSuspends(t *testing.T) {
 		for _, l := range r.ls {
 			err := l.Err()
 			if !errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrSuspended) || !strings.Contains(err.Error(), "local deadline") {
-				t.Fatalf("%s after 3s on both clocks: Err = %v; want ErrLost by the local deadline, not suspended", l.Name(), err)
+				t.Fatalf("%s after 3s on both clocks: Err = %v; want ErrLost by the local deadline, not suspended (deadline %v, now %v, renews %+v)", l.Name(), err, l.Deadline(), r.clk.Now(), r.renews)
 			}
 		}
 	})
