@@ -55,6 +55,23 @@ type AttemptError struct {
 	Error string `json:"error"`
 }
 
+// RawArgs is a job's arguments as stored: JSON text. It is a
+// json.RawMessage (it marshals as the JSON it holds, and converts to one)
+// that prints as its text, so that fmt's %v and %+v of a JobInfo show the
+// arguments rather than a list of bytes.
+type RawArgs json.RawMessage
+
+// String returns the arguments' JSON text.
+func (a RawArgs) String() string { return string(a) }
+
+// MarshalJSON returns the arguments' JSON text ("null" when empty).
+func (a RawArgs) MarshalJSON() ([]byte, error) { return json.RawMessage(a).MarshalJSON() }
+
+// UnmarshalJSON stores a copy of data.
+func (a *RawArgs) UnmarshalJSON(data []byte) error {
+	return (*json.RawMessage)(a).UnmarshalJSON(data)
+}
+
 // JobInfo is a job as stored, for inspection.
 type JobInfo struct {
 	ID        int64
@@ -63,7 +80,7 @@ type JobInfo struct {
 	Key       string
 	Kind      string
 	// Args is the job's arguments as stored: JSON.
-	Args        json.RawMessage
+	Args        RawArgs
 	State       JobState
 	Attempt     int // runs recorded so far
 	MaxAttempts int

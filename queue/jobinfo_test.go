@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -72,6 +73,10 @@ func TestJobInfoIsTyped(t *testing.T) {
 	pgtest.Must(t, err)
 	if !strings.Contains(string(b), `"Args":{"to":"a@example.com"`) || !strings.Contains(string(b), `"error":"smtp: 421"`) {
 		t.Errorf("JobInfo as JSON: %s", b)
+	}
+	// Printed with fmt, the arguments read as their JSON text, not as a list of bytes.
+	if p := fmt.Sprintf("%+v", info); !strings.Contains(p, `Args:{"to": "a@example.com"`) {
+		t.Errorf("JobInfo printed with %%+v: %s", p)
 	}
 
 	// A job without errors has an empty list, not nil.

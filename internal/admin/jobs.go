@@ -41,7 +41,7 @@ type JobView struct {
 }
 
 func viewOf(j queue.JobInfo) JobView {
-	v := JobView{ID: j.ID, Group: j.Group, Partition: j.Partition, Key: j.Key, Kind: j.Kind, Args: j.Args,
+	v := JobView{ID: j.ID, Group: j.Group, Partition: j.Partition, Key: j.Key, Kind: j.Kind, Args: json.RawMessage(j.Args),
 		State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
 		FinishedAt: j.FinishedAt, Errors: j.Errors, UniqueKey: j.UniqueKey, Ordering: j.Ordering.String(),
 		WaitingBehind: j.WaitingBehind}
