@@ -119,11 +119,25 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 		<-resume // ignores ctx: the classic zombie
 		return nil
 	})
-	frozen := fakeclock.New(time.Now())
-	a := workerLog(t, pool, "a", wsA, frozen, slog.New(slog.NewTextHandler(&aLog, nil)))
+	aClock := fakeclock.New(time.Now())
+	a := workerLog(t, pool, "a", wsA, aClock, slog.New(slog.NewTextHandler(&aLog, nil)))
 	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "acct-1", Args: deposit{Seq: 1}})
 	pgtest.Must(t, err)
-	<-stalled
+	// a's clock runs until its handler stalls, then stops: a failed first
+	// claim (a statement timeout on a loaded machine) is retried after a
+	// backoff on that clock, which a clock aClock from the start never
+	// ends. Once stalled, a renews nothing and its lease expires in the
+	// database.
+	for stalledYet := false; !stalledYet; {
+		select {
+		case <-stalled:
+			stalledYet = true
+		case <-time.After(20 * time.Millisecond):
+			aClock.Advance(20 * time.Millisecond)
+		case <-ctx.Done():
+			t.Fatal("a's handler never ran")
+		}
+	}
 	aToken := a.Owned()
 	wsB := queue.NewWorkers()
 	queue.HandleTx(wsB, record)
