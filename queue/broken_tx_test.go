@@ -101,10 +101,11 @@ func TestZombieHandlerTransactionIsCutOff(t *testing.T) {
 		<-resume
 		return nil
 	})
-	startWorker(t, pool, "a", wsA, fakeclock.New(time.Now()))
+	aClock := fakeclock.New(time.Now())
+	startWorker(t, pool, "a", wsA, aClock)
 	_, err = c.Enqueue(ctx, queue.Job{Group: "emails", Key: "acct-1", Args: deposit{Seq: 1}})
 	pgtest.Must(t, err)
-	<-stalled
+	tickUntil(t, aClock, stalled)
 	wsB := queue.NewWorkers()
 	queue.HandleTx(wsB, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error { return bump(ctx, tx) })
 	startWorker(t, pool, "b", wsB, nil)

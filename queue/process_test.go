@@ -123,21 +123,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	a := workerLog(t, pool, "a", wsA, aClock, slog.New(slog.NewTextHandler(&aLog, nil)))
 	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "acct-1", Args: deposit{Seq: 1}})
 	pgtest.Must(t, err)
-	// a's clock runs until its handler stalls, then stops: a failed first
-	// claim (a statement timeout on a loaded machine) is retried after a
-	// backoff on that clock, which a clock aClock from the start never
-	// ends. Once stalled, a renews nothing and its lease expires in the
-	// database.
-	for stalledYet := false; !stalledYet; {
-		select {
-		case <-stalled:
-			stalledYet = true
-		case <-time.After(20 * time.Millisecond):
-			aClock.Advance(20 * time.Millisecond)
-		case <-ctx.Done():
-			t.Fatal("a's handler never ran")
-		}
-	}
+	tickUntil(t, aClock, stalled)
 	aToken := a.Owned()
 	wsB := queue.NewWorkers()
 	queue.HandleTx(wsB, record)
@@ -171,6 +157,27 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	pgtest.Must(t, pool.QueryRow(ctx, `SELECT state, attempt FROM leasehold.jobs`).Scan(&state, &attempt))
 	if state != "completed" || attempt != 1 {
 		t.Fatalf("job %s after %d attempts; want completed once", state, attempt)
+	}
+}
+
+// tickUntil runs clk at about real speed until done is closed, then leaves
+// it stopped. A zombie's clock must stop only once its handler stalls: a
+// failed first claim (a statement timeout on a loaded machine) is retried
+// after a backoff on that clock, which a clock frozen from the start never
+// ends. Once stopped, the zombie renews nothing and its lease expires in the
+// database.
+func tickUntil(t *testing.T, clk *fakeclock.Clock, done <-chan struct{}) {
+	t.Helper()
+	ctx := pgtest.Context(t)
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(20 * time.Millisecond):
+			clk.Advance(20 * time.Millisecond)
+		case <-ctx.Done():
+			t.Fatal("the handler never ran")
+		}
 	}
 }
 
@@ -237,10 +244,11 @@ func TestStaleOwnersPlainCompletionIsFenced(t *testing.T) {
 		<-resume // ignores ctx
 		return nil
 	})
-	workerLog(t, pool, "a", wsA, fakeclock.New(time.Now()), slog.New(slog.NewTextHandler(&aLog, nil)))
+	aClock := fakeclock.New(time.Now())
+	workerLog(t, pool, "a", wsA, aClock, slog.New(slog.NewTextHandler(&aLog, nil)))
 	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "acct-1", Args: deposit{Seq: 1}})
 	pgtest.Must(t, err)
-	<-stalled
+	tickUntil(t, aClock, stalled)
 	wsB := queue.NewWorkers()
 	queue.Handle(wsB, func(ctx context.Context, w *queue.Work[deposit]) error { return nil })
 	b := startWorker(t, pool, "b", wsB, nil)
