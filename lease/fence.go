@@ -99,18 +99,23 @@ func NewFence(db *leasehold.DB, cfg FenceConfig) (*Fence, error) {
 // transaction that outlasts the lease's local deadline costs the holder
 // the lease (its other leases are not held up).
 func (f *Fence) Check(ctx context.Context, tx pgx.Tx, lease string, token fence.Token) error {
-	return f.verify(ctx, tx, f.check, lease, token, ms(f.cfg.LockTimeout), ms(f.cfg.IdleTimeout), ms(f.cfg.StatementTimeout))
+	return f.verify(ctx, tx, f.check, lease, token, nil, ms(f.cfg.LockTimeout), ms(f.cfg.IdleTimeout), ms(f.cfg.StatementTimeout))
 }
 
 // verify runs the check statement q (the locking check, or the unlocked
-// peek) for lease and token.
-func (f *Fence) verify(ctx context.Context, tx pgx.Tx, q, lease string, token fence.Token, args ...any) error {
+// peek, which also reads into readCommitted whether the transaction is
+// READ COMMITTED) for lease and token.
+func (f *Fence) verify(ctx context.Context, tx pgx.Tx, q, lease string, token fence.Token, readCommitted *bool, args ...any) error {
 	if !token.Valid() {
 		return &fence.FencedError{Resource: lease, Held: token, Reason: "not a granted token"}
 	}
 	var current int64
 	var live bool
-	err := tx.QueryRow(ctx, q, append([]any{lease}, args...)...).Scan(&current, &live)
+	dest := []any{&current, &live}
+	if readCommitted != nil {
+		dest = append(dest, readCommitted)
+	}
+	err := tx.QueryRow(ctx, q, append([]any{lease}, args...)...).Scan(dest...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return &fence.FencedError{Resource: lease, Held: token, Reason: "no such lease"}
@@ -143,8 +148,14 @@ func (f *Fence) Begin(ctx context.Context) (pgx.Tx, error) {
 // called), runs fn, then runs Check, which locks the lease row until the
 // transaction ends, and commits. So the row is locked only for the check
 // and the COMMIT, not while fn runs: a slow fn neither delays the lease's
-// renewals nor a takeover. fn gets a managed transaction (Managed): its
-// Commit and Rollback refuse, since Tx commits. If either check refuses,
+// renewals nor a takeover. (Above READ COMMITTED, where the peek takes
+// the transaction's snapshot and a check after fn would fail to serialize
+// on a renewal committed meanwhile, Tx runs Check before fn instead, and
+// the row stays locked for the whole transaction.) fn gets a managed
+// transaction (Managed): its Commit and Rollback refuse, since Tx commits;
+// a fn that ends the transaction itself with a raw COMMIT or ROLLBACK
+// through Exec gets an error wrapping ErrTxEnded (its effects may have
+// committed without the check: a bug in fn). If either check refuses,
 // the error wraps ErrFenced and fn's effects, if it ran, are rolled back.
 // An error from fn rolls back and is returned as is. A COMMIT whose outcome
 // is unknown gives an error that fence.IsIndeterminate recognises; so does
@@ -163,16 +174,35 @@ func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func
 		tx.Rollback(rctx) // after a commit: a no-op
 	}()
 	// The early refusal: without a lock, so fn runs without holding the row.
-	if err := f.verify(ctx, tx, f.peek, lease, token); err != nil {
+	var readCommitted bool
+	if err := f.verify(ctx, tx, f.peek, lease, token, &readCommitted); err != nil {
 		return err
+	}
+	if !readCommitted {
+		// REPEATABLE READ or SERIALIZABLE: the peek took the snapshot, and
+		// a locking check after fn would fail (could not serialize) on any
+		// renewal of the lease committed while fn ran. Lock first, as
+		// before fn: the row stays locked, and the lease unrenewed, for
+		// the whole transaction.
+		if err := f.Check(ctx, tx, lease, token); err != nil {
+			return err
+		}
 	}
 	if err := fn(Managed(tx)); err != nil {
 		return err
 	}
-	// The check that counts: it locks the row until the COMMIT, and a
-	// refusal rolls fn's effects back.
-	if err := f.Check(ctx, tx, lease, token); err != nil {
-		return err
+	if tx.Conn().PgConn().TxStatus() == 'I' {
+		// fn ended the transaction itself (a raw COMMIT or ROLLBACK through
+		// Exec; Commit and Rollback refuse): its effects may have committed
+		// without the check. Nothing more runs on this connection.
+		return fmt.Errorf("lease: fenced transaction on %q: %w", lease, ErrTxEnded)
+	}
+	if readCommitted {
+		// The check that counts: it locks the row until the COMMIT, and a
+		// refusal rolls fn's effects back.
+		if err := f.Check(ctx, tx, lease, token); err != nil {
+			return err
+		}
 	}
 	return store.ClassifyCommit("lease", "fenced commit", lease, store.Commit(ctx, tx, "lease: fenced commit", lease))
 }

@@ -131,10 +131,14 @@ const leaseDeleteExpired = `
 DELETE FROM {{schema}}.leases WHERE expires_at < clock_timestamp() - $1 * interval '1 microsecond'`
 
 // leasePeek reads a lease row's token and whether it is unexpired, without
-// locking it: Fence.Tx's early refusal, before it runs the effects. $1 is
-// the lease name.
+// locking it, and whether the transaction is READ COMMITTED: Fence.Tx's
+// early refusal, before it runs the effects. (Above READ COMMITTED, the
+// transaction's snapshot is taken by this read, and a locking check after
+// the effects would fail on any renewal committed meanwhile: Fence.Tx then
+// locks first.) $1 is the lease name.
 const leasePeek = `
-SELECT token, expires_at > clock_timestamp() FROM {{schema}}.leases WHERE name = $1`
+SELECT token, expires_at > clock_timestamp(), current_setting('transaction_isolation') = 'read committed'
+FROM {{schema}}.leases WHERE name = $1`
 
 // leaseCheck locks a lease row FOR SHARE inside the effect transaction and
 // returns its token and whether it is unexpired; $1 is the lease name, $2 to
