@@ -245,11 +245,7 @@ func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) e
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	defer tx.Rollback(cctx) // after a commit: a no-op
-	if err := call(ctx, c.cfg.Handler, lease.Managed(tx), b); err != nil {
-		c.failed.Add(1)
-		return fmt.Errorf("kafka: handler, %s/%d offsets %d..%d: %w", b.Topic, b.Partition,
-			b.Records[0].Offset, b.Records[len(b.Records)-1].Offset, err)
-	}
+	herr := call(ctx, c.cfg.Handler, lease.Managed(tx), b)
 	if tx.Conn().PgConn().TxStatus() == 'I' {
 		// The handler ended the transaction itself (a raw COMMIT or
 		// ROLLBACK through Exec): its effects may have committed without
@@ -259,8 +255,16 @@ func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) e
 		c.failed.Add(1)
 		err := fmt.Errorf("kafka: handler, %s/%d offsets %d..%d: %w", b.Topic, b.Partition,
 			b.Records[0].Offset, b.Records[len(b.Records)-1].Offset, lease.ErrTxEnded)
+		if herr != nil {
+			err = fmt.Errorf("%w; the handler's error: %w", err, herr)
+		}
 		g.log.Error("kafka: the handler ended its transaction itself; its effects may have committed unfenced, without the offset advance", "err", err)
 		return err
+	}
+	if herr != nil {
+		c.failed.Add(1)
+		return fmt.Errorf("kafka: handler, %s/%d offsets %d..%d: %w", b.Topic, b.Partition,
+			b.Records[0].Offset, b.Records[len(b.Records)-1].Offset, herr)
 	}
 	err = c.fence.Check(cctx, tx, g.o.Lease.Name(), g.o.Token)
 	if err == nil {

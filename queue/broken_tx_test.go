@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -120,49 +121,59 @@ func TestZombieHandlerTransactionIsCutOff(t *testing.T) {
 // apply its effects without end: the job is discarded after MaxAttempts.
 func TestHandlerRawCommitFailsTheRun(t *testing.T) {
 	t.Parallel()
-	ctx := pgtest.Context(t)
-	pool, c := setup(t)
-	ledgerSetup(t, pool)
-	ws := queue.NewWorkers()
-	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
-		if err := record(ctx, tx, w); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, "COMMIT") // the bug
-		return err
-	})
-	var mu sync.Mutex
-	var evs []queue.JobEvent
-	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: deposit{}, MaxAttempts: 2})
-	pgtest.Must(t, err)
-	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
-		MinRetry: time.Millisecond, MaxRetry: time.Millisecond,
-		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
+	// The raw COMMIT is found whether the handler then returns nil or an
+	// error of its own.
+	for _, fails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("handler error %v", fails), func(t *testing.T) {
+			t.Parallel()
+			ctx := pgtest.Context(t)
+			pool, c := setup(t)
+			ledgerSetup(t, pool)
+			ws := queue.NewWorkers()
+			queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+				if err := record(ctx, tx, w); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, "COMMIT") // the bug
+				if err == nil && fails {
+					err = errors.New("and then failed")
+				}
+				return err
+			})
+			var mu sync.Mutex
+			var evs []queue.JobEvent
+			res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: deposit{}, MaxAttempts: 2})
+			pgtest.Must(t, err)
+			member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+				MinRetry: time.Millisecond, MaxRetry: time.Millisecond,
+				Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
+					mu.Lock()
+					defer mu.Unlock()
+					evs = append(evs, e)
+				}}}, false)
+			pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
+			info, err := c.JobInfo(ctx, res.ID)
+			pgtest.Must(t, err)
+			ended := 0
+			for _, e := range info.Errors {
+				ended += strings.Count(e.Error, "ended its managed transaction itself")
+			}
+			if info.State != queue.StateDiscarded || info.Attempt != 2 || ended != 2 {
+				t.Fatalf("job %s after %d attempts, errors %+v; want discarded after 2 failed runs reporting lease.ErrTxEnded", info.State, info.Attempt, info.Errors)
+			}
+			var applied int
+			pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&applied))
 			mu.Lock()
 			defer mu.Unlock()
-			evs = append(evs, e)
-		}}}, false)
-	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
-	info, err := c.JobInfo(ctx, res.ID)
-	pgtest.Must(t, err)
-	ended := 0
-	for _, e := range info.Errors {
-		ended += strings.Count(e.Error, "ended its managed transaction itself")
-	}
-	if info.State != queue.StateDiscarded || info.Attempt != 2 || ended != 2 {
-		t.Fatalf("job %s after %d attempts, errors %+v; want discarded after 2 failed runs reporting lease.ErrTxEnded", info.State, info.Attempt, info.Errors)
-	}
-	var applied int
-	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&applied))
-	mu.Lock()
-	defer mu.Unlock()
-	if applied != 2 || len(evs) != 2 {
-		t.Fatalf("%d effects committed, %d events; want one per run (2)", applied, len(evs))
-	}
-	for i, e := range evs {
-		if !errors.Is(e.Err, lease.ErrTxEnded) || e.Outcome == queue.OutcomeCompleted {
-			t.Errorf("event %d: %s, %v; want a failed run with lease.ErrTxEnded", i, e.Outcome, e.Err)
-		}
+			if applied != 2 || len(evs) != 2 {
+				t.Fatalf("%d effects committed, %d events; want one per run (2)", applied, len(evs))
+			}
+			for i, e := range evs {
+				if !errors.Is(e.Err, lease.ErrTxEnded) || e.Outcome == queue.OutcomeCompleted {
+					t.Errorf("event %d: %s, %v; want a failed run with lease.ErrTxEnded", i, e.Outcome, e.Err)
+				}
+			}
+		})
 	}
 }
 

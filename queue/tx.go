@@ -65,9 +65,7 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	for i, f := range fs {
 		ids[i] = f.id
 	}
-	if err := run(&jobTx{Tx: lease.Managed(tx), running: ids}); err != nil {
-		return handlerError{timedOut(ctx, err)}
-	}
+	herr := run(&jobTx{Tx: lease.Managed(tx), running: ids})
 	if tx.Conn().PgConn().TxStatus() == 'I' {
 		// The handler ended the transaction itself, with a raw COMMIT or
 		// ROLLBACK through Exec (Commit and Rollback refuse): its effects
@@ -77,9 +75,15 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		// completer, fenced), so that the handler bug cannot apply its
 		// effects again and again without end.
 		err := fmt.Errorf("%w (jobs %v)", lease.ErrTxEnded, ids)
+		if herr != nil { // it also failed: both are recorded
+			err = fmt.Errorf("%w (jobs %v); the handler's error: %w", lease.ErrTxEnded, ids, herr)
+		}
 		p.log.Error("queue: a transactional handler ended its transaction itself; its effects may have committed unfenced, without the job's completion",
 			"group", o.Group, "partition", o.Partition, "jobs", ids, "kind", fs[0].kind, "err", err)
 		return handlerError{err}
+	}
+	if herr != nil {
+		return handlerError{timedOut(ctx, herr)}
 	}
 	// The handler succeeded. Commit even if its context was cancelled
 	// meanwhile (a handoff began, the job timed out): the fence decides, and

@@ -103,3 +103,28 @@ func TestSuccessorTakesTheUniqueKeyOfItsRunningJob(t *testing.T) {
 		t.Fatalf("enqueue after the chain = %+v, %v; want a new job", r, err)
 	}
 }
+
+// A job retried by an operator holds its unique key again, even one that
+// had released it (a handler that enqueued a successor and then ended its
+// transaction itself with a raw COMMIT leaves such a job behind, pending,
+// and it may then be cancelled): after the retry, an enqueue of the key is
+// a duplicate.
+func TestRetriedJobHoldsItsUniqueKeyAgain(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: chain{N: 1}, UniqueKey: "u"})
+	pgtest.Must(t, err)
+	_, err = pool.Exec(ctx, `UPDATE leasehold.jobs SET unique_released = true WHERE id = $1`, res.ID)
+	pgtest.Must(t, err)
+	_, err = c.Cancel(ctx, res.ID)
+	pgtest.Must(t, err)
+	if changed, err := c.Retry(ctx, res.ID); err != nil || len(changed) != 1 {
+		t.Fatalf("Retry = %v, %v; want the job back to pending", changed, err)
+	}
+	dup, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: chain{N: 2}, UniqueKey: "u"})
+	pgtest.Must(t, err)
+	if !dup.Duplicate {
+		t.Fatalf("enqueue of the retried job's unique key = %+v; want a duplicate", dup)
+	}
+}

@@ -251,10 +251,12 @@ FROM {{schema}}.jobs AS j WHERE j.id = $1`
 
 // queueRetry puts finished-but-failed jobs (discarded or cancelled) back to
 // pending, due now, with their attempts reset and their errors kept. A job
-// whose unique key is pending again in its group is left alone.
+// whose unique key is pending again in its group is left alone; a retried
+// job holds its unique key again (unique_released: see migration 8).
 const queueRetry = `
 UPDATE {{schema}}.jobs AS j
-SET state = 'pending', attempt = 0, run_at = clock_timestamp(), finished_at = NULL, finished_token = NULL
+SET state = 'pending', attempt = 0, run_at = clock_timestamp(), finished_at = NULL, finished_token = NULL,
+    unique_released = false
 WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled')
   AND NOT (j.unique_key IS NOT NULL AND EXISTS (
       SELECT FROM {{schema}}.jobs AS o
