@@ -49,6 +49,9 @@ type Client struct {
 	// row locks (the behaviour before SKIP LOCKED), for negative controls.
 	loopSlept    func(time.Duration)
 	waitingRenew bool
+	// noWaitingRenew turns off the waiting renewal of busy leases near
+	// their deadlines (renewWaiting): a test hook, for the negative control.
+	noWaitingRenew bool
 
 	mu       sync.Mutex
 	held     map[string]*Lease   // leases this Client holds

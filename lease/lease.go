@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/fence"
@@ -28,6 +29,8 @@ type Lease struct {
 	timer    Timer
 	done     bool
 	released bool // a release statement succeeded
+
+	waiting atomic.Bool // a waiting renewal of this lease alone runs: see Client.renewWaiting
 }
 
 func newLease(c *Client, name string, token fence.Token, acquiredAt time.Time, sent reading) *Lease {

@@ -55,6 +55,7 @@ func (c *Client) renewLoop() {
 			c.fails.Recovered("renew", "lease: renewal recovered", "leases", len(ls))
 			next = c.cfg.Clock.Now().Add(c.interval())
 			busy, retries = b, 0
+			c.renewUrgent(busy)
 		case len(busy) > 0 && !r.mono.Before(retryAt):
 			// The busy leases alone, each still held.
 			live := busy[:0]
@@ -68,7 +69,10 @@ func (c *Client) renewLoop() {
 				b, err := c.renew(context.Background(), busy, false)
 				if err == nil {
 					busy = b
+				} else {
+					c.fails.Fail("renew-busy", "lease: renewal of busy leases failed", "leases", len(busy), "err", err)
 				}
+				c.renewUrgent(busy)
 			}
 			retries++
 		default:
@@ -78,6 +82,43 @@ func (c *Client) renewLoop() {
 			retryAt = c.cfg.Clock.Now().Add(c.cfg.MinBackoff + c.backoff.Delay(retries))
 		}
 	}
+}
+
+// renewUrgent starts a waiting renewal (renewWaiting) of each busy lease
+// whose local deadline is less than one RenewInterval away.
+func (c *Client) renewUrgent(busy []*Lease) {
+	now := c.cfg.Clock.Now()
+	for _, l := range busy {
+		if l.Deadline().Sub(now) < c.cfg.RenewInterval {
+			c.renewWaiting(l)
+		}
+	}
+}
+
+// renewWaiting renews l alone, in the background, with the statement that
+// waits for the row's lock (each attempt bounded by StatementTimeout), until
+// l is renewed or lost. The loop's retries of a busy lease only sample the
+// row: under a steady stream of overlapping FOR SHARE locks (many short
+// fence checks on one lease) they can keep missing the moments it is free,
+// and a healthy holder would lose the lease at its local deadline. A
+// waiting statement is woken the moment the row is free. It holds no other
+// row's lock meanwhile, so the Client's other leases are not held up.
+func (c *Client) renewWaiting(l *Lease) {
+	if c.noWaitingRenew || !l.waiting.CompareAndSwap(false, true) {
+		return
+	}
+	c.background(func() {
+		defer l.waiting.Store(false)
+		before := l.Deadline()
+		for l.Err() == nil && l.Deadline().Equal(before) {
+			if _, err := c.renew(context.Background(), []*Lease{l}, true); err != nil {
+				c.fails.Fail("renew-wait", "lease: waiting renewal of a busy lease failed", "lease", l.name, "token", int64(l.token), "err", err)
+				if c.sleep(context.Background(), c.cfg.MinBackoff) != nil {
+					return
+				}
+			}
+		}
+	})
 }
 
 // interval returns the wait until the next renewal of all: RenewInterval,

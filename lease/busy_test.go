@@ -1,0 +1,117 @@
+package lease_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
+)
+
+// relayShareLocks keeps the row of lease name locked FOR SHARE by a relay of
+// transactions, each taking its lock before the one before it commits (as
+// overlapping fence checks do), until stop is closed. With gaps, every
+// 10th handoff leaves the row unlocked for a few milliseconds.
+func relayShareLocks(t *testing.T, pool *pgxpool.Pool, name string, gaps bool, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx := context.Background()
+		var prev pgx.Tx
+		defer func() {
+			if prev != nil {
+				prev.Commit(ctx)
+			}
+		}()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Errorf("relay: %v", err)
+				return
+			}
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM leasehold.leases WHERE name = $1 FOR SHARE`, name); err != nil {
+				t.Errorf("relay: %v", err)
+				tx.Rollback(ctx)
+				return
+			}
+			if prev != nil {
+				prev.Commit(ctx)
+			}
+			prev = tx
+			time.Sleep(5 * time.Millisecond)
+			if gaps && i%10 == 9 {
+				prev.Commit(ctx)
+				prev = nil
+				time.Sleep(3 * time.Millisecond)
+			}
+		}
+	}()
+	return done
+}
+
+// busyUnderRelay holds lease "hot" (TTL 1s) while a relay of FOR SHARE locks
+// runs on its row for 4 TTLs, and reports whether the lease is still held
+// at the end and how often the database saw it renewed.
+func busyUnderRelay(t *testing.T, gaps, waiting bool) (held bool, renewals int) {
+	t.Helper()
+	ctx := pgtest.Context(t)
+	pool := pgtest.Pool(t)
+	c, err := lease.New(pgtest.DBOn(t, pool), lease.Config{Owner: "a", TTL: time.Second})
+	pgtest.Must(t, err)
+	t.Cleanup(func() { c.Close(context.Background()) })
+	if !waiting {
+		lease.NoWaitingRenewal(c)
+	}
+	l, err := c.TryAcquire(ctx, "hot")
+	pgtest.Must(t, err)
+	stop := make(chan struct{})
+	done := relayShareLocks(t, pool, "hot", gaps, stop)
+	seen := map[time.Time]bool{}
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end) && l.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		// A plain read: it takes no row lock, so it waits for nothing.
+		info, err := c.Inspect(ctx, "hot")
+		pgtest.Must(t, err)
+		seen[info.RenewedAt] = true
+	}
+	close(stop)
+	<-done
+	return l.Err() == nil, len(seen) - 1
+}
+
+// A lease whose row is locked FOR SHARE nearly all the time, by a steady
+// stream of overlapping fence checks, stays held: once it nears its
+// deadline, the Client renews it alone with a statement that waits for the
+// row and gets it the moment the row is free, instead of only sampling the
+// row with retries that keep missing those moments. The controls: without
+// the waiting renewal the lease is usually lost (logged: the retries may
+// land in a gap); with no gap at all the lease is lost whatever the Client
+// does, which shows the check can fail.
+func TestBusyLeaseUnderSteadyFenceChecksStaysHeld(t *testing.T) {
+	t.Parallel()
+	t.Run("waiting renewal", func(t *testing.T) {
+		t.Parallel()
+		if held, n := busyUnderRelay(t, true, true); !held || n < 2 {
+			t.Fatalf("under a relay of FOR SHARE locks with gaps: held %v after 4 TTLs, renewed %d times; want held, renewed", held, n)
+		}
+	})
+	t.Run("sampling only", func(t *testing.T) {
+		t.Parallel()
+		held, n := busyUnderRelay(t, true, false)
+		t.Logf("without the waiting renewal: held %v after 4 TTLs, renewed %d times", held, n)
+	})
+	t.Run("no gap", func(t *testing.T) {
+		t.Parallel()
+		if held, _ := busyUnderRelay(t, false, true); held {
+			t.Fatal("the lease stayed held under a relay of FOR SHARE locks that never leaves its row free: the check cannot fail")
+		}
+	})
+}
