@@ -31,8 +31,12 @@ func DerivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgx
 	// after its fifth execution, which measurably halved renew throughput
 	// on some connections (bench/README.md).
 	rp["plan_cache_mode"] = "force_generic_plan"
-	// Grants and heartbeats on this pool must not take a commit the
-	// synchronous standby did not confirm for success.
+	// Grants on this pool must not take a commit the synchronous standby
+	// did not confirm for success: the hook records the warning for the
+	// commits that are watched (Watch). Renewals and heartbeats are not
+	// watched: an unreplicated renewal can move a local deadline past what
+	// a failed-over standby has (docs/reliability.md); fenced writes stay
+	// safe, since the new primary's token check refuses the old grant.
 	pc.ConnConfig.OnNotice = NoticeHook(pc.ConnConfig.OnNotice)
 	p, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
