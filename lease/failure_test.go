@@ -201,7 +201,7 @@ func TestPartitionedHolderLosesByDeadlineAndRecovers(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
 	url := pgtest.MigratedURL(t)
-	pool, proxy := proxiedPool(t, url)
+	pool, proxy := pgtest.ProxiedPool(t, url)
 
 	c := newClient(t, pool, lease.Config{Owner: "partitioned", TTL: 2 * time.Second, MaxBackoff: 100 * time.Millisecond})
 	l, err := c.TryAcquire(ctx, "job")
@@ -233,7 +233,7 @@ func TestIndeterminateAcquireFreesOrphanGrant(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
 	url := pgtest.MigratedURL(t)
-	proxied, proxy := proxiedPool(t, url)
+	proxied, proxy := pgtest.ProxiedPool(t, url)
 	direct := pgtest.PoolURL(t, url)
 
 	ttl := 20 * time.Second // far longer than the test: expiry cannot explain a release

@@ -2,7 +2,6 @@ package lease_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -34,25 +32,6 @@ func newClient(t testing.TB, pool *pgxpool.Pool, cfg lease.Config) *lease.Client
 		c.Close(ctx)
 	})
 	return c
-}
-
-// proxiedPool returns a pool on url whose connections pass through a TCP
-// fault proxy, and the proxy; both are closed when the test ends.
-func proxiedPool(t *testing.T, url string, opts ...func(*pgxpool.Config)) (*pgxpool.Pool, *netproxy.Proxy) {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
-	pgtest.Must(t, err)
-	for _, o := range opts {
-		o(cfg)
-	}
-	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
-	pgtest.Must(t, err)
-	t.Cleanup(func() { proxy.Close() })
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	pgtest.Must(t, err)
-	t.Cleanup(pool.Close)
-	return pool, proxy
 }
 
 // closedWithin reports whether ch is closed within d.

@@ -72,7 +72,7 @@ func TestAcquireWithLostReplyIsIndeterminate(t *testing.T) {
 	url := pgtest.MigratedURL(t)
 	// No liveness ping: on a loaded machine the idle connection could be
 	// pinged into the blackhole instead of carrying the acquire.
-	viaProxy, proxy := proxiedPool(t, url, func(c *pgxpool.Config) {
+	viaProxy, proxy := pgtest.ProxiedPool(t, url, func(c *pgxpool.Config) {
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	})
 

@@ -2,14 +2,12 @@ package partition_test
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/history"
-	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -26,15 +24,7 @@ func TestDatabaseOutageOfOneMember(t *testing.T) {
 	url := pgtest.MigratedURL(t)
 	pool := pgtest.PoolURL(t, url)
 	pgtest.Must(t, history.Install(ctx, pool, ""))
-	cfg, err := pgxpool.ParseConfig(url)
-	pgtest.Must(t, err)
-	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
-	pgtest.Must(t, err)
-	t.Cleanup(func() { proxy.Close() })
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
-	cut, err := pgxpool.NewWithConfig(ctx, cfg)
-	pgtest.Must(t, err)
-	t.Cleanup(cut.Close)
+	cut, proxy := pgtest.ProxiedPool(t, url)
 
 	rec := &recorder{}
 	start := func(p *pgxpool.Pool, id string) {

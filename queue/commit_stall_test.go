@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -36,16 +34,7 @@ func TestStallAtCommitIsNotChargedToTheHandler(t *testing.T) {
 	ledgerSetup(t, direct)
 	c, err := queue.New(pgtest.DBOn(t, direct), queue.Config{})
 	pgtest.Must(t, err)
-	cfg, err := pgxpool.ParseConfig(url)
-	pgtest.Must(t, err)
-	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
-	pgtest.Must(t, err)
-	t.Cleanup(func() { proxy.Close() })
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
-	cfg.ConnConfig.ConnectTimeout = time.Second
-	proxied, err := pgxpool.NewWithConfig(ctx, cfg)
-	pgtest.Must(t, err)
-	t.Cleanup(proxied.Close)
+	proxied, proxy := pgtest.ProxiedPool(t, url, func(c *pgxpool.Config) { c.ConnConfig.ConnectTimeout = time.Second })
 
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once

@@ -13,7 +13,6 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lograte"
 	"github.com/leasehold/leasehold/internal/logtest"
-	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
@@ -98,16 +97,7 @@ func TestDatabaseOutageLogsRateLimited(t *testing.T) {
 	const n = 16
 	ctx := pgtest.Context(t)
 	url := pgtest.MigratedURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	pgtest.Must(t, err)
-	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
-	pgtest.Must(t, err)
-	t.Cleanup(func() { proxy.Close() })
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
-	cfg.ConnConfig.ConnectTimeout = time.Second
-	cut, err := pgxpool.NewWithConfig(ctx, cfg)
-	pgtest.Must(t, err)
-	t.Cleanup(cut.Close)
+	cut, proxy := pgtest.ProxiedPool(t, url, func(c *pgxpool.Config) { c.ConnConfig.ConnectTimeout = time.Second })
 
 	rec, log := logtest.New(slog.LevelInfo)
 	var losses atomic.Int64

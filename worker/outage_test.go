@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/internal/netproxy"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/worker"
@@ -25,16 +23,7 @@ func TestDatabaseOutageStopsAndResumesProcessing(t *testing.T) {
 	pool := pgtest.PoolURL(t, url)
 	group(t, pool, 8)
 	ledgerSetup(t, pool)
-	cfg, err := pgxpool.ParseConfig(url)
-	pgtest.Must(t, err)
-	proxy, err := netproxy.Start(fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
-	pgtest.Must(t, err)
-	t.Cleanup(func() { proxy.Close() })
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.Port())
-	cfg.ConnConfig.ConnectTimeout = time.Second
-	cut, err := pgxpool.NewWithConfig(ctx, cfg)
-	pgtest.Must(t, err)
-	t.Cleanup(cut.Close)
+	cut, proxy := pgtest.ProxiedPool(t, url, func(c *pgxpool.Config) { c.ConnConfig.ConnectTimeout = time.Second })
 
 	jobs, keys := enqueueDeposits(t, pool, 20, 5)
 	ws := queue.NewWorkers()
