@@ -188,14 +188,18 @@ func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func
 			return err
 		}
 	}
-	if err := fn(Managed(tx)); err != nil {
-		return err
-	}
+	ferr := fn(Managed(tx))
 	if tx.Conn().PgConn().TxStatus() == 'I' {
 		// fn ended the transaction itself (a raw COMMIT or ROLLBACK through
 		// Exec; Commit and Rollback refuse): its effects may have committed
 		// without the check. Nothing more runs on this connection.
+		if ferr != nil {
+			return fmt.Errorf("lease: fenced transaction on %q: %w; fn's error: %w", lease, ErrTxEnded, ferr)
+		}
 		return fmt.Errorf("lease: fenced transaction on %q: %w", lease, ErrTxEnded)
+	}
+	if ferr != nil {
+		return ferr
 	}
 	if readCommitted {
 		// The check that counts: it locks the row until the COMMIT, and a

@@ -25,14 +25,19 @@ func TestFenceTxReportsATransactionEndedByFn(t *testing.T) {
 	pool, f := fenceSetup(t)
 	la, err := fenceClient(t, pool, "a", nil).TryAcquire(ctx, "p/1")
 	pgtest.Must(t, err)
-	for _, end := range []string{"COMMIT", "ROLLBACK", ""} {
+	for _, end := range []string{"COMMIT", "ROLLBACK", "COMMIT, then an error", ""} {
 		err := f.Tx(ctx, "p/1", la.Token(), func(tx pgx.Tx) error {
 			if err := effect(la.Token(), end)(tx); err != nil {
 				return err
 			}
 			if end != "" {
-				_, err := tx.Exec(ctx, end)
-				return err
+				stmt, then, _ := strings.Cut(end, ", then ")
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					return err
+				}
+				if then != "" {
+					return errors.New(then)
+				}
 			}
 			return nil
 		})
@@ -41,6 +46,8 @@ func TestFenceTxReportsATransactionEndedByFn(t *testing.T) {
 			t.Fatalf("the control, fn without a raw statement: Tx = %v; want nil", err)
 		case end != "" && (!errors.Is(err, lease.ErrTxEnded) || fence.IsIndeterminate(err)):
 			t.Errorf("fn ran a raw %s: Tx = %v; want ErrTxEnded", end, err)
+		case end != "":
+			t.Logf("fn ran a raw %s: %v", end, err)
 		}
 	}
 }
