@@ -210,10 +210,16 @@ func (c *Client) rollback(ctx context.Context, tx pgx.Tx) {
 }
 
 // sleep waits d on the Client's clock, or until ctx ends or the Client closes.
-func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+func (c *Client) sleep(ctx context.Context, d time.Duration) error { return c.sleepArmed(ctx, d, nil) }
+
+// sleepArmed is sleep, calling armed (when not nil) once its timer is set.
+func (c *Client) sleepArmed(ctx context.Context, d time.Duration, armed func()) error {
 	done := make(chan struct{})
 	t := c.cfg.Clock.AfterFunc(d, func() { close(done) })
 	defer t.Stop()
+	if armed != nil {
+		armed()
+	}
 	select {
 	case <-done:
 		return nil

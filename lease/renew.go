@@ -131,18 +131,11 @@ func (c *Client) interval() time.Duration {
 // loopSleep is sleep for the renewal loop, which reports to the test hook
 // once its timer is set.
 func (c *Client) loopSleep(d time.Duration) error {
-	done := make(chan struct{})
-	t := c.cfg.Clock.AfterFunc(d, func() { close(done) })
-	defer t.Stop()
-	if c.loopSlept != nil {
-		c.loopSlept(d)
-	}
-	select {
-	case <-done:
-		return nil
-	case <-c.stop:
-		return ErrClosed
-	}
+	return c.sleepArmed(context.Background(), d, func() {
+		if c.loopSlept != nil {
+			c.loopSlept(d)
+		}
+	})
 }
 
 // toRenew returns the held leases, or nil (and marks the loop stopped) when

@@ -211,9 +211,9 @@ func (m *Member) joinID(ctx context.Context) error {
 		}
 		// Just past the expiry: the database clock decides, so a little
 		// more than the time left.
-		if err := m.sleep(ctx, max(cur.left, 0)+10*time.Millisecond); err != nil {
+		if !m.waitCtx(ctx, max(cur.left, 0)+10*time.Millisecond, nil) {
 			return fmt.Errorf("partition: join group %q as %q: waiting for the membership of incarnation %s "+
-				"(a crashed predecessor or a live twin) to expire: %w", m.cfg.Group, m.cfg.ID, cur.incarnation, err)
+				"(a crashed predecessor or a live twin) to expire: %w", m.cfg.Group, m.cfg.ID, cur.incarnation, context.Cause(ctx))
 		}
 	}
 }
@@ -238,19 +238,6 @@ func (m *Member) readMember(ctx context.Context) (*stale, error) {
 	}
 	s.left = time.Duration(secs * float64(time.Second))
 	return &s, nil
-}
-
-// sleep waits d on the member's clock, or until ctx ends.
-func (m *Member) sleep(ctx context.Context, d time.Duration) error {
-	done := make(chan struct{})
-	t := m.clock.AfterFunc(d, func() { close(done) })
-	defer t.Stop()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 func (m *Member) dbErr(op string, err error) error {
@@ -356,7 +343,10 @@ func (m *Member) notify(ctx context.Context) {
 
 // wait waits d on the member's clock, or until wake fires (a nil wake never
 // does); false when the member stops.
-func (m *Member) wait(d time.Duration, wake <-chan struct{}) bool {
+func (m *Member) wait(d time.Duration, wake <-chan struct{}) bool { return m.waitCtx(m.ctx, d, wake) }
+
+// waitCtx is wait, ending early (false) when ctx ends.
+func (m *Member) waitCtx(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	t := make(chan struct{})
 	timer := m.clock.AfterFunc(d, func() { close(t) })
 	defer timer.Stop()
@@ -365,7 +355,7 @@ func (m *Member) wait(d time.Duration, wake <-chan struct{}) bool {
 		return true
 	case <-wake:
 		return true
-	case <-m.ctx.Done():
+	case <-ctx.Done():
 		return false
 	}
 }
