@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -91,10 +92,10 @@ func busyUnderRelay(t *testing.T, gaps, waiting bool) (held bool, renewals int) 
 // stream of overlapping fence checks, stays held: once it nears its
 // deadline, the Client renews it alone with a statement that waits for the
 // row and gets it the moment the row is free, instead of only sampling the
-// row with retries that keep missing those moments. The controls: without
-// the waiting renewal the lease is usually lost (logged: the retries may
-// land in a gap); with no gap at all the lease is lost whatever the Client
-// does, which shows the check can fail.
+// row with retries that keep missing those moments. The controls: with no
+// gap at all the lease is lost whatever the Client does, which shows the
+// check can fail; without the waiting renewal (on demand, see below) the
+// lease is lost too.
 func TestBusyLeaseUnderSteadyFenceChecksStaysHeld(t *testing.T) {
 	t.Parallel()
 	t.Run("waiting renewal", func(t *testing.T) {
@@ -104,9 +105,16 @@ func TestBusyLeaseUnderSteadyFenceChecksStaysHeld(t *testing.T) {
 		}
 	})
 	t.Run("sampling only", func(t *testing.T) {
+		// The measurement docs/leases.md quotes (lost in 5 runs of 5): on
+		// demand only, since retries that sample the row may, by chance,
+		// land in its free moments every time.
+		if os.Getenv("LEASEHOLD_SAMPLING_CONTROL") == "" {
+			t.Skip("set LEASEHOLD_SAMPLING_CONTROL=1 to run the control without the waiting renewal")
+		}
 		t.Parallel()
-		held, n := busyUnderRelay(t, true, false)
-		t.Logf("without the waiting renewal: held %v after 4 TTLs, renewed %d times", held, n)
+		if held, n := busyUnderRelay(t, true, false); held {
+			t.Fatalf("without the waiting renewal the lease stayed held (renewed %d times): the relay does not starve sampled retries", n)
+		}
 	})
 	t.Run("no gap", func(t *testing.T) {
 		t.Parallel()
