@@ -96,6 +96,12 @@ type JobInfo struct {
 	UniqueKey string
 	// Ordering is the job's Ordering (see Job).
 	Ordering Ordering
+	// Batch is the id of the job's batch, for an item or a follow-up (0:
+	// none); Item is its item key ("": not an item); FollowUp says which
+	// follow-up of its batch the job is ("complete", "success"; "": none).
+	Batch    int64
+	Item     string
+	FollowUp string
 	// WaitingBehind, from JobInfo, is the id of the earlier pending job of
 	// the same key that this pending job waits behind (0: it waits for no
 	// job). List leaves it 0.
@@ -122,7 +128,7 @@ func scanJob(r pgx.Row) (JobInfo, error) {
 	var holds bool
 	var errs []byte
 	err := r.Scan(&j.ID, &j.Group, &j.Partition, &j.Key, &j.Kind, &j.Args, &j.State,
-		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &errs, &j.UniqueKey, &holds, &behind)
+		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &errs, &j.UniqueKey, &holds, &j.Batch, &j.Item, &j.FollowUp, &behind)
 	if err != nil {
 		return j, err
 	}
@@ -157,6 +163,9 @@ type Filter struct {
 	// Partitions, if set, selects jobs of those partitions. Defaults to
 	// every partition.
 	Partitions []int
+	// Batch, if set, selects the items and follow-ups of the batch with
+	// that id (BatchInfo.ID). Defaults to any job.
+	Batch int64
 	// Before, if set, selects jobs with an id below it: pass the last id of
 	// a page to get the next. Defaults to no bound.
 	Before int64
@@ -183,6 +192,8 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 		return nil, fmt.Errorf("%w: Limit %d is not in 0..%d", ErrInvalidFilter, f.Limit, MaxListLimit)
 	case f.Before < 0:
 		return nil, fmt.Errorf("%w: Before %d is negative", ErrInvalidFilter, f.Before)
+	case f.Batch < 0:
+		return nil, fmt.Errorf("%w: Batch %d is negative", ErrInvalidFilter, f.Batch)
 	}
 	if f.Limit == 0 {
 		f.Limit = 50
@@ -206,11 +217,14 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 			parts = append(parts, int32(p))
 		}
 	}
-	var before *int64
+	var before, batch *int64
 	if f.Before > 0 {
 		before = &f.Before
 	}
-	rows, err := c.pool.Query(ctx, c.q.List, f.Group, opt(string(f.State)), opt(f.Kind), parts, before, f.Limit)
+	if f.Batch > 0 {
+		batch = &f.Batch
+	}
+	rows, err := c.pool.Query(ctx, c.q.List, f.Group, opt(string(f.State)), opt(f.Kind), parts, before, f.Limit, batch)
 	if err != nil {
 		return nil, store.ClassifyRead("queue", "list", f.Group, err)
 	}
@@ -281,14 +295,29 @@ func (c *Client) Retry(ctx context.Context, ids ...int64) ([]int64, error) {
 // happened; its outcome is not recorded. A completion in flight (an owner's
 // transaction holding the job's row) makes Cancel wait for it; if it
 // committed, the job is finished and not cancelled.
+//
+// Cancelling a batch's last pending item finishes the batch (see
+// CancelBatch), in the same transaction.
 func (c *Client) Cancel(ctx context.Context, ids ...int64) ([]int64, error) {
-	rows, err := c.pool.Query(ctx, c.q.Cancel, ids)
+	var changed []int64
+	err := c.inTx(ctx, "cancel", "", func(tx pgx.Tx) error {
+		changed = []int64{}
+		var drained []int64
+		rows, err := tx.Query(ctx, c.q.Cancel, ids)
+		if err != nil {
+			return err
+		}
+		var id int64
+		if _, err := pgx.ForEachRow(rows, []any{&id, &drained}, func() error {
+			changed = append(changed, id)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return c.batches.finish(ctx, tx, drained, c.log)
+	})
 	if err != nil {
-		return nil, store.Classify("queue", "cancel", "", err)
-	}
-	changed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, store.Classify("queue", "cancel", "", err)
+		return nil, err
 	}
 	slices.Sort(changed)
 	return changed, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -34,6 +35,10 @@ type Config struct {
 	// own transaction always notifies at its commit.) Defaults to 5ms;
 	// negative means every enqueue notifies in its own statement.
 	NotifyWindow time.Duration
+	// SubmitChunk is how many items SubmitItems adds per transaction.
+	// Defaults to 1000: a bigger chunk adds items no faster here (see
+	// docs/benchmarks.md), and holds its batch's partitions' totals longer.
+	SubmitChunk int
 }
 
 // Client enqueues jobs. It is safe for concurrent use.
@@ -42,6 +47,11 @@ type Client struct {
 	cfg    Config
 	q      store.QueueSQL // q.Channel: the NOTIFY channel of enqueued jobs
 	notify *notifier
+	log    *slog.Logger
+	// batches runs the statements of batches; kinds caches, per group, the
+	// kinds its workers handle (see checkKinds).
+	batches batches
+	kinds   sync.Map // group -> *sync.Map of kind -> true
 
 	// spread places keyless jobs on partitions round robin.
 	spread atomic.Uint64
@@ -62,6 +72,12 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 25
 	}
+	if cfg.SubmitChunk < 0 || cfg.SubmitChunk > MaxListLimit {
+		return nil, fmt.Errorf("%w: SubmitChunk %d is not in 0..%d", ErrInvalidConfig, cfg.SubmitChunk, MaxListLimit)
+	}
+	if cfg.SubmitChunk == 0 {
+		cfg.SubmitChunk = 1000
+	}
 	if cfg.NotifyWindow == 0 {
 		cfg.NotifyWindow = 5 * time.Millisecond
 	}
@@ -71,6 +87,7 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 	}
 	pool := db.Pool()
 	c := &Client{pool: pool, cfg: cfg, q: st.Queue, notify: newNotifier(pool, st.Queue.Channel, cfg.NotifyWindow),
+		batches: batches{q: st.Batch, channel: st.Queue.Channel}, log: db.Logger(),
 		counts: make(map[string]int)}
 	c.spread.Store(rand.Uint64()) // clients start at different partitions
 	return c, nil

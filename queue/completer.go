@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -164,7 +165,7 @@ func (c *completer) loop() {
 	}
 }
 
-// flush records recs in one fenced statement.
+// flush records recs, fenced (see record).
 func (c *completer) flush(recs []record) error {
 	outs := make([]outcome, len(recs))
 	for i, r := range recs {
@@ -172,17 +173,47 @@ func (c *completer) flush(recs []record) error {
 	}
 	ctx, cancel := recordContext(c.lease)
 	defer cancel()
-	conn, err := c.p.pool.Acquire(ctx)
+	_, err := c.p.record(ctx, c.o, outs)
+	return err
+}
+
+// record records outcomes, fenced, and returns how many jobs changed. When
+// none of the jobs is a batch item, that is one statement committing on
+// its own. Otherwise it is a transaction that also finishes the batches
+// whose partitions' last items it finished (see batches.finish), so that
+// a batch's follow-ups are enqueued by the commit that finishes its last
+// item, or not at all.
+func (p *Processor) record(ctx context.Context, o partition.Ownership, outs []outcome) (int, error) {
+	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("queue: record %d outcome(s): %w", len(outs), err)
+		return 0, fmt.Errorf("queue: record %d outcome(s): %w", len(outs), err)
 	}
 	defer conn.Release()
-	// The statement commits on its own: watch for a commit the synchronous
-	// standby did not confirm (the outcomes are then tried again).
-	done := store.Watch(conn.Conn().PgConn())
-	_, err = c.p.completeFenced(ctx, conn, c.o, outs)
-	if nr := done(); err == nil && nr != nil {
-		return &fence.IndeterminateError{Op: "queue: record outcomes", Resource: c.o.Lease.Name(), Err: nr}
+	if !slices.ContainsFunc(outs, func(o outcome) bool { return o.item }) {
+		// The statement commits on its own: watch for a commit the
+		// synchronous standby did not confirm (the outcomes are then tried
+		// again).
+		done := store.Watch(conn.Conn().PgConn())
+		n, _, err := p.completeFenced(ctx, conn, o, outs)
+		if nr := done(); err == nil && nr != nil {
+			return 0, &fence.IndeterminateError{Op: "queue: record outcomes", Resource: o.Lease.Name(), Err: nr}
+		}
+		return n, err // no batch item: nothing drained
 	}
-	return err
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("queue: record %d outcome(s): %w", len(outs), err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // after the commit: a no-op
+	n, drained, err := p.completeFenced(ctx, tx, o, outs)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.batches.finish(ctx, tx, drained, p.log); err != nil {
+		return 0, err
+	}
+	if err := store.Commit(ctx, tx, "queue: record outcomes", o.Lease.Name()); err != nil {
+		return 0, store.ClassifyCommit("queue", fmt.Sprintf("record %d outcome(s)", len(outs)), o.Lease.Name(), err)
+	}
+	return n, nil
 }

@@ -20,6 +20,8 @@ type fetched struct {
 	attempt, max int // attempt: spent before this run
 	created      time.Time
 	holds        bool // holds its key's later jobs while it waits
+	batch        int64  // the job's batch (0: none): an item or a follow-up of it
+	item         string // the job's item key in its batch ("": not an item)
 	// charged: this run's attempt was spent before it started (recovery
 	// after an abrupt end, see recover.go), so its outcome spends none.
 	charged bool
@@ -90,7 +92,7 @@ func (r *run) settle(f fetched) bool {
 		msg := storable(err.Error())
 		ev := r.event(f, OutcomeDiscarded, 0, err)
 		ev.Attempt = f.attempt // it did not run
-		r.add(f, &outcome{id: f.id, state: "discarded", err: &msg}, ev)
+		r.add(f, &outcome{id: f.id, state: "discarded", err: &msg, item: f.item != ""}, ev)
 		return true
 	case !ok:
 		r.log.Warn("queue: no handler for the job's kind; kept pending", "job", f.id, "kind", f.kind)
@@ -109,7 +111,7 @@ func (r *run) settle(f fetched) bool {
 
 func (r *run) work(f fetched) *Work[rawArgs] {
 	return &Work[rawArgs]{ID: f.id, Group: r.o.Group, Partition: r.o.Partition, Key: f.key, Attempt: f.attempt + 1,
-		MaxAttempts: f.max, CreatedAt: f.created, Token: r.o.Token, Args: rawArgs{f.args}}
+		MaxAttempts: f.max, CreatedAt: f.created, Token: r.o.Token, Batch: f.batch, Item: f.item, Args: rawArgs{f.args}}
 }
 
 // event is a run's event; plain runs' outcomes depend on their recording.

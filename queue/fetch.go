@@ -58,7 +58,9 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 	var wait *int64
 	var scanned int
 	var runAt time.Time
-	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt}, func() error {
+	var batch *int64
+	var item *string
+	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item}, func() error {
 		res.scanned = scanned
 		if kind == nil {
 			res.waiting = append(res.waiting, waiting{key: f.key, id: f.id, wait: time.Duration(*wait) * time.Microsecond})
@@ -66,6 +68,12 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 		}
 		j := f
 		j.kind, j.attempt, j.max, j.created, j.holds = *kind, *attempt, *max, *created, *holds
+		if batch != nil {
+			j.batch = *batch
+		}
+		if item != nil {
+			j.item = *item
+		}
 		res.jobs = append(res.jobs, j)
 		f.args = nil // ForEachRow scans into the same variables: do not share args
 		return nil

@@ -26,12 +26,15 @@ type outcome struct {
 	// charged: the run's attempt was spent before it (recovery), so spent
 	// is one less than the outcome spends.
 	charged bool
+	// item: the job is a batch item, whose finish may finish its batch
+	// (see recordOutcomes).
+	item bool
 }
 
 // outcome maps a handler's result to what becomes of the job.
 func (p *Processor) outcome(f fetched, err error, log *slog.Logger) outcome {
 	o := p.outcomeOf(f, err, log)
-	o.spent, o.charged = f.spend(o.spent), f.charged
+	o.spent, o.charged, o.item = f.spend(o.spent), f.charged, f.item != ""
 	return o
 }
 
@@ -118,7 +121,7 @@ func (o outcome) result() Outcome {
 // then its own transaction) or a transactional handler's transaction. It returns how
 // many jobs changed (finished ones are left alone); a stale owner's
 // outcomes are refused with a *fence.FencedError.
-func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o partition.Ownership, outs []outcome) (int, error) {
+func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o partition.Ownership, outs []outcome) (changed int, drained []int64, err error) {
 	n := len(outs)
 	ids, states, spent := make([]int64, n), make([]string, n), make([]int32, n)
 	delays, errs := make([]*int64, n), make([]*string, n)
@@ -128,18 +131,17 @@ func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o part
 	name := o.Lease.Name()
 	var current int64
 	var live bool
-	var changed int
-	err := db.QueryRow(ctx, p.q.CompleteFenced, ids, states, spent, delays, errs, int64(o.Token), name,
-		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10)).Scan(&current, &live, &changed)
+	err = db.QueryRow(ctx, p.q.CompleteFenced, ids, states, spent, delays, errs, int64(o.Token), name,
+		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10)).Scan(&current, &live, &changed, &drained)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return 0, &fence.FencedError{Resource: name, Held: o.Token, Reason: "no such lease"}
+		return 0, nil, &fence.FencedError{Resource: name, Held: o.Token, Reason: "no such lease"}
 	case err != nil:
-		return 0, fmt.Errorf("queue: record %d outcome(s): %w", n, err)
+		return 0, nil, fmt.Errorf("queue: record %d outcome(s): %w", n, err)
 	case fence.Token(current) != o.Token:
-		return 0, &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease was granted anew"}
+		return 0, nil, &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease was granted anew"}
 	case !live:
-		return 0, &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease expired"}
+		return 0, nil, &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease expired"}
 	}
-	return changed, nil
+	return changed, drained, nil
 }

@@ -101,6 +101,11 @@ type Processor struct {
 	// timeoutCause is the cause of a handler context that timed out.
 	timeoutCause error
 
+	batches batches
+	// kinds holds the groups whose kinds this Processor has recorded
+	// (see registerKinds).
+	kinds sync.Map
+
 	mu    sync.Mutex
 	wakes map[wakeKey][]chan struct{} // by partition, for Listen
 }
@@ -160,7 +165,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, fence: f,
+	return &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, fence: f, batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),
 		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}, nil
@@ -208,6 +213,7 @@ func (p *Processor) Serve(ctx context.Context, o partition.Ownership) error {
 	defer cancel()
 	wake := p.subscribe(o.Group, o.Partition)
 	defer p.unsubscribe(o.Group, o.Partition, wake)
+	p.registerKinds(ctx, o)
 	var st runState
 	if ok, err := p.open(ctx, hctx, o, log, &st, wake); !ok {
 		return err // fenced, or ended before the previous run's jobs were recovered

@@ -123,7 +123,7 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 			f.charged = true
 		} else if _, ok := p.cfg.Workers.handlers[f.kind]; ok && f.attempt < f.max {
 			cctx, cancel := recordContext(ctx)
-			n, err := p.completeFenced(cctx, p.pool, o, []outcome{{id: f.id, state: "pending", spent: 1}})
+			n, _, err := p.completeFenced(cctx, p.pool, o, []outcome{{id: f.id, state: "pending", spent: 1}})
 			cancel()
 			if err != nil {
 				return i, false, err
@@ -194,7 +194,7 @@ func (p *Processor) process(ctx, hctx context.Context, o partition.Ownership, lo
 	// held until Run returns, and the fence refuses a stale owner.
 	cctx, cancel := recordContext(ctx)
 	defer cancel()
-	_, err = p.completeFenced(cctx, p.pool, o, outs)
+	_, err = p.record(cctx, o, outs)
 	switch {
 	case errors.Is(err, fence.ErrFenced):
 		override(OutcomeFenced, err)

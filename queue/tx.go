@@ -92,16 +92,21 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	defer cancel()
 	done := make([]outcome, len(fs))
 	for i, f := range fs {
-		done[i] = outcome{id: f.id, state: "completed", spent: f.spend(1)}
+		done[i] = outcome{id: f.id, state: "completed", spent: f.spend(1), item: f.item != ""}
 	}
 	// The fence check and the completion, in one statement: the lease row
 	// is locked FOR SHARE until the commit.
-	n, err := p.completeFenced(ctx, tx, o, done)
+	n, drained, err := p.completeFenced(ctx, tx, o, done)
 	if err != nil {
 		return broken(err)
 	}
 	if n < len(fs) {
 		return errFinished // rolled back: effects must not apply twice
+	}
+	// The jobs finished the last items of their batches' partitions: the
+	// batches may be finished, their follow-ups enqueued by this commit.
+	if err := p.batches.finish(ctx, tx, drained, p.log); err != nil {
+		return err
 	}
 	if err := store.Commit(ctx, tx, "queue: commit", o.Lease.Name()); err != nil {
 		return commitFailed(store.ClassifyCommit("queue", fmt.Sprintf("commit %d job(s) from %d", len(fs), fs[0].id), o.Lease.Name(), err))

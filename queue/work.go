@@ -28,7 +28,12 @@ type Work[T Args] struct {
 	// Token is the partition's fencing token for this run: carry it in
 	// effects outside the queue's database.
 	Token fence.Token
-	Args  T
+	// Batch is the id of the job's batch, for an item of a batch or one of
+	// its follow-ups (0: none). Client.BatchByID reads it.
+	Batch int64
+	// Item is the job's item key in its batch ("": not a batch item).
+	Item string
+	Args T
 }
 
 // Workers maps job kinds to handlers. Register handlers with Handle,
@@ -104,7 +109,7 @@ func typed[T Args](w *Work[rawArgs]) (*Work[T], error) {
 		return nil, errDecode{err}
 	}
 	return &Work[T]{ID: w.ID, Group: w.Group, Partition: w.Partition, Key: w.Key, Attempt: w.Attempt,
-		MaxAttempts: w.MaxAttempts, CreatedAt: w.CreatedAt, Token: w.Token, Args: args}, nil
+		MaxAttempts: w.MaxAttempts, CreatedAt: w.CreatedAt, Token: w.Token, Batch: w.Batch, Item: w.Item, Args: args}, nil
 }
 
 // kindOf returns the kind of T; for a pointer type, of a new value, since

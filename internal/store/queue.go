@@ -118,12 +118,13 @@ ok AS (
     UNION ALL
     SELECT w.id FROM w WHERE w.key = '')
 SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.holds,
-       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at
+       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item
 FROM ok CROSS JOIN LATERAL (
     SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j -- LIMIT: a primary-key probe per row, never a join over the table
 UNION ALL
 SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
-       greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at
+       greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
+       NULL, NULL
 FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
 ORDER BY 11, 1`
 
@@ -205,25 +206,33 @@ const queueComplete = queueCompleteJobs
 // milliseconds for the lock, and changes the jobs only if the lease carries
 // token $6 and is unexpired. On its own it is its own transaction: one
 // round trip instead of BEGIN, check, complete, COMMIT; in a transactional
-// handler's transaction, the lock is held until that commits. It returns
-// the lease's token and liveness (no row: no such lease) and how many jobs
-// changed.
+// handler's transaction, the lock is held until that commits. It counts
+// the batch items it finishes in batch_counts (see batchCount). It returns
+// the lease's token and liveness (no row: no such lease), how many jobs
+// changed, and the batches of which it finished a partition's last item
+// (NULL: none): the caller then runs batchLock and batchFinish in the same
+// transaction.
 const queueCompleteFenced = `
 WITH l AS MATERIALIZED (
     SELECT l.token, l.expires_at > clock_timestamp() AS live
     FROM (SELECT set_config('lock_timeout', $8, true)) AS settings, {{schema}}.leases AS l
     WHERE l.name = $7
     FOR SHARE OF l),
-u AS (` + queueCompleteJobs + `
+changed AS (` + queueCompleteJobs + `
       AND EXISTS (SELECT FROM l WHERE l.token = $6::bigint AND l.live)
-    RETURNING 1)
-SELECT l.token, l.live, (SELECT count(*) FROM u) FROM l`
+    RETURNING j.batch_id, j.partition, j.state, 'pending'::text AS was, j.batch_item IS NOT NULL AS item),
+counted AS (` + batchCount + `),
+drained AS (` + batchDrained + `)
+SELECT l.token, l.live, (SELECT count(*) FROM changed), (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained)
+FROM l`
 
 // queueRetain deletes at most $4 jobs of partition $2 of group $1 that
 // finished more than $3 microseconds ago, oldest first, and returns how
 // many it deleted: the owner deletes in such chunks until one comes back
 // short, so that no statement holds many row locks or writes much WAL at
-// once. The chunk is picked through jobs_finished and deleted by primary
+// once. A batch item is kept until its batch finished more than $3 ago:
+// until then a producer submitting the batch again must find it (its
+// item key is what makes the second add a no-op). The chunk is picked through jobs_finished and deleted by primary
 // key, the conditions checked again (a job put back to pending meanwhile
 // by Retry is left alone).
 const queueRetain = `
@@ -232,6 +241,9 @@ WHERE id = ANY(ARRAY(
         SELECT f.id FROM {{schema}}.jobs AS f
         WHERE f.group_name = $1 AND f.partition = $2 AND f.state <> 'pending'
           AND f.finished_at < clock_timestamp() - $3 * interval '1 microsecond'
+          AND (f.batch_item IS NULL OR EXISTS (
+              SELECT FROM {{schema}}.batches AS b
+              WHERE b.id = f.batch_id AND b.finished_at < clock_timestamp() - $3 * interval '1 microsecond'))
         ORDER BY f.finished_at
         LIMIT $4))
   AND state <> 'pending' AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
@@ -242,6 +254,7 @@ WHERE id = ANY(ARRAY(
 const queueInspect = `
 SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at, j.created_at,
        j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
+       coalesce(j.batch_id, 0), coalesce(j.batch_item, ''), coalesce(j.followup, ''),
        (SELECT e.id FROM {{schema}}.jobs AS e
         WHERE j.state = 'pending' AND j.key <> '' AND e.group_name = j.group_name AND e.partition = j.partition
           AND e.key = j.key AND e.key <> '' AND e.state = 'pending' AND e.id < j.id
@@ -252,17 +265,27 @@ FROM {{schema}}.jobs AS j WHERE j.id = $1`
 // queueRetry puts finished-but-failed jobs (discarded or cancelled) back to
 // pending, due now, with their attempts reset and their errors kept. A job
 // whose unique key is pending again in its group is left alone; a retried
-// job holds its unique key again (unique_released: see migration 8).
+// job holds its unique key again (unique_released: see migration 8). The
+// batch items it puts back are taken off batch_counts (see batchCount).
 const queueRetry = `
-UPDATE {{schema}}.jobs AS j
-SET state = 'pending', attempt = 0, run_at = clock_timestamp(), finished_at = NULL, finished_token = NULL,
-    unique_released = false
-WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled')
-  AND NOT (j.unique_key IS NOT NULL AND EXISTS (
-      SELECT FROM {{schema}}.jobs AS o
-      WHERE o.group_name = j.group_name AND o.unique_key = j.unique_key AND o.state = 'pending'
-        AND NOT o.unique_released))
-RETURNING j.id`
+WITH o AS MATERIALIZED (
+    SELECT j.id, j.state FROM {{schema}}.jobs AS j
+    WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled')
+    ORDER BY j.id
+    FOR UPDATE),
+changed AS (
+    UPDATE {{schema}}.jobs AS j
+    SET state = 'pending', attempt = 0, run_at = clock_timestamp(), finished_at = NULL, finished_token = NULL,
+        unique_released = false
+    FROM o
+    WHERE j.id = o.id
+      AND NOT (j.unique_key IS NOT NULL AND EXISTS (
+          SELECT FROM {{schema}}.jobs AS u
+          WHERE u.group_name = j.group_name AND u.unique_key = j.unique_key AND u.state = 'pending'
+            AND NOT u.unique_released))
+    RETURNING j.id, j.batch_id, j.partition, j.state, o.state AS was, j.batch_item IS NOT NULL AS item),
+counted AS (` + batchCount + `)
+SELECT changed.id FROM changed CROSS JOIN (SELECT count(*) FROM counted) AS x`
 
 // queueStats counts the pending jobs of every partition of group $1, idle
 // partitions included (no rows at all: the group does not exist). It reads
@@ -292,30 +315,40 @@ ORDER BY p`
 
 // queueCancel finishes pending jobs as cancelled, recording why. It leaves
 // finished_token NULL: no grant finished them. A job whose completion is in
-// flight (an owner's transaction holds its row) is waited for, then left
-// alone if that completion finished it.
+// flight (an owner's transaction holding the job's row) is waited for, then left
+// alone if that completion finished it. It counts the batch items it
+// cancels (see batchCount) and returns the ids it changed, each with the
+// batches of which it cancelled a partition's last item (the same array on
+// every row; NULL: none), for batchLock and batchFinish in the same
+// transaction.
 const queueCancel = `
-UPDATE {{schema}}.jobs
-SET state = 'cancelled', finished_at = clock_timestamp(),
-    errors = errors || jsonb_build_array(jsonb_build_object(
-             'attempt', attempt, 'at', clock_timestamp(), 'error', 'cancelled by an operator'))
-WHERE id = ANY($1::bigint[]) AND coalesce(state = 'pending', false) -- by primary key: see queueCompleteJobs
-RETURNING id`
+WITH changed AS (
+    UPDATE {{schema}}.jobs
+    SET state = 'cancelled', finished_at = clock_timestamp(),
+        errors = errors || jsonb_build_array(jsonb_build_object(
+                 'attempt', attempt, 'at', clock_timestamp(), 'error', 'cancelled by an operator'))
+    WHERE id = ANY($1::bigint[]) AND coalesce(state = 'pending', false) -- by primary key: see queueCompleteJobs
+    RETURNING id, batch_id, partition, state, 'pending'::text AS was, batch_item IS NOT NULL AS item),
+counted AS (` + batchCount + `),
+drained AS (` + batchDrained + `)
+SELECT changed.id, (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained) FROM changed`
 
 // queueList reads the jobs of group $1, newest first, filtered by state ($2),
-// kind ($3) and partitions ($4) when not NULL, below id $5 when not NULL
-// (paging), at most $6. The plan walks the primary key from the newest id,
+// kind ($3), partitions ($4) and batch ($7) when not NULL, below id $5 when
+// not NULL (paging), at most $6. The plan walks the primary key from the newest id,
 // filtering, until the limit is reached: cheap when matches are common
 // among recent jobs, a scan of the group's jobs when nothing matches.
 const queueList = `
 SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
-       finished_at, finished_token, errors, coalesce(unique_key, ''), holds, NULL::bigint
+       finished_at, finished_token, errors, coalesce(unique_key, ''), holds,
+       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), NULL::bigint
 FROM {{schema}}.jobs
 WHERE group_name = $1
   AND ($2::text IS NULL OR state = $2)
   AND ($3::text IS NULL OR kind = $3)
   AND ($4::int[] IS NULL OR partition = ANY($4))
   AND ($5::bigint IS NULL OR id < $5)
+  AND ($7::bigint IS NULL OR batch_id = $7)
 ORDER BY id DESC
 LIMIT $6`
 

@@ -40,6 +40,7 @@ type Statements struct {
 	Lease     LeaseSQL
 	Partition PartitionSQL
 	Queue     QueueSQL
+	Batch     BatchSQL
 	Kafka     KafkaSQL
 	Tokens    TokenSQL
 }
@@ -82,6 +83,13 @@ func For(schema string) (*Statements, error) {
 			Retain: r(queueRetain), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits), ReleaseUnique: r(queueReleaseUnique),
 			Channel: QueueChannel(schema),
+		},
+		Batch: BatchSQL{
+			Create: r(batchCreate), Spec: r(batchSpec), Kinds: r(batchKinds), RegisterKinds: r(batchRegisterKinds),
+			LockAdd: r(batchLockAdd), Add: r(batchAdd), Conflicts: r(batchConflicts), Seal: r(batchSeal),
+			Cancel: r(batchCancel), CancelItems: r(batchCancelItems), RetryItems: r(batchRetryItems),
+			Lock: r(batchLock), Finish: r(batchFinish), Progress: r(batchProgress), ByID: r(batchByID),
+			Named: r(batchNamed), List: r(batchList),
 		},
 		Tokens: TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
 		Kafka:  KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
@@ -135,6 +143,12 @@ type QueueSQL struct {
 	FetchBefore12, Complete string
 	// Channel is the LISTEN/NOTIFY channel of new jobs.
 	Channel string
+}
+
+// BatchSQL are the statements of batches (package queue).
+type BatchSQL struct {
+	Create, Spec, Kinds, RegisterKinds, LockAdd, Add, Conflicts, Seal, Cancel, CancelItems, RetryItems,
+	Lock, Finish, Progress, ByID, Named, List string
 }
 
 // TokenSQL are the statements of the token regression guard (GuardTokens).

@@ -1,0 +1,292 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/partition"
+)
+
+// Item is one item of a batch: a job with an item key.
+type Item struct {
+	// ID is the item's key, unique in its batch: adding an item whose ID
+	// the batch has is a no-op if its kind, key and args are the same, an
+	// error wrapping ErrItemConflict if not. 1 to 255 bytes of UTF-8.
+	// Required.
+	ID string
+	// Key is the job's key (see Job.Key): items sharing one run one at a
+	// time, in the order they were added. Defaults to none; a keyless
+	// item's partition follows from its ID.
+	Key string
+	// Args are the job's arguments. Required.
+	Args Args
+	// MaxAttempts is how many times the item may run before it is
+	// discarded. Defaults to Config.MaxAttempts.
+	MaxAttempts int
+}
+
+// Added counts what adding items did.
+type Added struct {
+	// Items is how many items were read; Added + Duplicates of them were
+	// stored (the others' chunk was refused).
+	Items int
+	// Added is how many items were new.
+	Added int
+	// Duplicates is how many items the batch had already (a producer
+	// submitting again).
+	Duplicates int
+}
+
+// AddItems adds items to batch name of group, in one transaction: all of
+// them, or, on any error, none. Items the batch has already are counted
+// as Duplicates. An unknown batch gives an error wrapping
+// ErrUnknownBatch; a sealed or cancelled one, ErrBatchSealed or
+// ErrBatchCancelled; an invalid or conflicting item, an *ItemError; a kind
+// no worker of the group handles, a *KindError.
+func (c *Client) AddItems(ctx context.Context, group, name string, items ...Item) (Added, error) {
+	ch, err := c.newChunk(group, name, len(items))
+	if err != nil {
+		return Added{}, err
+	}
+	for i, it := range items {
+		if err := ch.add(c, i, it); err != nil {
+			return Added{Items: i}, err
+		}
+	}
+	a, err := c.addChunk(ctx, ch)
+	a.Items = len(items)
+	return a, err
+}
+
+// SubmitItems adds the items that seq yields to batch name of group, in
+// chunks of Config.SubmitChunk items, one transaction each, holding no
+// more than one chunk in memory. It stops at the first error (of seq, or
+// of a chunk, as AddItems) and returns what the chunks before it added:
+// run it again with the same items to resume, and the items added already
+// count as Duplicates.
+func (c *Client) SubmitItems(ctx context.Context, group, name string, seq iter.Seq2[Item, error]) (Added, error) {
+	ch, err := c.newChunk(group, name, c.cfg.SubmitChunk)
+	if err != nil {
+		return Added{}, err
+	}
+	var total Added
+	flush := func() error {
+		a, err := c.addChunk(ctx, ch)
+		if err != nil {
+			return err
+		}
+		total.Added += a.Added
+		total.Duplicates += a.Duplicates
+		total.Items = ch.base + ch.n()
+		ch.reset(total.Items)
+		return nil
+	}
+	i := 0
+	for it, err := range seq {
+		if err != nil {
+			return total, fmt.Errorf("queue: submit batch %q: item %d: %w", name, i, err)
+		}
+		if err := ch.add(c, i, it); err != nil {
+			return total, err
+		}
+		i++
+		if ch.n() >= c.cfg.SubmitChunk {
+			if err := flush(); err != nil {
+				return total, err
+			}
+		}
+	}
+	if ch.n() > 0 {
+		if err := flush(); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// chunk is the items of one transaction, as the statement takes them.
+type chunk struct {
+	group, name string
+	base        int // how many items of the call came before the chunk
+	parts       []int32
+	keys, kinds []string
+	args        [][]byte
+	maxes       []int32
+	ids         []string
+	holds       []bool
+	at          []int          // each item's index in the call
+	seen        map[string]int // item key -> position in the chunk
+	dups        int            // items repeated within the chunk
+}
+
+func (c *Client) newChunk(group, name string, size int) (*chunk, error) {
+	if err := checkBatchName(group, name); err != nil {
+		return nil, err
+	}
+	return &chunk{group: group, name: name, parts: make([]int32, 0, size), keys: make([]string, 0, size),
+		kinds: make([]string, 0, size), args: make([][]byte, 0, size), maxes: make([]int32, 0, size),
+		ids: make([]string, 0, size), holds: make([]bool, 0, size), at: make([]int, 0, size), seen: make(map[string]int, size)}, nil
+}
+
+func (ch *chunk) n() int { return len(ch.ids) + ch.dups }
+
+func (ch *chunk) reset(base int) {
+	ch.base = base
+	ch.parts, ch.keys, ch.kinds, ch.args = ch.parts[:0], ch.keys[:0], ch.kinds[:0], ch.args[:0]
+	ch.maxes, ch.ids, ch.holds, ch.at = ch.maxes[:0], ch.ids[:0], ch.holds[:0], ch.at[:0]
+	clear(ch.seen)
+	ch.dups = 0
+}
+
+// add checks item i and appends it (its partition is set by addChunk).
+func (ch *chunk) add(c *Client, i int, it Item) error {
+	bad := func(err error, format string, a ...any) error {
+		return &ItemError{Index: i, Item: it.ID, Reason: fmt.Sprintf(format, a...), Err: err}
+	}
+	switch {
+	case it.ID == "" || len(it.ID) > 255 || !utf8.ValidString(it.ID) || strings.ContainsRune(it.ID, 0):
+		return bad(ErrInvalidItem, "the item key must be 1 to 255 bytes of UTF-8 without NUL")
+	case strings.ContainsRune(it.Key, 0):
+		return bad(ErrInvalidItem, "Key: contains NUL")
+	}
+	if err := c.check(i, Job{Group: ch.group, Key: it.Key, Args: it.Args, MaxAttempts: it.MaxAttempts}); err != nil {
+		return bad(errors.Join(ErrInvalidItem, err), "%v", err)
+	}
+	b, err := json.Marshal(it.Args)
+	if err != nil {
+		return bad(errors.Join(ErrInvalidItem, err), "Args cannot be encoded as JSON: %v", err)
+	}
+	if bytes.ContainsRune(b, 0) || bytes.Contains(b, []byte(`\u0000`)) {
+		return bad(ErrInvalidItem, "Args: PostgreSQL cannot store a NUL character")
+	}
+	max := int32(c.cfg.MaxAttempts)
+	if it.MaxAttempts > 0 {
+		max = int32(it.MaxAttempts)
+	}
+	if j, ok := ch.seen[it.ID]; ok {
+		// Repeated within the chunk: the same item, or a conflict.
+		if ch.kinds[j] != it.Args.Kind() || ch.keys[j] != it.Key || !sameJSON(ch.args[j], b) {
+			return bad(ErrItemConflict, "item key repeated (item %d) with another kind, key or args", ch.at[j])
+		}
+		ch.dups++
+		return nil
+	}
+	ch.seen[it.ID] = len(ch.ids)
+	ch.keys, ch.kinds, ch.args = append(ch.keys, it.Key), append(ch.kinds, it.Args.Kind()), append(ch.args, b)
+	ch.maxes, ch.ids, ch.holds = append(ch.maxes, max), append(ch.ids, it.ID), append(ch.holds, true)
+	ch.at = append(ch.at, i)
+	return nil
+}
+
+// addChunk adds a chunk's items in one transaction.
+func (c *Client) addChunk(ctx context.Context, ch *chunk) (Added, error) {
+	if len(ch.ids) == 0 {
+		return Added{Duplicates: ch.dups}, nil
+	}
+	if err := c.checkKinds(ctx, ch.group, uniq(ch.kinds)); err != nil {
+		return Added{}, err
+	}
+	n, err := c.groupCount(ctx, ch.group)
+	if err != nil {
+		return Added{}, err
+	}
+	ch.parts = ch.parts[:0]
+	for i, id := range ch.ids {
+		key := ch.keys[i]
+		if key == "" {
+			key = id // a keyless item's partition follows from its item key
+		}
+		ch.parts = append(ch.parts, int32(partition.OfString(key, n)))
+	}
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return Added{}, store.Classify("queue", "add items", ch.name, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // after the commit: a no-op
+	var id int64
+	var sealed, cancelled bool
+	err = tx.QueryRow(ctx, c.batches.q.LockAdd, ch.group, ch.name).Scan(&id, &sealed, &cancelled)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Added{}, fmt.Errorf("%w: %q in group %q", ErrUnknownBatch, ch.name, ch.group)
+	case err != nil:
+		return Added{}, store.Classify("queue", "add items", ch.name, err)
+	case cancelled:
+		return Added{}, fmt.Errorf("%w: %q in group %q: no items can be added", ErrBatchCancelled, ch.name, ch.group)
+	case sealed:
+		return Added{}, fmt.Errorf("%w: %q in group %q: no items can be added", ErrBatchSealed, ch.name, ch.group)
+	}
+	rows, err := tx.Query(ctx, c.batches.q.Add, id, ch.group, ch.parts, ch.keys, ch.kinds, ch.args, ch.maxes, ch.ids, ch.holds, c.q.Channel)
+	if err != nil {
+		return Added{}, store.Classify("queue", "add items", ch.name, err)
+	}
+	skipped, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return Added{}, store.Classify("queue", "add items", ch.name, err)
+	}
+	if len(skipped) > 0 {
+		if err := c.conflicts(ctx, tx, id, ch, skipped); err != nil {
+			return Added{}, err
+		}
+	}
+	if err := store.Commit(ctx, tx, "queue: add items", ch.name); err != nil {
+		return Added{}, store.ClassifyCommit("queue", fmt.Sprintf("add %d item(s) to batch", len(ch.ids)), ch.name, err)
+	}
+	return Added{Added: len(ch.ids) - len(skipped), Duplicates: len(skipped) + ch.dups}, nil
+}
+
+// conflicts returns an *ItemError for the first of the skipped items (by
+// 1-based position in the chunk) that the batch has with another kind, key
+// or args.
+func (c *Client) conflicts(ctx context.Context, tx pgx.Tx, id int64, ch *chunk, skipped []int64) error {
+	ids, kinds, keys, args := make([]string, len(skipped)), make([]string, len(skipped)), make([]string, len(skipped)), make([][]byte, len(skipped))
+	for i, n := range skipped {
+		j := n - 1
+		ids[i], kinds[i], keys[i], args[i] = ch.ids[j], ch.kinds[j], ch.keys[j], ch.args[j]
+	}
+	var n int64
+	var kind, key string
+	var stored []byte
+	err := tx.QueryRow(ctx, c.batches.q.Conflicts, id, ids, kinds, keys, args).Scan(&n, &kind, &key, &stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // every one is the same item
+	}
+	if err != nil {
+		return store.Classify("queue", "add items", ch.name, err)
+	}
+	i := int(n) - 1
+	j := int(skipped[i]) - 1
+	var diff string
+	switch {
+	case kind != kinds[i]:
+		diff = fmt.Sprintf("kind %q, not %q", kind, kinds[i])
+	case key != keys[i]:
+		diff = fmt.Sprintf("key %q, not %q", key, keys[i])
+	default:
+		diff = fmt.Sprintf("args %s, not %s", stored, args[i])
+	}
+	return &ItemError{Index: ch.at[j], Item: ids[i], Err: ErrItemConflict,
+		Reason: fmt.Sprintf("batch %q has this item key with %s", ch.name, diff)}
+}
+
+// uniq returns the distinct values of s, in order of first appearance.
+func uniq(s []string) []string {
+	var out []string
+	seen := make(map[string]bool)
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
