@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,18 +31,33 @@ type batchDone struct {
 
 func (batchDone) Kind() string { return "batch_done" }
 
-// batchWorkers returns handlers that record each item's effect in
-// batch_effects (a transactional handler: the effect commits with the
-// item's completion, fenced) and each follow-up's run in batch_followups.
-// An item with Fail set fails while fail is true.
-func batchWorkers(t *testing.T, pool *pgxpool.Pool, fail *sync.Map) *queue.Workers {
+// batchTables creates batch_effects, where items record their effects,
+// and batch_followups, where follow-ups record their runs.
+func batchTables(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	_, err := pool.Exec(pgtest.Context(t), `
 CREATE TABLE batch_effects (item text NOT NULL, job bigint NOT NULL, token bigint NOT NULL);
 CREATE TABLE batch_followups (batch text NOT NULL, which text NOT NULL, job bigint NOT NULL)`)
 	pgtest.Must(t, err)
+}
+
+// batchWorkers creates the tables of batchTables and returns
+// batchHandlers(fail, nil).
+func batchWorkers(t *testing.T, pool *pgxpool.Pool, fail *sync.Map) *queue.Workers {
+	batchTables(t, pool)
+	return batchHandlers(fail, nil)
+}
+
+// batchHandlers returns transactional handlers (each effect commits with
+// its job's completion, fenced) that record each item's effect and each
+// follow-up's run. An item with Fail set fails while fail holds true (or
+// nothing) for it; before, each item runs before(item), if set.
+func batchHandlers(fail *sync.Map, before func(ctx context.Context, item string)) *queue.Workers {
 	ws := queue.NewWorkers()
 	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[reprice]) error {
+		if before != nil {
+			before(ctx, w.Item)
+		}
 		if w.Args.Fail {
 			if v, ok := fail.Load(w.Item); !ok || v.(bool) {
 				return errors.New("repricing failed")
@@ -55,6 +71,13 @@ CREATE TABLE batch_followups (batch text NOT NULL, which text NOT NULL, job bigi
 		return err
 	})
 	return ws
+}
+
+// effects returns how many item effects are recorded, and for how many
+// distinct items.
+func effects(t *testing.T, pool *pgxpool.Pool) (n, distinct int) {
+	pgtest.Must(t, pool.QueryRow(pgtest.Context(t), `SELECT count(*), count(DISTINCT item) FROM batch_effects`).Scan(&n, &distinct))
+	return n, distinct
 }
 
 // createBatch creates batch name with both follow-ups, waiting for the
@@ -144,10 +167,8 @@ func TestBatchRunsEveryItemOnceAndItsFollowUpsOnce(t *testing.T) {
 		t.Fatalf("finished batch: %+v", b)
 	}
 	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
-	var effects, distinct int
-	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT item) FROM batch_effects`).Scan(&effects, &distinct))
-	if effects != 499 || distinct != 499 {
-		t.Fatalf("%d effects of %d items; want 499 of 499", effects, distinct)
+	if n, distinct := effects(t, pool); n != 499 || distinct != 499 {
+		t.Fatalf("%d effects of %d items; want 499 of 499", n, distinct)
 	}
 	if got := followups(t, pool, "reprice-1"); got["complete"] != 1 || got["success"] != 0 {
 		t.Fatalf("follow-ups run: %v; want complete once, success never", got)
@@ -164,6 +185,52 @@ func TestBatchRunsEveryItemOnceAndItsFollowUpsOnce(t *testing.T) {
 	}
 	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 	if got := followups(t, pool, "reprice-1"); got["complete"] != 1 || got["success"] != 1 {
+		t.Fatalf("follow-ups run: %v; want each once", got)
+	}
+}
+
+// Items run by a plain handler are recorded by the completer in batches of
+// outcomes; the transaction that records a partition's last ones finishes
+// the batch: every item once, each follow-up once.
+func TestBatchOfPlainJobsFinishesOnce(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	batchTables(t, pool)
+	var runs sync.Map // item -> *atomic.Int64
+	ws2 := queue.NewWorkers()
+	queue.Handle(ws2, func(ctx context.Context, w *queue.Work[reprice]) error {
+		v, _ := runs.LoadOrStore(w.Item, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		return nil
+	})
+	queue.HandleTx(ws2, func(ctx context.Context, tx pgx.Tx, w *queue.Work[batchDone]) error {
+		_, err := tx.Exec(ctx, `INSERT INTO batch_followups (batch, which, job) VALUES ($1, $2, $3)`, w.Args.Batch, w.Args.Which, w.ID)
+		return err
+	})
+	member(t, pool, 8, queue.ProcessorConfig{Workers: ws2, PollInterval: 20 * time.Millisecond}, true)
+	createBatch(t, c, "plain")
+	_, err := c.SubmitItems(ctx, "emails", "plain", items(300, nil))
+	pgtest.Must(t, err)
+	_, err = c.SealBatch(ctx, "emails", "plain")
+	pgtest.Must(t, err)
+	b := waitBatch(t, c, "plain", func(b queue.BatchInfo) bool { return b.SucceededAt != nil })
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
+	if b.Total != 300 || b.Completed != 300 {
+		t.Fatalf("batch %+v", b)
+	}
+	n := 0
+	runs.Range(func(k, v any) bool {
+		if v.(*atomic.Int64).Load() != 1 {
+			t.Errorf("item %v ran %d times", k, v.(*atomic.Int64).Load())
+		}
+		n++
+		return true
+	})
+	if n != 300 {
+		t.Fatalf("%d items ran; want 300", n)
+	}
+	if got := followups(t, pool, "plain"); got["complete"] != 1 || got["success"] != 1 {
 		t.Fatalf("follow-ups run: %v; want each once", got)
 	}
 }
