@@ -36,8 +36,9 @@ type Item struct {
 
 // Added counts what adding items did.
 type Added struct {
-	// Items is how many items were read; Added + Duplicates of them were
-	// stored (the others' chunk was refused).
+	// Items is how many items the call stored or found stored (Added +
+	// Duplicates): every item given, unless the call failed; then those of
+	// the chunks committed before the error (none for AddItems).
 	Items int
 	// Added is how many items were new.
 	Added int
@@ -59,12 +60,15 @@ func (c *Client) AddItems(ctx context.Context, group, name string, items ...Item
 	}
 	for i, it := range items {
 		if err := ch.add(c, i, it); err != nil {
-			return Added{Items: i}, err
+			return Added{}, err
 		}
 	}
 	a, err := c.addChunk(ctx, ch)
+	if err != nil {
+		return Added{}, err
+	}
 	a.Items = len(items)
-	return a, err
+	return a, nil
 }
 
 // SubmitItems adds the items that seq yields to batch name of group, in
