@@ -151,10 +151,3 @@ func TestBatchFencedRunKeepsTheInvariants(t *testing.T) {
 			rep.FollowupsRun, rep.FollowupsExpected, rep.FollowupViolations, rep.ProgressViolations, rep.Violations)
 	}
 }
-
-// The batch control: the items' ledger rows commit on their own before
-// their fenced completions, and the run must show duplicates.
-func TestBatchUnfencedControlShowsDuplicates(t *testing.T) {
-	t.Parallel()
-	unfencedRun(t, "batch")
-}
