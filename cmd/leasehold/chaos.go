@@ -37,6 +37,9 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 			"an in-process Kafka (kfake) with a topic of --partitions partitions and produces --jobs records\n" +
 			"to it; the workers consume it with kafka, appending one ledger row per record in each\n" +
 			"batch's transaction, and the checker also requires every stored offset at its log end.\n\n" +
+			"--workload batch runs them against a queue batch: --jobs items with both follow-ups, submitted\n" +
+			"by a producer that crashes halfway and submits every item again, then sealed. The checker also\n" +
+			"requires the batch's progress exact and each follow-up run once, after the last item's effect.\n\n" +
 			"Without --database-url or $DATABASE_URL it runs on a throwaway cluster (which it restarts\n" +
 			"once per pg_restart fault); on an existing server it uses, and first drops, the schema\n" +
 			"leasehold_chaos, and skips the pg_restart fault.\n\n" +
@@ -81,8 +84,9 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 			}
 			switch rep.Verdict {
 			case chaos.VerdictFail:
-				return fmt.Errorf("chaos: invariants violated (%d lost, %d duplicates, %d stray, %d stale accepted, %d refused yet applied, %d overlaps, %d token, %d order, %d offsets)",
-					rep.Lost, rep.Duplicates, rep.Stray, rep.StaleAccepted, rep.FencedApplied, rep.Overlaps, rep.TokenViolations, rep.OrderViolations, rep.OffsetMismatches)
+				return fmt.Errorf("chaos: invariants violated (%d lost, %d duplicates, %d stray, %d stale accepted, %d refused yet applied, %d overlaps, %d token, %d order, %d offsets, %d follow-up, %d progress)",
+					rep.Lost, rep.Duplicates, rep.Stray, rep.StaleAccepted, rep.FencedApplied, rep.Overlaps, rep.TokenViolations, rep.OrderViolations, rep.OffsetMismatches,
+					rep.FollowupViolations, rep.ProgressViolations)
 			case chaos.VerdictInconclusive:
 				return errors.New("chaos: inconclusive: no stale commit was refused, so the faults never tested the fence; " +
 					"run longer or with other seeds")
@@ -96,12 +100,12 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 	f.Int64Var(&cfg.Seed, "seed", 1, "seed of the fault schedule and the handler stalls")
 	f.IntVar(&cfg.Workers, "workers", 3, "worker processes")
 	f.IntVar(&cfg.Partitions, "partitions", 16, "partitions of the group")
-	f.IntVar(&cfg.Jobs, "jobs", 0, "jobs fed evenly over the fault phase (default 30 per second of --duration)")
+	f.IntVar(&cfg.Jobs, "jobs", 0, "jobs (records, batch items) fed evenly over the fault phase (default 30 per second of --duration)")
 	f.DurationVar(&cfg.TTL, "ttl", 2*time.Second, "lease TTL; fault durations scale with it")
 	f.DurationVar(&cfg.Drain, "drain", 60*time.Second, "how long to wait, after the fault phase, for every job to finish")
 	f.Float64Var(&cfg.StallProbability, "stall", 0.05, "probability that a handler stalls past the TTL, ignoring its context, then commits")
 	f.StringVar(&faults, "faults", "all", "comma-separated fault kinds: "+kindNames())
-	f.StringVar(&workload, "workload", "queue", "workload: queue (jobs appending to a ledger) or kafka (an in-process Kafka topic consumed into a ledger)")
+	f.StringVar(&workload, "workload", "queue", "workload: queue (jobs appending to a ledger), kafka (an in-process Kafka topic consumed into a ledger) or batch (a queue batch's items and follow-ups)")
 	f.StringVar(&jsonPath, "json", "", "write the report as JSON to this file (- for standard output)")
 	f.StringVar(&dir, "dir", "", "keep the workers' histories and logs in this directory (default: a temporary one, kept only if the run does not pass)")
 	f.BoolVar(&cfg.Unfenced, "unfenced", false, "control run: apply effects outside the fence, as an at-least-once queue does; must show duplicates")
@@ -135,14 +139,11 @@ func writeChaosJSON(w io.Writer, path string, rep *chaos.Report) error {
 }
 
 // checkRows are the rows of a report that show the checker's Result, for
-// the jobs of the queue workload or the records of the Kafka workload.
-func checkRows(r chaos.Result, kafka bool) [][2]string {
-	unit := "jobs"
-	if kafka {
-		unit = "records"
-	}
+// the jobs of the queue workload, the records of the Kafka workload or the
+// items of the batch workload.
+func checkRows(r chaos.Result, workload string) [][2]string {
 	rows := [][2]string{
-		{unit, fmt.Sprint(r.Jobs)},
+		{unitOf(workload), fmt.Sprint(r.Jobs)},
 		{"applied", fmt.Sprintf("%d (ledger rows by worker: %s)", r.Applied, byWorker(r.AppliedBy))},
 		{"lost", fmt.Sprintf("%d (unfinished %d)", r.Lost, r.Unfinished)},
 		{"applied more than once", fmt.Sprintf("%d (%d extra rows)", r.Duplicates, r.Extra)},
@@ -153,8 +154,13 @@ func checkRows(r chaos.Result, kafka bool) [][2]string {
 		{"token / order violations", fmt.Sprintf("%d / %d", r.TokenViolations, r.OrderViolations)},
 		{"grants / commit attempts", fmt.Sprintf("%d / %d", r.Grants, r.Commits)},
 	}
-	if kafka {
+	switch workload {
+	case "kafka":
 		rows = append(rows, [2]string{"stored offsets not at log end", fmt.Sprint(r.OffsetMismatches)})
+	case "batch":
+		rows = append(rows,
+			[2]string{"follow-ups run / expected", fmt.Sprintf("%d / %d (%d violations)", r.FollowupsRun, r.FollowupsExpected, r.FollowupViolations)},
+			[2]string{"batch progress violations", fmt.Sprint(r.ProgressViolations)})
 	}
 	return rows
 }
@@ -169,6 +175,17 @@ func byWorker(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
+// unitOf names the items of a workload.
+func unitOf(workload string) string {
+	switch workload {
+	case "kafka":
+		return "records"
+	case "batch":
+		return "items"
+	}
+	return "jobs"
+}
+
 // printChaos prints the report for a person.
 func printChaos(w io.Writer, r *chaos.Report) {
 	mode := "fenced"
@@ -177,9 +194,9 @@ func printChaos(w io.Writer, r *chaos.Report) {
 	}
 	fmt.Fprintf(w, "leasehold chaos: %s (%s workload, %s, seed %d, %d workers, %d partitions, TTL %dms, %.0fs of faults)\n\n",
 		strings.ToUpper(r.Verdict), r.Workload, mode, r.Seed, r.Workers, r.Partitions, r.TTLMS, r.DurationS)
-	rows := append(checkRows(r.Result, r.Workload == "kafka"),
+	rows := append(checkRows(r.Result, r.Workload),
 		[2]string{"recovery p50 / p99 / max", fmt.Sprintf("%d / %d / %d ms (%d unrecovered)", r.RecoveryP50MS, r.RecoveryP99MS, r.RecoveryMaxMS, r.Unrecovered)},
-		[2]string{"throughput", fmt.Sprintf("%.0f %s/s during faults", r.ThroughputPerS, map[bool]string{false: "jobs", true: "records"}[r.Workload == "kafka"])})
+		[2]string{"throughput", fmt.Sprintf("%.0f %s/s during faults", r.ThroughputPerS, unitOf(r.Workload))})
 	for _, row := range rows {
 		fmt.Fprintf(w, "  %-30s %s\n", row[0], row[1])
 	}

@@ -34,7 +34,7 @@ func TestChaosHidesTheControlAndTheWorker(t *testing.T) {
 	if strings.Contains(out, "unfenced") || strings.Contains(out, "worker") && strings.Contains(out, "Available Commands") {
 		t.Fatalf("help shows the control or the worker command:\n%s", out)
 	}
-	for _, flag := range []string{"--duration", "--seed", "--json", "--faults", "--database-url", "--workload", "kafka"} {
+	for _, flag := range []string{"--duration", "--seed", "--json", "--faults", "--database-url", "--workload", "kafka", "batch"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("help lacks %s", flag)
 		}
@@ -77,5 +77,32 @@ func TestChaosReportKafka(t *testing.T) {
 	if !strings.Contains(out, "kafka workload") || !strings.Contains(out, "records   ") ||
 		!regexp.MustCompile(`stored offsets not at log end\s+2`).MatchString(out) {
 		t.Fatalf("report:\n%s", out)
+	}
+}
+
+// A batch run's report counts items and shows the follow-ups and the
+// progress check, in print and in JSON.
+func TestChaosReportBatch(t *testing.T) {
+	rep := &chaos.Report{Workload: "batch", Result: chaos.Result{Verdict: chaos.VerdictFail, Jobs: 9,
+		FollowupsExpected: 2, FollowupsRun: 3, FollowupViolations: 1, ProgressViolations: 4}}
+	var human, js bytes.Buffer
+	printChaos(&human, rep)
+	out := human.String()
+	if !strings.Contains(out, "batch workload") || !strings.Contains(out, "items   ") ||
+		!regexp.MustCompile(`follow-ups run / expected\s+3 / 2 \(1 violations\)`).MatchString(out) ||
+		!regexp.MustCompile(`batch progress violations\s+4`).MatchString(out) {
+		t.Fatalf("report:\n%s", out)
+	}
+	if err := writeChaosJSON(&js, "-", rep); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(js.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]float64{"followups_expected": 2, "followups_run": 3, "followup_violations": 1, "progress_violations": 4} {
+		if m[k] != want {
+			t.Errorf("JSON %q = %v; want %v", k, m[k], want)
+		}
 	}
 }

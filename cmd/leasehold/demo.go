@@ -134,7 +134,7 @@ func isTerminal(w io.Writer) bool {
 // printDemo writes the report for people.
 func printDemo(w io.Writer, r demo.Report) {
 	fmt.Fprintln(w, "\nReport (the chaos checker's: ledger, jobs, workers' histories and lease audit)")
-	rows := checkRows(r.Result, r.Story == "kafka")
+	rows := checkRows(r.Result, r.Story)
 	rows = append(rows, [2]string{"refused late commits", fmt.Sprintf("%d (of the paused worker, after the takeover)", r.Refused)})
 	if r.Story == "queue" {
 		rows = append(rows, [2]string{"failover after a crash", fmt.Sprintf("%d ms (crash to every partition held again; a lease expires %v after its last renewal)", r.FailoverMS, demo.TTL)})

@@ -55,6 +55,9 @@ type Input struct {
 	// Offsets are the stored offsets of the Kafka workload, one per
 	// partition of the topic; nil for the queue workload.
 	Offsets []StoredOffset
+	// Batch is the batch workload's batch (its items are Jobs); nil for
+	// the other workloads.
+	Batch *BatchRun
 }
 
 // Verdicts of a run.
@@ -113,6 +116,20 @@ type Result struct {
 	// their log end after the drain (or that have records and no stored
 	// offset).
 	OffsetMismatches int `json:"offset_mismatches"`
+	// FollowupsExpected and FollowupsRun count the batch workload's
+	// follow-up runs due (on complete once; on success once unless an item
+	// failed) and committed; FollowupViolations counts follow-ups enqueued
+	// or run other than once as due, not completed, or run before every
+	// item's effect had committed. Batch workload only.
+	FollowupsExpected  int `json:"followups_expected"`
+	FollowupsRun       int `json:"followups_run"`
+	FollowupViolations int `json:"followup_violations"`
+	// ProgressViolations counts the batch's progress counters (total,
+	// pending, completed, failed, cancelled) that differ from its items'
+	// states in the jobs table or from the items submitted, and a batch not
+	// sealed, finished or succeeded at the end as it should be. Batch
+	// workload only.
+	ProgressViolations int `json:"progress_violations"`
 	// Commits counts commit attempts in the workers' histories; Grants the
 	// grants in the lease audit.
 	Commits int `json:"commits"`
@@ -130,8 +147,9 @@ const maxViolations = 20
 // once, no effect without its job's completion, no stale effect accepted,
 // no effect of a commit the fence refused, each key's jobs applied in
 // enqueue order, strictly increasing tokens and no overlapping ownership
-// windows in the lease audit, and (Kafka) every stored offset at its log
-// end. It counts the stale commits refused; a run that refused none is
+// windows in the lease audit, (Kafka) every stored offset at its log
+// end, and (batch) the batch's items, progress and follow-ups (checkBatch).
+// It counts the stale commits refused; a run that refused none is
 // inconclusive.
 func Check(in Input) Result {
 	var r Result
@@ -268,6 +286,10 @@ func Check(in Input) Result {
 		}
 	}
 
+	if in.Batch != nil {
+		checkBatch(in.Batch, in.Jobs, &r, flag)
+	}
+
 	h := history.Check(in.Audit)
 	r.Grants = h.Grants
 	for _, v := range h.Violations {
@@ -280,7 +302,8 @@ func Check(in Input) Result {
 	}
 
 	switch {
-	case r.Lost+r.Foreign+r.Stray+r.Duplicates+r.FencedApplied+r.StaleAccepted+r.Overlaps+r.TokenViolations+r.OrderViolations+r.OffsetMismatches > 0:
+	case r.Lost+r.Foreign+r.Stray+r.Duplicates+r.FencedApplied+r.StaleAccepted+r.Overlaps+r.TokenViolations+r.OrderViolations+r.OffsetMismatches+
+		r.FollowupViolations+r.ProgressViolations > 0:
 		r.Verdict = VerdictFail
 	case r.StaleRefused == 0:
 		r.Verdict = VerdictInconclusive

@@ -8,12 +8,15 @@
 // workers' own histories and the database's lease audit for lost jobs,
 // duplicate effects, stale commits accepted and overlapping ownership.
 //
-// Two workloads are built in (Workload): "queue", the jobs above, and
+// Three workloads are built in (Workload): "queue", the jobs above;
 // "kafka", in which the orchestrator runs an in-process Kafka (kfake) and
 // produces records to a topic that the workers consume with kafka,
-// appending one ledger row per record in each batch's fenced transaction;
-// its check adds per-partition offset order and stored offsets at the log
-// end.
+// appending one ledger row per record in each batch's fenced transaction,
+// whose check adds per-partition offset order and stored offsets at the
+// log end; and "batch", the items of one queue batch (submitted by a
+// producer that crashes halfway, then sealed) applied as the queue's jobs,
+// whose check adds the batch's progress and its follow-ups run once each,
+// after the last item.
 //
 // Run is the orchestrator (`leasehold chaos`); RunWorker is the body of
 // one worker process (the hidden `leasehold chaos worker`, whose flags

@@ -191,11 +191,21 @@ func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) er
 	if err != nil {
 		return err
 	}
-	apply := q.apply
-	// tokens joins a run's token (known to the handler) to its outcome
-	// (known to OnJob).
-	var tokens sync.Map // job id -> fence.Token
-	ws := queue.NewWorkers()
+	return runQueue(ctx, db, w, func(ws *queue.Workers, tokens *sync.Map) {
+		handleEffect(ws, db, w, tokens, func(j *queue.Work[item]) (string, []any) {
+			return q.apply, []any{j.ID, j.Key, j.Partition, int64(j.Token), w.ID}
+		})
+	})
+}
+
+// handleEffect registers the handler of T's kind: a run may stall (past
+// the TTL, ignoring its context), then writes its effect, the statement
+// and arguments that effect returns, in the job's fenced transaction (or,
+// unfenced, on its own autocommit statement: the control), and passes the
+// Hold hook. tokens joins a run's token (known to the handler) to its
+// outcome (known to the OnJob hook of runQueue).
+func handleEffect[T queue.Args](ws *queue.Workers, db *pgxpool.Pool, w WorkerEnv, tokens *sync.Map,
+	effect func(j *queue.Work[T]) (string, []any)) {
 	stall := func() {
 		if ok, d := w.Stall(); ok {
 			time.Sleep(d) // ignoring the context: a stuck call, a GC pause
@@ -204,28 +214,39 @@ func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) er
 	if w.Unfenced {
 		// The control: the effect commits on its own, before the job's
 		// fenced completion, as in an at-least-once queue.
-		queue.Handle(ws, func(ctx context.Context, j *queue.Work[item]) error {
+		queue.Handle(ws, func(ctx context.Context, j *queue.Work[T]) error {
 			stall()
 			tokens.Store(j.ID, j.Token)
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			if _, err := db.Exec(actx, apply, j.ID, j.Key, j.Partition, int64(j.Token), w.ID); err != nil {
+			sql, args := effect(j)
+			if _, err := db.Exec(actx, sql, args...); err != nil {
 				return err
 			}
 			hold(w, HandlerRun{Job: j.ID, Partition: j.Partition, Token: int64(j.Token)})
 			return nil
 		})
-	} else {
-		queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, j *queue.Work[item]) error {
-			stall()
-			tokens.Store(j.ID, j.Token)
-			if _, err := tx.Exec(context.WithoutCancel(ctx), apply, j.ID, j.Key, j.Partition, int64(j.Token), w.ID); err != nil {
-				return err
-			}
-			hold(w, HandlerRun{Job: j.ID, Partition: j.Partition, Token: int64(j.Token)})
-			return nil
-		})
+		return
 	}
+	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, j *queue.Work[T]) error {
+		stall()
+		tokens.Store(j.ID, j.Token)
+		sql, args := effect(j)
+		if _, err := tx.Exec(context.WithoutCancel(ctx), sql, args...); err != nil {
+			return err
+		}
+		hold(w, HandlerRun{Job: j.ID, Partition: j.Partition, Token: int64(j.Token)})
+		return nil
+	})
+}
+
+// runQueue runs a worker.Worker whose queue has the handlers register
+// registers (with handleEffect, sharing tokens), recording each commit
+// attempt's outcome, until ctx ends; then it stops the worker gracefully.
+func runQueue(ctx context.Context, db *pgxpool.Pool, w WorkerEnv, register func(ws *queue.Workers, tokens *sync.Map)) error {
+	var tokens sync.Map // job id -> fence.Token
+	ws := queue.NewWorkers()
+	register(ws, &tokens)
 	ttl := w.Lease.TTL
 	if ttl == 0 {
 		ttl = lease.DefaultTTL

@@ -138,3 +138,16 @@ func unfencedRun(t *testing.T, workload string) {
 			rep.Verdict)
 	}
 }
+
+// The batch workload: every item applied exactly once, the batch's
+// progress exact at the end, each follow-up run once and after the last
+// item, although the producer crashed halfway and submitted every item
+// again.
+func TestBatchFencedRunKeepsTheInvariants(t *testing.T) {
+	t.Parallel()
+	rep := fencedRun(t, "batch")
+	if rep.FollowupsExpected != 2 || rep.FollowupsRun != 2 || rep.FollowupViolations+rep.ProgressViolations > 0 {
+		t.Fatalf("follow-ups run %d of %d expected, %d follow-up and %d progress violations: %q",
+			rep.FollowupsRun, rep.FollowupsExpected, rep.FollowupViolations, rep.ProgressViolations, rep.Violations)
+	}
+}

@@ -50,6 +50,38 @@ INSERT INTO {{schema}}.chaos_kafka_ledger (topic, partition, "offset", token, wo
 SELECT $1, $2, o, $3, $4 FROM unnest($5::bigint[]) WITH ORDINALITY AS u(o, i) ORDER BY i`
 	sqlKafkaApplied = `SELECT coalesce(max(n), 0) FROM {{schema}}.chaos_kafka_ledger`
 	sqlKafkaEntries = `SELECT n, topic, partition, "offset", token, worker FROM {{schema}}.chaos_kafka_ledger`
+
+	// The batch workload's items write to chaos_ledger (as the queue
+	// workload's jobs); its follow-ups, one row per run, here. items_seen
+	// is how many items had their effect committed when the run's
+	// statement began (its snapshot): every one, if the follow-up ran
+	// after the batch's last item.
+	sqlFollowups = `
+CREATE TABLE {{schema}}.chaos_followups (
+    n          bigserial   PRIMARY KEY,
+    job_id     bigint      NOT NULL,
+    which      text        NOT NULL,
+    batch_id   bigint      NOT NULL,
+    partition  integer     NOT NULL,
+    token      bigint      NOT NULL,
+    worker     text        NOT NULL,
+    items_seen bigint      NOT NULL,
+    at         timestamptz NOT NULL DEFAULT clock_timestamp()
+)`
+	sqlFollowupApply = `
+INSERT INTO {{schema}}.chaos_followups (job_id, which, batch_id, partition, token, worker, items_seen)
+SELECT $1, $2, $3, $4, $5, $6, (SELECT count(DISTINCT l.job_id) FROM {{schema}}.chaos_ledger AS l)`
+	sqlFollowupRuns = `SELECT n, job_id, which, token, worker, items_seen FROM {{schema}}.chaos_followups`
+	// Items and follow-ups of the group's batches, pending jobs and
+	// batches not finished.
+	sqlBatchItems = `
+SELECT id, key, partition, state, batch_item FROM {{schema}}.jobs WHERE group_name = $1 AND batch_item IS NOT NULL`
+	sqlBatchFollowups = `
+SELECT id, followup, state FROM {{schema}}.jobs WHERE group_name = $1 AND followup IS NOT NULL`
+	sqlBatchCount       = `SELECT count(*) FROM {{schema}}.jobs WHERE group_name = $1 AND batch_item IS NOT NULL`
+	sqlBatchOutstanding = `
+SELECT (SELECT count(*) FROM {{schema}}.jobs WHERE group_name = $1 AND state = 'pending')
+     + (SELECT count(*) FROM {{schema}}.batches WHERE group_name = $1 AND finished_at IS NULL)`
 )
 
 // maxAttempts keeps jobs from being discarded by failures the faults cause
@@ -60,6 +92,8 @@ const maxAttempts = 10000
 type queries struct {
 	ledger, group, apply, items, outstanding, applied, jobs, entries string
 	kafkaLedger, kafkaApply, kafkaApplied, kafkaEntries              string
+	followups, followupApply, followupRuns, batchItems               string
+	batchFollowups, batchCount, batchOutstanding                     string
 }
 
 func render(schema string) (queries, error) {
@@ -70,8 +104,10 @@ func render(schema string) (queries, error) {
 	r := func(sql string) string { return store.Render(sql, q) }
 	return queries{ledger: r(sqlLedger), group: r(sqlGroup), apply: r(sqlApply), items: r(sqlItems), outstanding: r(sqlOutstanding),
 		applied: r(sqlApplied), jobs: r(sqlJobs), entries: r(sqlEntries),
-		kafkaLedger: r(sqlKafkaLedger), kafkaApply: r(sqlKafkaApply), kafkaApplied: r(sqlKafkaApplied),
-		kafkaEntries: r(sqlKafkaEntries)}, nil
+		kafkaLedger: r(sqlKafkaLedger), kafkaApply: r(sqlKafkaApply), kafkaApplied: r(sqlKafkaApplied), kafkaEntries: r(sqlKafkaEntries),
+		followups: r(sqlFollowups), followupApply: r(sqlFollowupApply), followupRuns: r(sqlFollowupRuns),
+		batchItems: r(sqlBatchItems), batchFollowups: r(sqlBatchFollowups), batchCount: r(sqlBatchCount),
+		batchOutstanding: r(sqlBatchOutstanding)}, nil
 }
 
 // handle returns leasehold's handle on pool, in schema; a nil log means

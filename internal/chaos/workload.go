@@ -16,9 +16,11 @@ import (
 
 // Workload is the work a run gives its fleet: items fed in by the
 // orchestrator, applied by the workers, each application leaving one ledger
-// row. Two are built in: "queue" (jobs whose transactional handler appends
-// to the ledger) and "kafka" (a topic of an in-process Kafka, kfake,
-// consumed with kafka into a ledger). Both are checked by Check.
+// row. Three are built in: "queue" (jobs whose transactional handler
+// appends to the ledger), "kafka" (a topic of an in-process Kafka, kfake,
+// consumed with kafka into a ledger) and "batch" (the items of one
+// queue batch, applied as the queue's jobs, and its follow-ups). All are
+// checked by Check.
 // WorkloadNamed returns a new instance per call: the orchestrator's side
 // may keep state (the Kafka cluster) from Setup to Close.
 type Workload interface {
@@ -26,7 +28,8 @@ type Workload interface {
 	Name() string
 	// Setup creates the workload's tables and whatever else it needs (the
 	// Kafka workload starts its cluster and fills in env.Brokers), before
-	// any worker starts.
+	// any worker starts. (The batch workload creates its batch in Feed:
+	// a batch needs workers that handle its follow-ups' kinds.)
 	Setup(ctx context.Context, db *pgxpool.Pool, env *Env) error
 	// Feed produces n items spread evenly over d, retrying through faults
 	// until ctx ends, and returns the ids whose production was acknowledged.
@@ -57,7 +60,8 @@ type Env struct {
 	// Partitions is the group's partition count.
 	Partitions int
 	// Keys is how many distinct keys the items are spread over (the queue
-	// workload's job keys; a Kafka record's key is its partition).
+	// and batch workloads' job keys; a Kafka record's key is its
+	// partition).
 	Keys int
 	// Brokers are the Kafka workload's seed brokers (host:port), set by its
 	// Setup; empty for the queue workload.
@@ -89,7 +93,7 @@ type WorkerEnv struct {
 }
 
 // Workloads lists the known workloads' names.
-var Workloads = []string{"queue", "kafka"}
+var Workloads = []string{"queue", "kafka", "batch"}
 
 // WorkloadNamed returns a new instance of the workload called name.
 func WorkloadNamed(name string) (Workload, error) {
@@ -98,6 +102,8 @@ func WorkloadNamed(name string) (Workload, error) {
 		return queueWorkload{}, nil
 	case "kafka":
 		return &kafkaWorkload{}, nil
+	case "batch":
+		return &batchWorkload{}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown workload %q (known: %s)", ErrInvalidConfig, name, strings.Join(Workloads, ", "))
 }
