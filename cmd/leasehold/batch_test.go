@@ -152,11 +152,37 @@ func TestBatchSubmitResumesAfterABadLine(t *testing.T) {
 	if rows, distinct := itemRows(t, pool, "reprice-1"); rows != 30 || distinct != 30 {
 		t.Fatalf("after resuming: %d item rows, %d items; want 30 of 30", rows, distinct)
 	}
-	// The human summary of a submission run a third time: every item a
-	// duplicate, refused as the batch is sealed.
+	// Run a third time, the batch being sealed: refused before reading,
+	// without the advice to run it again.
 	_, err = runIn(t, strings.Join(lines, "\n"), submit...)
-	if !errors.Is(err, queue.ErrBatchSealed) || !strings.Contains(err.Error(), "lines 1 to 11: ") {
-		t.Errorf("a sealed batch: %v; want ErrBatchSealed naming the first chunk's lines 1 to 11", err)
+	if !errors.Is(err, queue.ErrBatchSealed) || !strings.Contains(err.Error(), "with 30 items: it takes no more") ||
+		strings.Contains(err.Error(), "run the same command again") {
+		t.Errorf("a sealed batch: %v; want ErrBatchSealed saying it takes no more items", err)
+	}
+}
+
+// A batch sealed while a submission runs refuses its next chunk: the error
+// names the chunk's line and does not advise running the command again.
+func TestBatchSealedDuringASubmission(t *testing.T) {
+	t.Parallel()
+	url, pool := adminDB(t)
+	handles(t, pool, "g", "reprice")
+	pgtest.Must(t, runJSON(t, &admin.SubmitResult{}, "", "batch", "submit", "g", "s", "--database-url", url))
+	in := &slowReader{lines: itemLines(0, 5), before: map[int]func(){3: func() {
+		pgtest.Must(t, runJSON(t, &admin.BatchView{}, "", "batch", "seal", "g", "s", "--database-url", url))
+	}}}
+	cmd := newRootCmd()
+	cmd.SetArgs([]string{"batch", "submit", "g", "s", "--database-url", url, "--chunk", "1"})
+	cmd.SetIn(in)
+	cmd.SetOut(io.Discard)
+	err := cmd.ExecuteContext(context.Background())
+	var se *admin.SubmitError
+	if !errors.As(err, &se) || !errors.Is(err, queue.ErrBatchSealed) || se.First != 4 || se.Added.Added != 3 ||
+		!strings.HasPrefix(err.Error(), "line 4: ") || strings.Contains(err.Error(), "run the same command again") {
+		t.Fatalf("sealed after 3 lines: %v; want a *SubmitError at line 4 after 3 items added", err)
+	}
+	if rows, _ := itemRows(t, pool, "s"); rows != 3 {
+		t.Errorf("%d items added; want 3", rows)
 	}
 }
 
@@ -591,5 +617,60 @@ func TestBatchWatchRedrawsOnATerminal(t *testing.T) {
 	}, false, false))
 	if strings.Contains(out.String(), "\033") || n != 2 {
 		t.Errorf("not a terminal: %q", out.String())
+	}
+}
+
+// slowReader yields its lines one at a time, pausing before each, and
+// calling before[i] before line i+1 (after line i is read: with --chunk 1,
+// added).
+type slowReader struct {
+	lines  []string
+	pause  time.Duration
+	before map[int]func()
+	read   int
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if len(r.lines) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(r.pause)
+	if f := r.before[r.read]; f != nil {
+		f()
+	}
+	n := copy(p, r.lines[0]+"\n")
+	r.lines, r.read = r.lines[1:], r.read+1
+	return n, nil
+}
+
+// submit's --timeout bounds each step, not the command: a producer slower
+// in all than the timeout is served; a chunk held up longer than it (here
+// behind a lock on the batch) is cut short, naming the timeout and the
+// chunk's lines.
+func TestBatchSubmitTimeoutBoundsEachStep(t *testing.T) {
+	t.Parallel()
+	url, pool := adminDB(t)
+	handles(t, pool, "g", "reprice")
+	submit := []string{"batch", "submit", "g", "slow", "--database-url", url, "--chunk", "1", "--timeout", "2s"}
+	cmd := newRootCmd()
+	var out bytes.Buffer
+	cmd.SetArgs(append(submit, "--json"))
+	cmd.SetIn(&slowReader{lines: itemLines(0, 4), pause: time.Second})
+	cmd.SetOut(&out)
+	pgtest.Must(t, cmd.ExecuteContext(context.Background()))
+	if rows, _ := itemRows(t, pool, "slow"); rows != 4 {
+		t.Fatalf("a producer slower than --timeout: %d items added; want 4 (%s)", rows, out.String())
+	}
+	// The control: a chunk waiting behind a lock on the batch row.
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM leasehold.batches WHERE name = 'slow' FOR UPDATE`)
+	pgtest.Must(t, err)
+	_, err = runIn(t, strings.Join(itemLines(4, 6), "\n"), submit...)
+	var se *admin.SubmitError
+	if !errors.As(err, &se) || se.First != 1 || se.Last != 1 || !strings.Contains(err.Error(), "longer than 2s (--timeout)") {
+		t.Errorf("a chunk behind a lock: %v; want a *SubmitError for line 1 naming --timeout", err)
 	}
 }

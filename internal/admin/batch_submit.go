@@ -87,8 +87,15 @@ func (e *SubmitError) Error() string {
 	switch {
 	case e.Line > 0:
 		where = fmt.Sprintf("line %d: ", e.Line)
+	case e.First > 0 && e.First == e.Last:
+		where = fmt.Sprintf("line %d: ", e.First)
 	case e.First > 0:
 		where = fmt.Sprintf("lines %d to %d: ", e.First, e.Last)
+	}
+	if errors.Is(e.Err, queue.ErrBatchSealed) || errors.Is(e.Err, queue.ErrBatchCancelled) || errors.Is(e.Err, queue.ErrUnknownBatch) {
+		// Running the command again would meet the same batch.
+		return fmt.Sprintf("%s%s (%d items added before it, %d were there already)",
+			where, e.Reason, e.Added.Added, e.Added.Duplicates)
 	}
 	return fmt.Sprintf("%s%s (%d items added before it, %d were there already; "+
 		"run the same command again to resume: the items added count as duplicates)",
@@ -261,6 +268,17 @@ func SubmitBatch(ctx context.Context, db *leasehold.DB, spec SubmitSpec, r io.Re
 		return SubmitResult{}, fmt.Errorf("%w: %v", ErrBadInput, err)
 	case err != nil:
 		return SubmitResult{}, Explain(ctx, err)
+	}
+	// A sealed or cancelled batch takes no items: say so before reading
+	// the input. (One sealed meanwhile refuses the next chunk.)
+	switch {
+	case b.CancelledAt != nil:
+		return SubmitResult{}, fmt.Errorf("%w: %q in group %q was cancelled at %s: it takes no more items",
+			queue.ErrBatchCancelled, spec.Name, spec.Group, b.CancelledAt.Format(time.RFC3339))
+	case b.Sealed():
+		return SubmitResult{}, fmt.Errorf("%w: %q in group %q was sealed at %s with %d items: it takes no more "+
+			"(a submission run again after its --seal has nothing to add)",
+			queue.ErrBatchSealed, spec.Name, spec.Group, b.SealedAt.Format(time.RFC3339), b.Total)
 	}
 	in := newItemReader(r, clock)
 	added, err := q.SubmitItems(ctx, spec.Group, spec.Name, in.items())
