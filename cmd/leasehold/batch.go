@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -79,6 +80,10 @@ func newBatchSubmitCmd(db *dbFlags) *cobra.Command {
 			}
 			defer done()
 			spec.StepTimeout = db.timeout
+			if in, ok := cmd.InOrStdin().(*os.File); ok && isTerminal(in) {
+				// Not redirected: say what the command waits for.
+				fmt.Fprintln(cmd.ErrOrStderr(), "leasehold: reading the items from the terminal, one JSON object a line (Ctrl-D ends)")
+			}
 			res, err := admin.SubmitBatch(cmd.Context(), h, spec, cmd.InOrStdin())
 			if err != nil {
 				return err
