@@ -19,6 +19,9 @@ type dbFlags struct {
 	connectTimeout time.Duration
 	timeout        time.Duration
 	json           bool
+	// opts are the root's flags, for the commands whose components log
+	// (batch: a cancel or seal that finishes a batch logs it).
+	opts *rootOptions
 }
 
 // add registers the flags on cmd, as persistent flags when the command has

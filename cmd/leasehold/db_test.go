@@ -51,6 +51,12 @@ var adminCommands = [][]string{
 	{"jobs", "list", "--group", "g"},
 	{"jobs", "retry", "1"},
 	{"jobs", "cancel", "1"},
+	{"batch", "submit", "g", "b"},
+	{"batch", "status", "b"},
+	{"batch", "list"},
+	{"batch", "seal", "b"},
+	{"batch", "cancel", "g", "b"},
+	{"batch", "retry", "b"},
 }
 
 // A database that never answers, or refuses connections, gives a clear

@@ -16,6 +16,11 @@
 //	leasehold jobs cancel ID... [--json]
 //	leasehold groups create GROUP --partitions N [--json]
 //	leasehold groups list [--json]
+//	leasehold batch submit GROUP NAME [--description D] [--on-complete KIND [--on-complete-args JSON]]
+//	                       [--on-success KIND [--on-success-args JSON]] [--seal] [--chunk N] [--json] < items.jsonl
+//	leasehold batch status [GROUP] NAME [--watch | --once] [--json]
+//	leasehold batch list [--group G] [--before ID] [--limit N] [--json]
+//	leasehold batch seal|cancel|retry [GROUP] NAME [--json]
 //	leasehold demo --kafka [--json] [--database-url URL]
 //
 // migrate creates or upgrades leasehold's schema in the database named by
@@ -46,7 +51,11 @@
 // (all of them in one transaction, or none; a malformed line is reported by
 // its number before anything is enqueued). jobs inspects, lists, retries and
 // cancels jobs. groups create creates a group ahead of its workers (so that
-// a producer can be deployed first); groups list lists the groups. These
+// a producer can be deployed first); groups list lists the groups. batch
+// submit creates a batch and streams its items from JSON lines, chunk by
+// chunk (an error names the line; running it again resumes); batch status
+// shows a batch's progress, live on a terminal; batch list, seal, cancel
+// and retry list and change batches. These
 // commands print tables, or JSON with --json, and take --database-url
 // (default $DATABASE_URL), --schema, --connect-timeout (default 10s) and
 // --timeout (default 1m); they first check that the schema is migrated. See
@@ -68,6 +77,6 @@
 // This package holds the commands, their flags and their output. The work
 // of the database commands (connecting, migrating, the status report,
 // parsing and enqueueing jobs, showing, listing, retrying and cancelling
-// them) is internal/admin's; the demo's is internal/demo's and chaos's is
+// them, submitting and reading batches) is internal/admin's; the demo's is internal/demo's and chaos's is
 // internal/chaos's.
 package main

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -64,4 +65,22 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// isTerminal reports whether w is a terminal (the standard output behind
+// execute's pipeWriter, say): a character device other than /dev/null.
+func isTerminal(w io.Writer) bool {
+	if p, ok := w.(*pipeWriter); ok {
+		w = p.w
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(st, null)
 }

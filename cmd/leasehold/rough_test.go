@@ -100,6 +100,17 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"enqueue", "--group", "g", "--kind", "k", "--args", ""}, want: "--args is empty; use '{}'"},
 		{args: []string{"enqueue", "--group", "g", "--kind", "k", "--delay", "soon"},
 			want: `--delay "soon": want a duration such as 500ms, 90s, 5m or 1h`, notWant: "time:", usage: "usage: leasehold enqueue"},
+		{args: []string{"batch", "status"}, want: "no batch name given", usage: "usage: leasehold batch status [GROUP] NAME"},
+		{args: []string{"batch", "cancel", "g", "b", "c"}, want: "3 arguments given, want [GROUP] NAME",
+			usage: "usage: leasehold batch cancel [GROUP] NAME"},
+		{args: []string{"batch", "status", "b", "--watch", "--once"}, want: "--watch and --once exclude each other",
+			usage: "usage: leasehold batch status"},
+		{args: []string{"batch", "submit", "g"}, want: "GROUP NAME: 1 argument(s) given, want 2", usage: "usage: leasehold batch submit GROUP NAME"},
+		{args: []string{"batch", "submit", "g", "b", "--chunk", "10001"}, want: "--chunk 10001 is not in 1..10000",
+			usage: "usage: leasehold batch submit"},
+		{args: []string{"batch", "submit", "g", "b", "--on-success-args", "{}"}, want: "--on-success-args without --on-success KIND",
+			usage: "usage: leasehold batch submit"},
+		{args: []string{"batch", "list", "--limit", "0"}, want: "--limit 0 is not in 1..10000", usage: "usage: leasehold batch list"},
 	} {
 		_, err := runIn(t, "", append(tc.args, "--database-url", url)...)
 		if !errors.Is(err, admin.ErrBadInput) || !strings.Contains(err.Error(), tc.want) ||
@@ -115,6 +126,9 @@ func TestUsageErrors(t *testing.T) {
 		{"jobs", "list", "--group", "g", "--limit", "1"},
 		{"jobs", "list", "--group", "g", "--limit", "10000", "--partition", "0,7"},
 		{"enqueue", "--group", "g", "--kind", "k", "--args", "{}", "--delay", "1s"},
+		{"batch", "submit", "g", "b", "--chunk", "10000"},
+		{"batch", "status", "g", "b", "--once"},
+		{"batch", "list", "--limit", "10000"},
 	} {
 		if _, err := runIn(t, "", append(args, "--database-url", url)...); err != nil {
 			t.Errorf("%q: %v", args, err)

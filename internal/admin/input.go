@@ -86,17 +86,9 @@ func ReadJobs(r io.Reader, group string) ([]InputJob, error) {
 }
 
 func parseLine(text []byte, group string) (InputJob, error) {
-	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.DisallowUnknownFields()
 	var l enqueueLine
-	if text[0] != '{' {
-		return InputJob{}, errors.New(`not a JSON object (want {"group":…,"kind":…,"key":…,"args":{…}})`)
-	}
-	if err := dec.Decode(&l); err != nil {
-		return InputJob{}, fmt.Errorf("invalid JSON: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return InputJob{}, errors.New("invalid JSON: more than one value on the line")
+	if err := decodeObject(text, &l, `{"group":…,"kind":…,"key":…,"args":{…}}`); err != nil {
+		return InputJob{}, err
 	}
 	if l.Group == "" {
 		l.Group = group
@@ -110,6 +102,24 @@ func parseLine(text []byte, group string) (InputJob, error) {
 		return InputJob{}, err
 	}
 	return jobOf(l.Group, l.Kind, l.Key, ord, l.Args, runAt, l.Delay, l.MaxAttempts, l.UniqueKey)
+}
+
+// decodeObject decodes text, one line holding one JSON object, into v,
+// refusing fields v does not have; want shows what the line should look
+// like.
+func decodeObject(text []byte, v any, want string) error {
+	if len(text) == 0 || text[0] != '{' {
+		return fmt.Errorf("not a JSON object (want %s)", want)
+	}
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("invalid JSON: more than one value on the line")
+	}
+	return nil
 }
 
 // JobFlags are the flags of `leasehold enqueue` that describe one job.
