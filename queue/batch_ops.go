@@ -101,7 +101,17 @@ func (c *Client) lockAndFinish(ctx context.Context, op, stmt, group, name string
 // cancelled are as jobs cancelled while they run (see Cancel): a
 // transactional handler's effects roll back, a plain handler's may
 // already have happened. It returns how many items it cancelled.
+//
+// Cancelling a batch that has finished and has no pending item (none
+// retried since) changes nothing: it stays finished, or succeeded.
 func (c *Client) CancelBatch(ctx context.Context, group, name string) (int64, error) {
+	b, err := c.Batch(ctx, group, name)
+	if err != nil {
+		return 0, err
+	}
+	if b.FinishedAt != nil && b.Pending == 0 {
+		return 0, nil
+	}
 	id, err := c.lockAndFinish(ctx, "cancel", c.batches.q.Cancel, group, name)
 	if err != nil {
 		return 0, err

@@ -187,6 +187,14 @@ func TestBatchRunsEveryItemOnceAndItsFollowUpsOnce(t *testing.T) {
 	if got := followups(t, pool, "reprice-1"); got["complete"] != 1 || got["success"] != 1 {
 		t.Fatalf("follow-ups run: %v; want each once", got)
 	}
+	// Cancelling a succeeded batch changes nothing.
+	n, err = c.CancelBatch(ctx, "emails", "reprice-1")
+	pgtest.Must(t, err)
+	b, err = c.Batch(ctx, "emails", "reprice-1")
+	pgtest.Must(t, err)
+	if n != 0 || b.CancelledAt != nil || b.State() != queue.BatchSucceeded {
+		t.Fatalf("cancelling a succeeded batch: %d cancelled, batch %+v; want it left succeeded", n, b)
+	}
 }
 
 // Items run by a plain handler are recorded by the completer in batches of
