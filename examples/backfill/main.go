@@ -10,7 +10,7 @@
 // batch's on-complete follow-up writes the run's summary, once. The
 // program prints the batch's progress every second until then.
 //
-//	go run ./examples/backfill                     # crashes after 5500 items, then runs again
+//	go run ./examples/backfill                     # crashes after reading 5500 users, then runs again
 //	go run ./examples/backfill --crash-after 0     # no crash
 //	DATABASE_URL=... go run ./examples/backfill --run reprice-2027 --crash-after 0
 //
@@ -25,6 +25,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -35,28 +37,48 @@ import (
 	"github.com/leasehold/leasehold/worker"
 )
 
-// config is what a run of the program is given.
+// config is what a run of the program is given. Zero values mean the
+// defaults (see withDefaults).
 type config struct {
 	Run        string        // the batch's name: one per run, never reused
 	Users      int           // users seeded into an empty table
 	CrashAfter int           // crash after reading this many users (0: no crash)
-	Chunk      int           // items per SubmitItems transaction
-	Page       int           // user ids per keyset page
-	Every      time.Duration // how often progress is printed
-	TTL        time.Duration // the partition leases' TTL
+	Chunk      int           // items per SubmitItems transaction (default: queue.Config's)
+	Page       int           // user ids per keyset page (default 1000)
+	Every      time.Duration // how often progress is printed (default 1s)
+	TTL        time.Duration // the partition leases' TTL (default 3s)
+}
+
+func (c config) withDefaults() (config, error) {
+	if c.Run == "" || c.Users < 0 || c.CrashAfter < 0 || c.Chunk < 0 || c.Page < 0 || c.Every < 0 || c.TTL < 0 {
+		return c, fmt.Errorf("backfill: a run name is required, and no setting may be negative: %+v", c)
+	}
+	if c.Page == 0 {
+		c.Page = 1000
+	}
+	if c.Every == 0 {
+		c.Every = time.Second
+	}
+	if c.TTL == 0 {
+		// Short, so that after the simulated crash the restarted workers
+		// take the crashed ones' partitions over within seconds (the
+		// library's default is 15s).
+		c.TTL = 3 * time.Second
+	}
+	return c, nil
 }
 
 func main() {
-	cfg := config{Every: time.Second, Page: 1000,
-		// A short TTL, so that after the simulated crash the restarted
-		// workers take the crashed ones' partitions over within seconds
-		// (the default is 15s).
-		TTL: 3 * time.Second}
+	var cfg config
 	flag.StringVar(&cfg.Run, "run", "reprice-2027", "the batch's name: one per run")
 	flag.IntVar(&cfg.Users, "users", 10000, "users to seed into an empty users table")
 	flag.IntVar(&cfg.CrashAfter, "crash-after", 5500, "simulate a crash of the program after submitting this many items, then run again (0: no crash)")
 	flag.IntVar(&cfg.Chunk, "chunk", 1000, "items per SubmitItems transaction")
 	flag.Parse()
+	if _, err := cfg.withDefaults(); err != nil { // before a database is started for nothing
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	exampledb.Main(func(ctx context.Context, db *leasehold.DB, out io.Writer) error {
 		return backfill(ctx, db, out, cfg)
 	})
@@ -84,6 +106,10 @@ const group = "backfill"
 // summary its follow-up wrote. A simulated crash returns errCrash, the
 // workers stopped without releasing their partitions.
 func run(ctx context.Context, db *leasehold.DB, out io.Writer, cfg config) (err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return err
+	}
 	out = &lockedWriter{w: out}
 	pool := db.Pool()
 	if _, err := pool.Exec(ctx, schema); err != nil {
@@ -107,7 +133,9 @@ func run(ctx context.Context, db *leasehold.DB, out io.Writer, cfg config) (err 
 			stop = c
 		}
 		for _, w := range workers {
-			w.Stop(stop)
+			if serr := w.Stop(stop); serr != nil && err == nil {
+				err = serr
+			}
 		}
 	}()
 	for range 2 {
@@ -135,17 +163,18 @@ func run(ctx context.Context, db *leasehold.DB, out io.Writer, cfg config) (err 
 
 	// The progress printer runs beside the producer.
 	pctx, stopProgress := context.WithCancel(ctx)
-	defer stopProgress()
 	p := &progress{c: client, out: out, group: group, name: cfg.Run}
 	type result struct {
 		b   queue.BatchInfo
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
+	var printer sync.WaitGroup
+	printer.Go(func() {
 		b, err := p.until(pctx, cfg.Every)
 		done <- result{b, err}
-	}()
+	})
+	defer func() { stopProgress(); printer.Wait() }() // it prints nothing after run returns
 
 	if b.Sealed() {
 		fmt.Fprintf(out, "the batch is sealed: its %d items are all in, nothing to submit\n", b.Total)
@@ -153,7 +182,7 @@ func run(ctx context.Context, db *leasehold.DB, out io.Writer, cfg config) (err 
 		a, err := client.SubmitItems(ctx, group, cfg.Run, userItems(ctx, pool, cfg.Page, cfg.CrashAfter))
 		if errors.Is(err, errCrash) {
 			stopProgress()
-			<-done
+			printer.Wait()
 			// The crash waits for the workers to finish some items, so
 			// that it interrupts them mid-batch too.
 			b, err := midBatch(ctx, client, cfg.Run)
