@@ -100,11 +100,18 @@ SELECT t.n FROM t CROSS JOIN woken WHERE NOT EXISTS (SELECT FROM ins WHERE ins.i
 
 // batchConflicts compares items that batchAdd skipped ($2 item keys, $3
 // kinds, $4 keys, $5 args) with the ones batch $1 has: it returns the
-// first whose kind, key or args differ, with what is stored.
+// first whose kind, key or args differ, with what is stored. Each item is
+// one probe of jobs_batch_item (a LATERAL with a LIMIT): as a plain join,
+// on a table never analysed, the planner read every item of the batch once
+// per skipped item, so that a producer resuming a batch of N items spent
+// N x SubmitChunk comparisons per chunk (batch_conflicts_test.go).
 const batchConflicts = `
 SELECT t.n, e.kind, e.key, e.args
 FROM unnest($2::text[], $3::text[], $4::text[], $5::jsonb[]) WITH ORDINALITY AS t(item, kind, k, a, n)
-JOIN {{schema}}.jobs AS e ON e.batch_id = $1 AND e.batch_item = t.item
+CROSS JOIN LATERAL (
+    SELECT e.kind, e.key, e.args FROM {{schema}}.jobs AS e
+    WHERE e.batch_id = $1 AND e.batch_item = t.item AND e.batch_item IS NOT NULL
+    LIMIT 1) AS e
 WHERE (e.kind, e.key, e.args) IS DISTINCT FROM (t.kind, t.k, t.a)
 ORDER BY t.n
 LIMIT 1`
