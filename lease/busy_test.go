@@ -16,7 +16,8 @@ import (
 // relayShareLocks keeps the row of lease name locked FOR SHARE by a relay of
 // transactions, each taking its lock before the one before it commits (as
 // overlapping fence checks do), until stop is closed. With gaps, every
-// 10th handoff leaves the row unlocked for a few milliseconds.
+// 10th handoff leaves the row unlocked for 3 ms, or until a statement
+// waiting for a lock has it.
 func relayShareLocks(t *testing.T, pool *pgxpool.Pool, name string, gaps bool, stop <-chan struct{}) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
@@ -53,6 +54,22 @@ func relayShareLocks(t *testing.T, pool *pgxpool.Pool, name string, gaps bool, s
 				prev.Commit(ctx)
 				prev = nil
 				time.Sleep(3 * time.Millisecond)
+				// The row is free: a statement waiting for it is granted it
+				// now, and takes it once it runs. The gap lasts until no
+				// backend of this database is still in a lock wait (at most
+				// 200 ms), so that on a loaded machine the waiter's
+				// scheduling delay does not count against it: the test is
+				// about whether a waiter is there, not how soon the scheduler
+				// runs it. (pg_locks shows the lock granted before the waiter
+				// runs; its wait event clears only when it does.) Sampled
+				// retries wait for nothing: their gap stays 3 ms.
+				for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
+					var waiting int
+					if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+						WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil || waiting == 0 {
+						break
+					}
+				}
 			}
 		}
 	}()
