@@ -23,6 +23,10 @@ type batchRound struct {
 	reads      []time.Duration // progress reads (Client.Batch)
 	floor      []time.Duration // the control reads (SELECT 1) right after each
 	load       [2]float64      // the machine's 1-minute load average before and after the batch burn-down
+	// plainCPU and batchCPU are this process's CPU time (user+system)
+	// over each burn-down: the workers' client-side cost (and, in the
+	// batch's, the reader's few reads).
+	plainCPU, batchCPU time.Duration
 }
 
 func (r batchRound) plainRate(n int) float64 { return perSec(n, r.plain) }
@@ -56,9 +60,9 @@ func (b *batchBench) rounds(ctx context.Context) ([]batchRound, error) {
 		out = append(out, rd)
 		lat, fl := summarizeLat(rd.reads), summarizeLat(rd.floor)
 		fmt.Fprintf(b.stderr, "  r%d submit %8.0f items/s (peak heap %.1f MiB, %.0f B/item)  plain %8.0f items/s  batch %8.0f items/s  "+
-			"batch/plain %.2f  reads %d p50 %.2f p99 %.2f max %.2f ms (SELECT 1: p50 %.2f p99 %.2f max %.2f)  load %.1f-%.1f\n",
+			"batch/plain %.2f  client CPU %.1f / %.1f µs/item  reads %d p50 %.2f p99 %.2f max %.2f ms (SELECT 1: p50 %.2f p99 %.2f max %.2f)  load %.1f-%.1f\n",
 			r, rd.submit.rate(), mib(rd.submit.peakHeap), rd.submit.bytesPerItem(), rd.plainRate(n), rd.batchRate(n),
-			rd.batchRate(n)/rd.plainRate(n), lat.n, ms(lat.p50), ms(lat.p99), ms(lat.max), ms(fl.p50), ms(fl.p99), ms(fl.max),
+			rd.batchRate(n)/rd.plainRate(n), perItemUS(rd.plainCPU, n), perItemUS(rd.batchCPU, n), lat.n, ms(lat.p50), ms(lat.p99), ms(lat.max), ms(fl.p50), ms(fl.p99), ms(fl.max),
 			rd.load[0], rd.load[1])
 	}
 	return out, nil
@@ -87,8 +91,10 @@ func (b *batchBench) plainBurn(ctx context.Context, rd *batchRound) error {
 		run.stop(ctx)
 		return err
 	}
+	cpu0 := processCPU()
 	run.open()
 	err = b.drain(ctx, run, int64(n), nil)
+	rd.plainCPU = processCPU() - cpu0
 	if serr := run.stop(ctx); err == nil {
 		err = serr
 	}
@@ -129,6 +135,7 @@ func (b *batchBench) batchBurn(ctx context.Context, r int, rd *batchRound) error
 		run.stop(ctx)
 		return fmt.Errorf("seal: %w", err)
 	}
+	cpu0 := processCPU()
 	run.open()
 	rctx, stopReads := context.WithCancel(ctx)
 	var reads []queue.BatchInfo
@@ -142,6 +149,7 @@ func (b *batchBench) batchBurn(ctx context.Context, r int, rd *batchRound) error
 	// +1: the on-complete follow-up, which the finishing transaction
 	// enqueues, also runs before the table has no pending job.
 	err = b.drain(ctx, run, int64(n)+1, finished)
+	rd.batchCPU = processCPU() - cpu0
 	stopReads()
 	wg.Wait()
 	rd.load[1] = loadAvg()
@@ -278,4 +286,12 @@ func loadAvg() float64 {
 	}
 	x, _ := strconv.ParseFloat(f[0], 64)
 	return x
+}
+
+// perItemUS returns d per item, in microseconds.
+func perItemUS(d time.Duration, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(d) / float64(n) / float64(time.Microsecond)
 }

@@ -26,7 +26,7 @@ type batchMetric struct {
 // batchMetrics returns the main table's lines from the rounds.
 func batchMetrics(f batchFlags, rounds []batchRound) []batchMetric {
 	n := f.items
-	var submit, heap, base, bytes, fill, plain, batch, p50, p99, mx, f50, f99, fmx, load []float64
+	var submit, heap, base, bytes, fill, plain, batch, p50, p99, mx, f50, f99, fmx, load, pcpu, bcpu []float64
 	for _, r := range rounds {
 		submit = append(submit, r.submit.rate())
 		heap = append(heap, mib(r.submit.peakHeap))
@@ -35,6 +35,7 @@ func batchMetrics(f batchFlags, rounds []batchRound) []batchMetric {
 		fill = append(fill, r.fill.rate())
 		plain = append(plain, r.plainRate(n))
 		batch = append(batch, r.batchRate(n))
+		pcpu, bcpu = append(pcpu, perItemUS(r.plainCPU, n)), append(bcpu, perItemUS(r.batchCPU, n))
 		l := summarizeLat(r.reads)
 		p50, p99, mx = append(p50, ms(l.p50)), append(p99, ms(l.p99)), append(mx, ms(l.max))
 		fl := summarizeLat(r.floor)
@@ -66,6 +67,8 @@ func batchMetrics(f batchFlags, rounds []batchRound) []batchMetric {
 		{name: "burn-down: batch items (SealedAt to FinishedAt), items/s", values: batch, format: f0},
 		{name: "burn-down: batch / plain (paired per round)", values: ratios(batch, plain), format: f2,
 			target: fmt.Sprintf(">= %.2f", batchRatioTarget), ok: ratio},
+		{name: "burn-down: client CPU, plain, µs/item", values: pcpu, format: f1},
+		{name: "burn-down: client CPU, batch, µs/item", values: bcpu, format: f1},
 		{name: "progress read (Client.Batch): p50, ms", values: p50, format: f2},
 		{name: "progress read: p99, ms", values: p99, format: f2},
 		{name: "progress read: max, ms", values: mx, format: f2, target: fmt.Sprintf("< %v", batchReadTarget), ok: read},
