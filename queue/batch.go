@@ -161,6 +161,9 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (BatchInfo, er
 		if err != nil {
 			return BatchInfo{}, fmt.Errorf("%w: %s: Args cannot be encoded as JSON: %w", ErrInvalidBatch, field, err)
 		}
+		if strings.ContainsRune(f.Key, 0) || hasNUL(args) {
+			return BatchInfo{}, fmt.Errorf("%w: %s: Key or Args hold a NUL character, which PostgreSQL cannot store", ErrInvalidBatch, field)
+		}
 		fs := followSpec{Kind: f.Args.Kind(), Args: args, Key: f.Key, MaxAttempts: c.cfg.MaxAttempts}
 		if f.MaxAttempts > 0 {
 			fs.MaxAttempts = f.MaxAttempts

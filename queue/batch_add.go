@@ -169,7 +169,7 @@ func (ch *chunk) add(c *Client, i int, it Item) error {
 	if err != nil {
 		return bad(errors.Join(ErrInvalidItem, err), "Args cannot be encoded as JSON: %v", err)
 	}
-	if bytes.ContainsRune(b, 0) || bytes.Contains(b, []byte(`\u0000`)) {
+	if hasNUL(b) {
 		return bad(ErrInvalidItem, "Args: PostgreSQL cannot store a NUL character")
 	}
 	max := int32(c.cfg.MaxAttempts)
@@ -280,6 +280,12 @@ func (c *Client) conflicts(ctx context.Context, tx pgx.Tx, id int64, ch *chunk, 
 	}
 	return &ItemError{Index: ch.at[j], Item: ids[i], Err: ErrItemConflict,
 		Reason: fmt.Sprintf("batch %q has this item key with %s", ch.name, diff)}
+}
+
+// hasNUL reports whether JSON text b holds a NUL character, raw or
+// escaped, which PostgreSQL's text and jsonb cannot store.
+func hasNUL(b []byte) bool {
+	return bytes.IndexByte(b, 0) >= 0 || bytes.Contains(b, []byte(`\u0000`))
 }
 
 // uniq returns the distinct values of s, in order of first appearance.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/fakeclock"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -83,7 +84,10 @@ func TestBatchWorkerPausedPastItsLeaseOnTheLastItem(t *testing.T) {
 		}
 	})
 	aClock := fakeclock.New(time.Now())
-	workerLog(t, pool, "a", wsA, aClock, slog.New(slog.NewTextHandler(&aLog, nil)))
+	// a's stalled transaction must live until it resumes (the default idle
+	// timeout, 5s, would end it first on a slow machine: then no commit is
+	// tried and nothing is fenced).
+	workerFence(t, pool, "a", wsA, aClock, slog.New(slog.NewTextHandler(&aLog, nil)), lease.FenceConfig{IdleTimeout: 5 * time.Minute})
 	createBatch(t, c, "pause")
 	_, err := c.SubmitItems(ctx, "emails", "pause", items(49, nil))
 	pgtest.Must(t, err)
@@ -215,5 +219,38 @@ func TestBatchItemsAreRetainedUntilTheBatchFinished(t *testing.T) {
 	b, err := c.Batch(ctx, "emails", "kept")
 	if err != nil || b.Total != 20 || b.Completed != 20 || b.State() != queue.BatchSucceeded {
 		t.Fatalf("batch after retention: %+v, %v; want its counts kept", b, err)
+	}
+}
+
+// An item whose runs all ended without an outcome (its worker crashed each
+// time: here, its attempts spent beforehand as recovery charges them) is
+// discarded with ErrNoOutcome without running; that discard is counted and
+// finishes the batch like any other.
+func TestBatchItemDiscardedWithoutAnOutcomeFinishesTheBatch(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	ws := batchWorkers(t, pool, nil)
+	kindsFor(t, pool, "reprice", "batch_done") // the workers start last
+	createBatch(t, c, "crashed")
+	_, err := c.SubmitItems(ctx, "emails", "crashed", items(20, nil))
+	pgtest.Must(t, err)
+	_, err = pool.Exec(ctx, `UPDATE leasehold.jobs SET attempt = max_attempts WHERE batch_item = 'user-3'`)
+	pgtest.Must(t, err)
+	_, err = c.SealBatch(ctx, "emails", "crashed")
+	pgtest.Must(t, err)
+	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond}, true)
+	b := waitBatch(t, c, "crashed", func(b queue.BatchInfo) bool { return b.FinishedAt != nil })
+	if b.Completed != 19 || b.Failed != 1 || b.State() != queue.BatchFinished {
+		t.Fatalf("batch %+v; want it finished, 19 completed and 1 failed", b)
+	}
+	var state, errs string
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT state, errors::text FROM leasehold.jobs WHERE batch_item = 'user-3'`).Scan(&state, &errs))
+	if state != "discarded" || !strings.Contains(errs, "without an outcome") {
+		t.Fatalf("user-3 %s (%s); want discarded with ErrNoOutcome", state, errs)
+	}
+	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
+	if got := followups(t, pool, "crashed"); got["complete"] != 1 || got["success"] != 0 {
+		t.Fatalf("follow-ups run: %v; want on-complete once", got)
 	}
 }

@@ -175,3 +175,28 @@ func TestBatchFinishingOnTwoPartitionsAtOnceEnqueuesOnce(t *testing.T) {
 		})
 	}
 }
+
+// Client.Cancel of a sealed batch's last pending items, by id, finishes
+// the batch in its transaction: the on-complete follow-up is enqueued,
+// once; cancelling them again changes nothing.
+func TestCancellingTheLastItemsByIDFinishesTheBatch(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	batch, items := twoPartitionBatch(t, pool, c)
+	got, err := c.Cancel(ctx, items[0])
+	pgtest.Must(t, err)
+	if b, _ := c.BatchByID(ctx, batch); len(got) != 1 || b.FinishedAt != nil || b.Pending != 1 {
+		t.Fatalf("after cancelling one of two items: %v, batch %+v; want it running", got, b)
+	}
+	got, err = c.Cancel(ctx, items[0], items[1])
+	pgtest.Must(t, err)
+	b, err := c.BatchByID(ctx, batch)
+	pgtest.Must(t, err)
+	if len(got) != 1 || b.FinishedAt == nil || b.CompleteJob == 0 || b.Cancelled != 2 || b.State() != queue.BatchCancelled && b.State() != queue.BatchFinished {
+		t.Fatalf("after cancelling the last item: %v, batch %+v; want it finished, its follow-up enqueued", got, b)
+	}
+	if n := followUpJobs(t, pool, batch); n != 1 {
+		t.Fatalf("%d follow-up jobs; want 1", n)
+	}
+}

@@ -57,16 +57,18 @@ type BatchInfo struct {
 // Sealed reports whether the batch is sealed: its Total is final.
 func (b BatchInfo) Sealed() bool { return b.SealedAt != nil }
 
-// State derives the batch's state.
+// State derives the batch's state: from its counts, and from whether it
+// was finished (FinishedAt, SucceededAt), so that a batch that counts no
+// pending item but was never finished shows as running, not done.
 func (b BatchInfo) State() BatchState {
 	switch {
 	case b.CancelledAt != nil:
 		return BatchCancelled
 	case b.SealedAt == nil:
 		return BatchOpen
-	case b.Pending > 0:
+	case b.Pending > 0 || b.FinishedAt == nil:
 		return BatchRunning
-	case b.Failed == 0 && b.Cancelled == 0:
+	case b.SucceededAt != nil && b.Failed == 0 && b.Cancelled == 0:
 		return BatchSucceeded
 	}
 	return BatchFinished

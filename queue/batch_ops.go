@@ -156,13 +156,17 @@ func (c *Client) RetryBatch(ctx context.Context, group, name string) (int64, err
 	var retried int64
 	after := ""
 	for {
+		var live bool
 		var last *string
 		var read, n int64
 		err := c.inTx(ctx, "retry batch", name, func(tx pgx.Tx) error {
-			return tx.QueryRow(ctx, c.batches.q.RetryItems, b.ID, after, batchChunk, c.q.Channel, group).Scan(&last, &read, &n)
+			return tx.QueryRow(ctx, c.batches.q.RetryItems, b.ID, after, batchChunk, c.q.Channel, group).Scan(&live, &last, &read, &n)
 		})
 		if err != nil {
 			return retried, err
+		}
+		if !live { // cancelled meanwhile
+			return retried, fmt.Errorf("%w: %q in group %q: its items are not retried (%d were before it was cancelled)", ErrBatchCancelled, name, group, retried)
 		}
 		retried += n
 		if last == nil || read < batchChunk {

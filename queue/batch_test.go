@@ -51,19 +51,20 @@ func batchWorkers(t *testing.T, pool *pgxpool.Pool, fail *sync.Map) *queue.Worke
 // batchHandlers returns transactional handlers (each effect commits with
 // its job's completion, fenced) that record each item's effect and each
 // follow-up's run. An item with Fail set fails while fail holds true (or
-// nothing) for it; before, each item runs before(item), if set.
-func batchHandlers(fail *sync.Map, before func(ctx context.Context, item string)) *queue.Workers {
+// nothing) for it; once its effect is written (not yet committed), each
+// item runs during(item), if set.
+func batchHandlers(fail *sync.Map, during func(ctx context.Context, item string)) *queue.Workers {
 	ws := queue.NewWorkers()
 	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[reprice]) error {
-		if before != nil {
-			before(ctx, w.Item)
-		}
 		if w.Args.Fail {
 			if v, ok := fail.Load(w.Item); !ok || v.(bool) {
 				return errors.New("repricing failed")
 			}
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO batch_effects (item, job, token) VALUES ($1, $2, $3)`, w.Item, w.ID, int64(w.Token))
+		if err == nil && during != nil {
+			during(ctx, w.Item) // the effect is written, not committed
+		}
 		return err
 	})
 	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[batchDone]) error {

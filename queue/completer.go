@@ -194,11 +194,11 @@ func (p *Processor) record(ctx context.Context, o partition.Ownership, outs []ou
 		// synchronous standby did not confirm (the outcomes are then tried
 		// again).
 		done := store.Watch(conn.Conn().PgConn())
-		n, _, err := p.completeFenced(ctx, conn, o, outs)
+		n, _, err := p.completeFenced(ctx, conn, o, outs) // no batch item: nothing drained
 		if nr := done(); err == nil && nr != nil {
 			return 0, &fence.IndeterminateError{Op: "queue: record outcomes", Resource: o.Lease.Name(), Err: nr}
 		}
-		return n, err // no batch item: nothing drained
+		return n, err
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {

@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,7 +123,21 @@ func (o outcome) result() Outcome {
 // then its own transaction) or a transactional handler's transaction. It returns how
 // many jobs changed (finished ones are left alone); a stale owner's
 // outcomes are refused with a *fence.FencedError.
+//
+// Outcomes among which is a batch item take the statement that counts
+// items (CompleteItems), which also returns the batches of which it
+// finished a partition's last item (drained): run on the pool, the caller
+// must then finish them in the same transaction (see record). The rows are
+// changed (and locked) in id order, as every statement that changes many
+// batch items does, so that two of them never wait for each other in a
+// cycle.
 func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o partition.Ownership, outs []outcome) (changed int, drained []int64, err error) {
+	stmt := p.q.CompleteFenced
+	if slices.ContainsFunc(outs, func(o outcome) bool { return o.item }) {
+		stmt = p.q.CompleteItems
+	}
+	outs = slices.Clone(outs)
+	slices.SortStableFunc(outs, func(a, b outcome) int { return cmp.Compare(a.id, b.id) })
 	n := len(outs)
 	ids, states, spent := make([]int64, n), make([]string, n), make([]int32, n)
 	delays, errs := make([]*int64, n), make([]*string, n)
@@ -131,7 +147,7 @@ func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o part
 	name := o.Lease.Name()
 	var current int64
 	var live bool
-	err = db.QueryRow(ctx, p.q.CompleteFenced, ids, states, spent, delays, errs, int64(o.Token), name,
+	err = db.QueryRow(ctx, stmt, ids, states, spent, delays, errs, int64(o.Token), name,
 		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10)).Scan(&current, &live, &changed, &drained)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -32,9 +32,14 @@ func startWorker(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers,
 }
 
 func workerLog(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, clock lease.Clock, log *slog.Logger) *partition.Member {
+	return workerFence(t, pool, id, ws, clock, log, lease.FenceConfig{})
+}
+
+// workerFence is workerLog whose effect transactions have the timeouts of fc.
+func workerFence(t *testing.T, pool *pgxpool.Pool, id string, ws *queue.Workers, clock lease.Clock, log *slog.Logger, fc lease.FenceConfig) *partition.Member {
 	t.Helper()
 	p, err := queue.NewProcessor(pgtest.Open(t, pool, leasehold.Config{Logger: log}), queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
-		MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond, StopGrace: 200 * time.Millisecond})
+		MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond, StopGrace: 200 * time.Millisecond, Fence: fc})
 	pgtest.Must(t, err)
 	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, ID: id, Run: p.Run,
 		PollInterval: 100 * time.Millisecond,

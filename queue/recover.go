@@ -123,7 +123,7 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 			f.charged = true
 		} else if _, ok := p.cfg.Workers.handlers[f.kind]; ok && f.attempt < f.max {
 			cctx, cancel := recordContext(ctx)
-			n, _, err := p.completeFenced(cctx, p.pool, o, []outcome{{id: f.id, state: "pending", spent: 1}})
+			n, _, err := p.completeFenced(cctx, p.pool, o, []outcome{{id: f.id, state: "pending", spent: 1, item: f.item != ""}})
 			cancel()
 			if err != nil {
 				return i, false, err

@@ -41,24 +41,33 @@ func (p *Processor) retainer(ctx context.Context, o partition.Ownership, log *sl
 	}
 }
 
-// retain runs one round of retention: chunk after chunk until one comes
-// back short, ctx ends or a statement fails (logged; the next round tries
-// again).
+// retain runs one round of retention, of plain jobs then of the items of
+// finished batches: chunk after chunk until one comes back short, ctx ends
+// or a statement fails (logged; the next round tries again).
 func (p *Processor) retain(ctx context.Context, o partition.Ownership, log *slog.Logger) {
+	if p.retainWith(ctx, o, log, p.q.Retain) {
+		p.retainWith(ctx, o, log, p.q.RetainItems)
+	}
+}
+
+// retainWith runs stmt (Retain or RetainItems) chunk after chunk, and
+// reports whether it ended with a short chunk.
+func (p *Processor) retainWith(ctx context.Context, o partition.Ownership, log *slog.Logger, stmt string) bool {
 	for ctx.Err() == nil {
-		tag, err := p.pool.Exec(ctx, p.q.Retain, o.Group, o.Partition, p.cfg.Retention.Microseconds(), RetainChunk)
+		tag, err := p.pool.Exec(ctx, stmt, o.Group, o.Partition, p.cfg.Retention.Microseconds(), RetainChunk)
 		if err != nil {
 			if ctx.Err() == nil {
 				p.fail("retain", o, "queue: deleting old finished jobs failed", "err", err)
 			}
-			return
+			return false
 		}
 		p.fails.Recovered("retain", "queue: deleting old finished jobs recovered")
 		if n := tag.RowsAffected(); n > 0 {
 			log.Debug("queue: deleted old finished jobs", "jobs", n)
 		}
 		if tag.RowsAffected() < RetainChunk {
-			return
+			return true
 		}
 	}
+	return false
 }

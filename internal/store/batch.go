@@ -137,7 +137,9 @@ RETURNING b.id`
 // batchCancelItems cancels the pending items among the next $3 items of
 // batch $1 after item key $2, in item key order (through jobs_batch_item:
 // a whole cancel reads each item once), counting them as queueCancel
-// does. It returns the last item key read (NULL: none left), how many
+// does. It locks them in id order, as the owners' completions do (see
+// Processor.completeFenced), so that the two never wait for each other in
+// a cycle. It returns the last item key read (NULL: none left), how many
 // items it read and cancelled, and the batches of which it cancelled a
 // partition's last item.
 const batchCancelItems = `
@@ -146,12 +148,17 @@ WITH s AS MATERIALIZED (
     WHERE j.batch_id = $1 AND j.batch_item IS NOT NULL AND j.batch_item > $2
     ORDER BY j.batch_item
     LIMIT $3),
+lk AS MATERIALIZED (
+    SELECT j.id FROM {{schema}}.jobs AS j
+    WHERE j.id IN (SELECT s.id FROM s) AND coalesce(j.state = 'pending', false)
+    ORDER BY j.id
+    FOR UPDATE),
 changed AS (
     UPDATE {{schema}}.jobs AS j
     SET state = 'cancelled', finished_at = clock_timestamp(),
         errors = j.errors || jsonb_build_array(jsonb_build_object(
                  'attempt', j.attempt, 'at', clock_timestamp(), 'error', 'batch cancelled by an operator'))
-    FROM s WHERE j.id = s.id AND coalesce(j.state = 'pending', false)
+    FROM lk WHERE j.id = lk.id AND coalesce(j.state = 'pending', false)
     RETURNING j.batch_id, j.partition, j.state, 'pending'::text AS was, true AS item),
 counted AS (` + batchCount + `),
 drained AS (` + batchDrained + `)
@@ -159,24 +166,36 @@ SELECT (SELECT s.batch_item FROM s ORDER BY s.batch_item DESC LIMIT 1), (SELECT 
        (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained)`
 
 // batchRetryItems puts the discarded items among the next $3 items of
-// batch $1 after item key $2 back to pending, as queueRetry does. It
-// returns the last item key read (NULL: none left), how many items it read
-// and retried.
+// batch $1 after item key $2 back to pending, as queueRetry does, locking
+// them in id order (see batchCancelItems), and notifies their partitions
+// on channel $4 (group $5). It holds the batch row FOR KEY SHARE and
+// changes nothing once the batch is cancelled, so that a CancelBatch
+// (which takes the row FOR UPDATE) never runs beside it. It returns whether
+// the batch is not cancelled, the last item key read (NULL: none left),
+// how many items it read and retried.
 const batchRetryItems = `
-WITH s AS MATERIALIZED (
+WITH b AS MATERIALIZED (
+    SELECT id FROM {{schema}}.batches WHERE id = $1 AND cancelled_at IS NULL FOR KEY SHARE),
+s AS MATERIALIZED (
     SELECT j.id, j.batch_item FROM {{schema}}.jobs AS j
-    WHERE j.batch_id = $1 AND j.batch_item IS NOT NULL AND j.batch_item > $2
+    WHERE j.batch_id = (SELECT b.id FROM b) AND j.batch_item IS NOT NULL AND j.batch_item > $2
     ORDER BY j.batch_item
     LIMIT $3),
+lk AS MATERIALIZED (
+    SELECT j.id FROM {{schema}}.jobs AS j
+    WHERE j.id IN (SELECT s.id FROM s) AND j.state = 'discarded'
+    ORDER BY j.id
+    FOR UPDATE),
 changed AS (
     UPDATE {{schema}}.jobs AS j
     SET state = 'pending', attempt = 0, run_at = clock_timestamp(), finished_at = NULL, finished_token = NULL
-    FROM s WHERE j.id = s.id AND j.state = 'discarded'
+    FROM lk WHERE j.id = lk.id AND j.state = 'discarded'
     RETURNING j.batch_id, j.partition, j.state, 'discarded'::text AS was, true AS item),
 counted AS (` + batchCount + `),
 w AS (
     SELECT count(*) FROM (SELECT pg_notify($4, p.partition || ':' || $5) FROM (SELECT DISTINCT changed.partition FROM changed) AS p) AS x)
-SELECT (SELECT s.batch_item FROM s ORDER BY s.batch_item DESC LIMIT 1), (SELECT count(*) FROM s), (SELECT count(*) FROM changed)
+SELECT EXISTS (SELECT FROM b), (SELECT s.batch_item FROM s ORDER BY s.batch_item DESC LIMIT 1), (SELECT count(*) FROM s),
+       (SELECT count(*) FROM changed)
 FROM (SELECT count(*) FROM counted) AS x CROSS JOIN w`
 
 // batchLock locks the batches $1, in id order, FOR NO KEY UPDATE: a

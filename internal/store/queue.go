@@ -206,18 +206,29 @@ const queueComplete = queueCompleteJobs
 // milliseconds for the lock, and changes the jobs only if the lease carries
 // token $6 and is unexpired. On its own it is its own transaction: one
 // round trip instead of BEGIN, check, complete, COMMIT; in a transactional
-// handler's transaction, the lock is held until that commits. It counts
-// the batch items it finishes in batch_counts (see batchCount). It returns
+// handler's transaction, the lock is held until that commits. It returns
 // the lease's token and liveness (no row: no such lease), how many jobs
-// changed, and the batches of which it finished a partition's last item
-// (NULL: none): the caller then runs batchLock and batchFinish in the same
-// transaction.
+// changed, and NULL (see queueCompleteItems).
+//
+// It changes no batch item (batch_item IS NULL): those take
+// queueCompleteItems, which counts them. Were an item's outcome ever
+// handed to this statement, the item would stay pending (and run again),
+// never be finished uncounted.
 const queueCompleteFenced = `
-WITH l AS MATERIALIZED (
-    SELECT l.token, l.expires_at > clock_timestamp() AS live
-    FROM (SELECT set_config('lock_timeout', $8, true)) AS settings, {{schema}}.leases AS l
-    WHERE l.name = $7
-    FOR SHARE OF l),
+WITH l AS MATERIALIZED (` + queueFenceLock + `),
+changed AS (` + queueCompleteJobs + `
+      AND j.batch_item IS NULL
+      AND EXISTS (SELECT FROM l WHERE l.token = $6::bigint AND l.live)
+    RETURNING 1)
+SELECT l.token, l.live, (SELECT count(*) FROM changed), NULL::bigint[] FROM l`
+
+// queueCompleteItems is queueCompleteFenced for outcomes among which are
+// batch items: it also counts the items it finishes in batch_counts (see
+// batchCount), and returns, as its last column, the batches of which it
+// finished a partition's last item (NULL: none): the caller then runs
+// batchLock and batchFinish in the same transaction.
+const queueCompleteItems = `
+WITH l AS MATERIALIZED (` + queueFenceLock + `),
 changed AS (` + queueCompleteJobs + `
       AND EXISTS (SELECT FROM l WHERE l.token = $6::bigint AND l.live)
     RETURNING j.batch_id, j.partition, j.state, 'pending'::text AS was, j.batch_item IS NOT NULL AS item),
@@ -226,13 +237,20 @@ drained AS (` + batchDrained + `)
 SELECT l.token, l.live, (SELECT count(*) FROM changed), (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained)
 FROM l`
 
+// queueFenceLock is the fence of queueCompleteFenced and queueCompleteItems:
+// the lease row $7, locked FOR SHARE within lock_timeout $8.
+const queueFenceLock = `
+    SELECT l.token, l.expires_at > clock_timestamp() AS live
+    FROM (SELECT set_config('lock_timeout', $8, true)) AS settings, {{schema}}.leases AS l
+    WHERE l.name = $7
+    FOR SHARE OF l`
+
 // queueRetain deletes at most $4 jobs of partition $2 of group $1 that
 // finished more than $3 microseconds ago, oldest first, and returns how
 // many it deleted: the owner deletes in such chunks until one comes back
 // short, so that no statement holds many row locks or writes much WAL at
-// once. A batch item is kept until its batch finished more than $3 ago:
-// until then a producer submitting the batch again must find it (its
-// item key is what makes the second add a no-op). The chunk is picked through jobs_finished and deleted by primary
+// once. Batch items are left to queueRetainItems (jobs_finished leaves
+// them out). The chunk is picked through jobs_finished and deleted by primary
 // key, the conditions checked again (a job put back to pending meanwhile
 // by Retry is left alone).
 const queueRetain = `
@@ -240,13 +258,29 @@ DELETE FROM {{schema}}.jobs
 WHERE id = ANY(ARRAY(
         SELECT f.id FROM {{schema}}.jobs AS f
         WHERE f.group_name = $1 AND f.partition = $2 AND f.state <> 'pending'
-          AND f.finished_at < clock_timestamp() - $3 * interval '1 microsecond'
-          AND (f.batch_item IS NULL OR EXISTS (
-              SELECT FROM {{schema}}.batches AS b
-              WHERE b.id = f.batch_id AND b.finished_at < clock_timestamp() - $3 * interval '1 microsecond'))
+          AND f.finished_at < clock_timestamp() - $3 * interval '1 microsecond' AND f.batch_item IS NULL
         ORDER BY f.finished_at
         LIMIT $4))
   AND state <> 'pending' AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
+
+// queueRetainItems deletes, as queueRetain, at most $4 finished items of
+// partition $2 of the batches of group $1 that finished more than $3
+// microseconds ago. Until its batch finished, an item is kept however old:
+// a producer submitting the batch again must find it (its item key is what
+// makes the second add a no-op). Each finished batch costs a probe of
+// jobs_batch_finished per round, whether its items are gone or not.
+const queueRetainItems = `
+DELETE FROM {{schema}}.jobs
+WHERE id = ANY(ARRAY(
+        SELECT f.id
+        FROM {{schema}}.batches AS b
+        CROSS JOIN LATERAL (
+            SELECT f.id FROM {{schema}}.jobs AS f
+            WHERE f.batch_id = b.id AND f.partition = $2 AND f.state <> 'pending' AND f.batch_item IS NOT NULL
+            LIMIT $4) AS f
+        WHERE b.group_name = $1 AND b.finished_at < clock_timestamp() - $3 * interval '1 microsecond'
+        LIMIT $4))
+  AND state <> 'pending'`
 
 // queueInspect reads one job, with the columns of queueList, and the job it waits
 // behind: for a pending keyed job, the first earlier pending job of its key

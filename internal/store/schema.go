@@ -79,8 +79,8 @@ func For(schema string) (*Statements, error) {
 		Queue: QueueSQL{
 			CreateGroup: r(queueCreateGroup), Groups: r(queueGroups), Enqueue: r(queueEnqueue), EnqueuePlain: r(queueEnqueuePlain),
 			Fetch: r(queueFetch), FetchBefore12: r(queueFetchBefore12), OpenRun: r(queueOpenRun),
-			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced),
-			Retain: r(queueRetain), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
+			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced), CompleteItems: r(queueCompleteItems),
+			Retain: r(queueRetain), RetainItems: r(queueRetainItems), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits), ReleaseUnique: r(queueReleaseUnique),
 			Channel: QueueChannel(schema),
 		},
@@ -138,6 +138,9 @@ type PartitionSQL struct {
 type QueueSQL struct {
 	CreateGroup, Groups, Enqueue, EnqueuePlain, Fetch, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
 	Retry, Stats, Cancel, List, Waits, ReleaseUnique string
+	// CompleteItems is CompleteFenced for outcomes of batch items;
+	// RetainItems is Retain for the items of finished batches.
+	CompleteItems, RetainItems string
 	// FetchBefore12 and Complete are not run by the queue: they are the
 	// baselines of tests and benchmarks.
 	FetchBefore12, Complete string

@@ -71,6 +71,17 @@ ALTER TABLE {{schema}}.jobs
     ADD COLUMN batch_item text CHECK (octet_length(batch_item) BETWEEN 1 AND 255),
     ADD COLUMN followup   text CHECK (followup IN ('complete', 'success'));
 
+-- Retention: plain jobs through jobs_finished, which leaves batch items
+-- out (an unfinished batch's items are kept however old, and must not be
+-- walked past by every retention statement); a finished batch's items
+-- through jobs_batch_finished, per batch and partition. Rebuilding
+-- jobs_finished reads the table once, holding off writes meanwhile.
+DROP INDEX {{schema}}.jobs_finished;
+CREATE INDEX jobs_finished ON {{schema}}.jobs (group_name, partition, finished_at)
+    WHERE state <> 'pending' AND batch_item IS NULL;
+CREATE INDEX jobs_batch_finished ON {{schema}}.jobs (batch_id, partition)
+    WHERE state <> 'pending' AND batch_item IS NOT NULL;
+
 -- An item key is unique in its batch (and finds a batch's items).
 CREATE UNIQUE INDEX jobs_batch_item ON {{schema}}.jobs (batch_id, batch_item) WHERE batch_item IS NOT NULL;
 -- Each follow-up is enqueued at most once: a second enqueue is an error.
