@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
@@ -109,11 +107,11 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // database of the suite's own (it truncates the jobs table), creates the
 // group and opens the pools. cleanup closes them and drops the database.
 func openBatchBench(ctx context.Context, f batchFlags, stderr io.Writer) (b *batchBench, version, where string, cleanup func(), err error) {
-	url, where, stopServer, err := database(ctx, !f.nonDurable)
+	srv, err := openSuiteServer(ctx, f.nonDurable)
 	if err != nil {
 		return nil, "", "", nil, err
 	}
-	undo := undoStack{stopServer}
+	undo := &srv.undo
 	cleanup = undo.run
 	defer func() {
 		if err != nil {
@@ -121,43 +119,16 @@ func openBatchBench(ctx context.Context, f batchFlags, stderr io.Writer) (b *bat
 		}
 	}()
 	fail := func(err error) (*batchBench, string, string, func(), error) { return nil, "", "", nil, err }
-	acfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return fail(fmt.Errorf("parse database URL: %w", err))
+	where, version = srv.where, srv.version
+	server := srv.settings
+	dbName := randomName("leasehold_bench_batch_")
+	if err := srv.createDB(ctx, "batch", dbName, stderr); err != nil {
+		return fail(err)
 	}
-	acfg.MaxConns, acfg.MinConns = 1, 0
-	admin, err := pgxpool.NewWithConfig(ctx, acfg)
+	base, err := srv.poolConfig(dbName)
 	if err != nil {
 		return fail(err)
 	}
-	undo.push(admin.Close)
-	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
-		return fail(fmt.Errorf("connect: %w", err))
-	}
-	server, err := serverDurability(ctx, admin)
-	if err != nil {
-		return fail(err)
-	}
-	var rb [4]byte
-	rand.Read(rb[:])
-	dbName := "leasehold_bench_batch_" + hex.EncodeToString(rb[:])
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(dbName)); err != nil {
-		return fail(fmt.Errorf("create the bench database (the suite truncates its jobs table, so it uses a database "+
-			"of its own; the role needs CREATEDB): %w", err))
-	}
-	undo.push(func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if _, err := admin.Exec(dctx, "DROP DATABASE IF EXISTS "+quoteIdent(dbName)+" WITH (FORCE)"); err != nil {
-			fmt.Fprintf(stderr, "batch: drop database %s: %v\n", dbName, err)
-		}
-	})
-	base, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return fail(err)
-	}
-	base.ConnConfig.Database = dbName
-	base.MinConns = 0
 	pool := func(name string, conns int) (*pgxpool.Pool, error) {
 		p, err := newSystemPool(ctx, base, "batch-"+name, conns, nil, "")
 		if err == nil {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -77,4 +80,81 @@ func serverDurability(ctx context.Context, db *pgxpool.Pool) (ServerSettings, er
 	}
 	s.Durable = s.Fsync == "on" && s.FullPageWrites == "on" && s.SynchronousCommit != "off"
 	return s, nil
+}
+
+// suiteServer is what a suite that truncates its tables opens first: the
+// server (started or given), an admin pool on it, and the clean-ups, run
+// last pushed first by undo.run.
+type suiteServer struct {
+	url, where, version string
+	settings            ServerSettings
+	admin               *pgxpool.Pool
+	undo                undoStack
+}
+
+// openSuiteServer starts or connects to the server (durable unless
+// nonDurable) and opens a one-connection admin pool on it. On an error,
+// what it opened is closed.
+func openSuiteServer(ctx context.Context, nonDurable bool) (s *suiteServer, err error) {
+	url, where, stop, err := database(ctx, !nonDurable)
+	if err != nil {
+		return nil, err
+	}
+	s = &suiteServer{url: url, where: where, undo: undoStack{stop}}
+	defer func() {
+		if err != nil {
+			s.undo.run()
+		}
+	}()
+	acfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	acfg.MaxConns, acfg.MinConns = 1, 0
+	if s.admin, err = pgxpool.NewWithConfig(ctx, acfg); err != nil {
+		return nil, err
+	}
+	s.undo.push(s.admin.Close)
+	if err := s.admin.QueryRow(ctx, "SHOW server_version").Scan(&s.version); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if s.settings, err = serverDurability(ctx, s.admin); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// createDB creates database name for suite, dropped by undo.run: the
+// suites truncate their tables, so they use databases of their own.
+func (s *suiteServer) createDB(ctx context.Context, suite, name string, stderr io.Writer) error {
+	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(name)); err != nil {
+		return fmt.Errorf("create the bench database (the suite truncates its tables, so it uses a database "+
+			"of its own; the role needs CREATEDB): %w", err)
+	}
+	s.undo.push(func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := s.admin.Exec(dctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)"); err != nil {
+			fmt.Fprintf(stderr, "%s: drop database %s: %v\n", suite, name, err)
+		}
+	})
+	return nil
+}
+
+// poolConfig returns the configuration of pools on database name.
+func (s *suiteServer) poolConfig(name string) (*pgxpool.Config, error) {
+	base, err := pgxpool.ParseConfig(s.url)
+	if err != nil {
+		return nil, err
+	}
+	base.ConnConfig.Database = name
+	base.MinConns = 0
+	return base, nil
+}
+
+// randomName returns prefix followed by 8 random hex digits.
+func randomName(prefix string) string {
+	var rb [4]byte
+	rand.Read(rb[:])
+	return prefix + hex.EncodeToString(rb[:])
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
@@ -108,11 +106,11 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 // its jobs table harms nothing) and one for River, and opens the pools.
 // cleanup closes them and drops the databases.
 func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *queueBench, version, where string, cleanup func(), err error) {
-	url, where, stopServer, err := database(ctx, !f.nonDurable)
+	srv, err := openSuiteServer(ctx, f.nonDurable)
 	if err != nil {
 		return nil, "", "", nil, err
 	}
-	undo := undoStack{stopServer}
+	undo := &srv.undo
 	cleanup = undo.run
 	defer func() {
 		if err != nil {
@@ -120,50 +118,17 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 		}
 	}()
 	fail := func(err error) (*queueBench, string, string, func(), error) { return nil, "", "", nil, err }
-
-	acfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return fail(fmt.Errorf("parse database URL: %w", err))
-	}
-	acfg.MaxConns, acfg.MinConns = 1, 0
-	admin, err := pgxpool.NewWithConfig(ctx, acfg)
-	if err != nil {
-		return fail(err)
-	}
-	undo.push(admin.Close)
-	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
-		return fail(fmt.Errorf("connect: %w", err))
-	}
-	server, err := serverDurability(ctx, admin)
-	if err != nil {
-		return fail(err)
-	}
-	var rb [4]byte
-	rand.Read(rb[:])
-	dbName := "leasehold_bench_queue_" + hex.EncodeToString(rb[:])
-	createDB := func(name string) error {
-		if _, err := admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(name)); err != nil {
-			return fmt.Errorf("create the bench database (the suite truncates its jobs tables, so it uses databases "+
-				"of its own; the role needs CREATEDB): %w", err)
-		}
-		undo.push(func() {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if _, err := admin.Exec(dctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)"); err != nil {
-				fmt.Fprintf(stderr, "queue: drop database %s: %v\n", name, err)
-			}
-		})
-		return nil
-	}
+	where, version = srv.where, srv.version
+	server := srv.settings
+	dbName := randomName("leasehold_bench_queue_")
+	createDB := func(name string) error { return srv.createDB(ctx, "queue", name, stderr) }
 	if err := createDB(dbName); err != nil {
 		return fail(err)
 	}
-	base, err := pgxpool.ParseConfig(url)
+	base, err := srv.poolConfig(dbName)
 	if err != nil {
 		return fail(err)
 	}
-	base.ConnConfig.Database = dbName
-	base.MinConns = 0
 	ccfg := base.Copy()
 	ccfg.MaxConns = 2
 	ctl, err := pgxpool.NewWithConfig(ctx, ccfg)
