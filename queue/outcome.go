@@ -29,7 +29,7 @@ type outcome struct {
 	// is one less than the outcome spends.
 	charged bool
 	// item: the job is a batch item, whose finish may finish its batch
-	// (see recordOutcomes).
+	// (see Processor.record).
 	item bool
 }
 
