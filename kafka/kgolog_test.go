@@ -1,33 +1,14 @@
 package kafka_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/logtest"
 	"github.com/leasehold/leasehold/kafka"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A broker that goes away while partitions are consumed shows in the
 // consumer's log (franz-go's warnings), instead of a silent retry loop.
@@ -36,7 +17,7 @@ func TestBrokerGoneIsLogged(t *testing.T) {
 	kc := fakeCluster(t, 2, "t")
 	brokers := kc.ListenAddrs()
 	pool := newLedger(t)
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	c := startLog(t, pool, "g", "a", kafka.Config{Topics: []string{"t"}, Brokers: brokers, PartitionsPerTopic: 2},
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	produced := produce(t, brokers, "t", 0, 10)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/fakeclock"
+	"github.com/leasehold/leasehold/internal/logtest"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
@@ -76,7 +77,7 @@ func TestBatchWorkerPausedPastItsLeaseOnTheLastItem(t *testing.T) {
 	const last = "user-49"
 	stalled, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	var aLog syncBuffer
+	var aLog logtest.Buffer
 	wsA := batchHandlers(nil, func(ctx context.Context, item string) {
 		if item == last {
 			once.Do(func() { close(stalled) })

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/logtest"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
@@ -22,7 +23,7 @@ func TestRunWithoutLeaseIsRefused(t *testing.T) {
 	// Bounds the old behaviour (Run waited for its context): the refusal
 	// itself takes no time.
 	ctx := pgtest.ContextFor(t, 20*time.Second)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	p, err := queue.NewProcessor(pgtest.Open(t, pool, leasehold.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}),
 		queue.ProcessorConfig{Workers: queue.NewWorkers()})
 	pgtest.Must(t, err)

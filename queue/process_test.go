@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/fakeclock"
+	"github.com/leasehold/leasehold/internal/logtest"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -114,7 +115,7 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 	ledgerSetup(t, pool)
 	stalled, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	var aLog syncBuffer
+	var aLog logtest.Buffer
 	wsA := queue.NewWorkers()
 	queue.HandleTx(wsA, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
 		if err := record(ctx, tx, w); err != nil {
@@ -186,24 +187,6 @@ func tickUntil(t *testing.T, clk *fakeclock.Clock, done <-chan struct{}) {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A fence check with the stale token, done the way the processor does it,
 // is refused with ErrFenced (the error a's commit got above).
 func TestStaleTokenCheckIsErrFenced(t *testing.T) {
@@ -242,7 +225,7 @@ func TestStaleOwnersPlainCompletionIsFenced(t *testing.T) {
 	pool, c := setup(t)
 	stalled, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	var aLog syncBuffer
+	var aLog logtest.Buffer
 	wsA := queue.NewWorkers()
 	queue.Handle(wsA, func(ctx context.Context, w *queue.Work[deposit]) error {
 		once.Do(func() { close(stalled) })

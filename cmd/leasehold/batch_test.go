@@ -9,7 +9,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/admin"
+	"github.com/leasehold/leasehold/internal/logtest"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -450,25 +450,6 @@ func TestProgressBar(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // status --watch shows an open batch read after read until it is over
 // (here: sealed empty), also as JSON lines, and ends quietly when its
 // context does; --once (the control) prints once and returns at once.
@@ -481,8 +462,8 @@ func TestBatchStatusWatch(t *testing.T) {
 	if strings.Count(out, "batch w of group g") != 1 || !strings.Contains(out, "sealed      no") {
 		t.Fatalf("--once:\n%s", out)
 	}
-	start := func(ctx context.Context, args ...string) (*syncBuffer, chan error) {
-		out, done := &syncBuffer{}, make(chan error, 1)
+	start := func(ctx context.Context, args ...string) (*logtest.Buffer, chan error) {
+		out, done := &logtest.Buffer{}, make(chan error, 1)
 		cmd := newRootCmd()
 		cmd.SetArgs(append([]string{"batch", "status", "g", "w", "--watch", "--database-url", url}, args...))
 		cmd.SetOut(out)
@@ -490,7 +471,7 @@ func TestBatchStatusWatch(t *testing.T) {
 		go func() { done <- cmd.ExecuteContext(ctx) }()
 		return out, done
 	}
-	waitFor := func(out *syncBuffer, s string) {
+	waitFor := func(out *logtest.Buffer, s string) {
 		t.Helper()
 		for start := time.Now(); !strings.Contains(out.String(), s); time.Sleep(10 * time.Millisecond) {
 			if time.Since(start) > 30*time.Second {
