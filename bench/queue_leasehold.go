@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -82,25 +81,6 @@ func (s *lhSystem) enqueueOne(ctx context.Context, c string, i int) error {
 	return err
 }
 
-// lhRun is a running Member whose Runs wait at a gate, and its Processor's
-// Listen (which wakes idle partitions when jobs are enqueued).
-type lhRun struct {
-	m        *partition.Member
-	gate     chan struct{}
-	unlisten context.CancelFunc
-	listened chan struct{}
-}
-
-func (r *lhRun) open() error { close(r.gate); return nil }
-
-func (r *lhRun) stop(ctx context.Context) error {
-	defer func() { r.unlisten(); <-r.listened }()
-	if err := r.m.Stop(ctx); err != nil {
-		return fmt.Errorf("stop member: %w", err)
-	}
-	return nil
-}
-
 // start starts a Member owning every partition, with a Processor whose
 // handlers suit case c, and returns once the Member owns every partition
 // and each Run waits at the gate: claiming partitions is not timed.
@@ -140,52 +120,10 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 		return nil, err
 	}
 	s.q.tracer.follow(b)
-	lctx, unlisten := context.WithCancel(context.WithoutCancel(ctx))
-	r := &lhRun{gate: make(chan struct{}), unlisten: unlisten, listened: make(chan struct{})}
-	go func() {
-		defer close(r.listened)
-		proc.Listen(lctx)
-	}()
-	var waiting atomic.Int32
 	s.seq++
-	r.m, err = partition.New(db, partition.Config{
-		Group: queueGroup, Partitions: s.q.f.partitions, ID: "bench-leasehold-" + strconv.Itoa(s.seq),
-		Run: func(ctx context.Context, o partition.Ownership) {
-			ctx = withSlot(ctx, b.slots[o.Partition])
-			waiting.Add(1)
-			select {
-			case <-r.gate:
-			case <-ctx.Done():
-				waiting.Add(-1)
-				return
-			}
-			proc.Run(ctx, o)
+	return startGated(ctx, db, proc, queueGroup, s.q.f.partitions, "bench-leasehold-"+strconv.Itoa(s.seq),
+		func(ctx context.Context, o partition.Ownership) context.Context {
+			return withSlot(ctx, b.slots[o.Partition])
 		},
-	})
-	if err != nil {
-		unlisten()
-		return nil, err
-	}
-	var startErr error
-	// The member's goroutines inherit the profile labels.
-	pprof.Do(ctx, pprof.Labels("system", sysQueueLeasehold, "case", c), func(ctx context.Context) {
-		startErr = r.m.Start(ctx)
-	})
-	if startErr != nil {
-		unlisten()
-		return nil, fmt.Errorf("start member: %w", startErr)
-	}
-	for t0 := time.Now(); len(r.m.Owned()) < s.q.f.partitions || int(waiting.Load()) < s.q.f.partitions; {
-		err := sleepCtx(ctx, 5*time.Millisecond)
-		if err == nil && time.Since(t0) > 30*time.Second {
-			err = fmt.Errorf("the member holds %d of %d partitions after 30s (err %v)", len(r.m.Owned()), s.q.f.partitions, r.m.Err())
-		}
-		if err != nil {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			r.stop(sctx)
-			return nil, err
-		}
-	}
-	return r, nil
+		pprof.Labels("system", sysQueueLeasehold, "case", c))
 }
