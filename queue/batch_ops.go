@@ -67,31 +67,36 @@ const batchChunk = 1000
 // already, the batch finishes now, and its follow-ups are enqueued by the
 // same transaction. It returns the batch as sealed.
 func (c *Client) SealBatch(ctx context.Context, group, name string) (BatchInfo, error) {
-	id, err := c.lockAndFinish(ctx, "seal", c.batches.q.Seal, group, name)
+	id, _, err := c.lockAndFinish(ctx, "seal", c.batches.q.Seal, group, name)
 	if err != nil {
 		return BatchInfo{}, err
 	}
 	return c.BatchByID(ctx, id)
 }
 
-// lockAndFinish runs stmt (batchSeal or batchCancel) on batch name of
-// group and, in the same transaction, finishes it if it has finished.
-func (c *Client) lockAndFinish(ctx context.Context, op, stmt, group, name string) (int64, error) {
+// lockAndFinish locks batch name of group (batchLockName), runs stmt
+// (batchSeal or batchCancel) on it and, in the same transaction, finishes
+// it if it has finished. It returns the batch's id and whether stmt
+// changed it.
+func (c *Client) lockAndFinish(ctx context.Context, op, stmt, group, name string) (id int64, changed bool, err error) {
 	if err := checkBatchName(group, name); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	var id int64
-	err := c.inTx(ctx, op+" batch", name, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, stmt, group, name).Scan(&id)
+	err = c.inTx(ctx, op+" batch", name, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, c.batches.q.LockName, group, name).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %q in group %q", ErrUnknownBatch, name, group)
 		}
 		if err != nil {
 			return err
 		}
+		changed = false
+		if err := tx.QueryRow(ctx, stmt, id).Scan(&changed); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
 		return c.batches.finish(ctx, tx, []int64{id}, c.log)
 	})
-	return id, err
+	return id, changed, err
 }
 
 // CancelBatch cancels batch name of group: it is sealed, its pending items
@@ -105,16 +110,9 @@ func (c *Client) lockAndFinish(ctx context.Context, op, stmt, group, name string
 // Cancelling a batch that has finished and has no pending item (none
 // retried since) changes nothing: it stays finished, or succeeded.
 func (c *Client) CancelBatch(ctx context.Context, group, name string) (int64, error) {
-	b, err := c.Batch(ctx, group, name)
-	if err != nil {
-		return 0, err
-	}
-	if b.FinishedAt != nil && b.Pending == 0 {
-		return 0, nil
-	}
-	id, err := c.lockAndFinish(ctx, "cancel", c.batches.q.Cancel, group, name)
-	if err != nil {
-		return 0, err
+	id, marked, err := c.lockAndFinish(ctx, "cancel", c.batches.q.Cancel, group, name)
+	if err != nil || !marked {
+		return 0, err // not marked: finished, with nothing pending
 	}
 	var cancelled int64
 	after := ""

@@ -116,23 +116,30 @@ WHERE (e.kind, e.key, e.args) IS DISTINCT FROM (t.kind, t.k, t.a)
 ORDER BY t.n
 LIMIT 1`
 
-// batchSeal seals batch $2 of group $1 (sealing twice changes nothing),
-// after the producers' chunks in flight: it locks the row FOR UPDATE. It
-// returns the batch's id.
-const batchSeal = `
-WITH l AS (SELECT id FROM {{schema}}.batches WHERE group_name = $1 AND name = $2 FOR UPDATE)
-UPDATE {{schema}}.batches AS b SET sealed_at = coalesce(b.sealed_at, clock_timestamp())
-FROM l WHERE b.id = l.id
-RETURNING b.id`
+// batchLockName locks batch $2 of group $1 FOR UPDATE, after the
+// producers' chunks in flight (FOR KEY SHARE), for batchSeal or
+// batchCancel in a new statement, which sees every chunk committed before
+// the lock was granted. It returns the batch's id.
+const batchLockName = `
+SELECT id FROM {{schema}}.batches WHERE group_name = $1 AND name = $2 FOR UPDATE`
 
-// batchCancel marks batch $2 of group $1 cancelled (and sealed), after the
-// producers' chunks in flight, as batchSeal. It returns the batch's id.
+// batchSeal seals batch $1, locked by batchLockName (sealing twice changes
+// nothing). It returns true.
+const batchSeal = `
+UPDATE {{schema}}.batches SET sealed_at = coalesce(sealed_at, clock_timestamp()) WHERE id = $1
+RETURNING true`
+
+// batchCancel marks batch $1, locked by batchLockName, cancelled (and
+// sealed), unless it is finished with no item pending (none retried
+// since): cancelling that changes nothing. It returns whether the batch is
+// cancelled.
 const batchCancel = `
-WITH l AS (SELECT id FROM {{schema}}.batches WHERE group_name = $1 AND name = $2 FOR UPDATE)
 UPDATE {{schema}}.batches AS b
 SET sealed_at = coalesce(b.sealed_at, clock_timestamp()), cancelled_at = coalesce(b.cancelled_at, clock_timestamp())
-FROM l WHERE b.id = l.id
-RETURNING b.id`
+WHERE b.id = $1 AND NOT (b.finished_at IS NOT NULL AND
+      (SELECT coalesce(sum(t.total), 0) FROM {{schema}}.batch_totals AS t WHERE t.batch_id = $1) <=
+      (SELECT coalesce(sum(c.completed + c.failed + c.cancelled), 0) FROM {{schema}}.batch_counts AS c WHERE c.batch_id = $1))
+RETURNING true`
 
 // batchCancelItems cancels the pending items among the next $3 items of
 // batch $1 after item key $2, in item key order (through jobs_batch_item:

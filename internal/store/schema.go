@@ -86,7 +86,7 @@ func For(schema string) (*Statements, error) {
 		},
 		Batch: BatchSQL{
 			Create: r(batchCreate), Spec: r(batchSpec), Kinds: r(batchKinds), RegisterKinds: r(batchRegisterKinds),
-			LockAdd: r(batchLockAdd), Add: r(batchAdd), Conflicts: r(batchConflicts), Seal: r(batchSeal),
+			LockAdd: r(batchLockAdd), LockName: r(batchLockName), Add: r(batchAdd), Conflicts: r(batchConflicts), Seal: r(batchSeal),
 			Cancel: r(batchCancel), CancelItems: r(batchCancelItems), RetryItems: r(batchRetryItems),
 			Lock: r(batchLock), Finish: r(batchFinish), Progress: r(batchProgress), ByID: r(batchByID),
 			Named: r(batchNamed), List: r(batchList),
@@ -150,7 +150,7 @@ type QueueSQL struct {
 
 // BatchSQL are the statements of batches (package queue).
 type BatchSQL struct {
-	Create, Spec, Kinds, RegisterKinds, LockAdd, Add, Conflicts, Seal, Cancel, CancelItems, RetryItems,
+	Create, Spec, Kinds, RegisterKinds, LockAdd, LockName, Add, Conflicts, Seal, Cancel, CancelItems, RetryItems,
 	Lock, Finish, Progress, ByID, Named, List string
 }
 
