@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -134,6 +135,37 @@ func TestBatchBadInputIsRefusedWhole(t *testing.T) {
 	} {
 		if err := op(); !errors.Is(err, queue.ErrUnknownBatch) {
 			t.Fatalf("an operation on an unknown batch: %v; want ErrUnknownBatch", err)
+		}
+	}
+}
+
+// A database that went away (here: a closed pool) gives every batch call
+// an error wrapping leasehold.ErrClosed, not a bare driver error.
+func TestBatchCallsOnAClosedPoolReportErrClosed(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	kindsFor(t, pool, "reprice")
+	_, err := c.CreateBatch(ctx, queue.BatchSpec{Group: "emails", Name: "b"})
+	pgtest.Must(t, err)
+	closed, err := pgxpool.New(ctx, pool.Config().ConnString())
+	pgtest.Must(t, err)
+	closed.Close()
+	dc, err := queue.New(pgtest.DBOn(t, closed), queue.Config{})
+	pgtest.Must(t, err)
+	item := queue.Item{ID: "a", Args: reprice{User: 1}}
+	for name, call := range map[string]func() error{
+		"CreateBatch": func() error { _, err := dc.CreateBatch(ctx, queue.BatchSpec{Group: "emails", Name: "b"}); return err },
+		"AddItems":    func() error { _, err := dc.AddItems(ctx, "emails", "b", item); return err },
+		"SubmitItems": func() error { _, err := dc.SubmitItems(ctx, "emails", "b", items(3, nil)); return err },
+		"SealBatch":   func() error { _, err := dc.SealBatch(ctx, "emails", "b"); return err },
+		"CancelBatch": func() error { _, err := dc.CancelBatch(ctx, "emails", "b"); return err },
+		"RetryBatch":  func() error { _, err := dc.RetryBatch(ctx, "emails", "b"); return err },
+		"Batch":       func() error { _, err := dc.Batch(ctx, "emails", "b"); return err },
+		"Batches":     func() error { _, err := dc.Batches(ctx, queue.BatchFilter{}); return err },
+	} {
+		if err := call(); !errors.Is(err, leasehold.ErrClosed) {
+			t.Errorf("%s on a closed pool: %v; want an error wrapping leasehold.ErrClosed", name, err)
 		}
 	}
 }
