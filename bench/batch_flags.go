@@ -19,6 +19,8 @@ type batchFlags struct {
 	chunks       []int         // SubmitChunk values of the sweep
 	partitions   int           // partitions of the group
 	batch        int           // ProcessorConfig.BatchSize
+	sleep        time.Duration // each handler's run (0: a no-op)
+	concurrency  int           // ProcessorConfig.Concurrency (0: the default)
 	conns        int           // the workers' pool
 	keys         int           // distinct job keys
 	enqueueBatch int           // jobs per EnqueueMany call when building the plain backlog
@@ -42,6 +44,8 @@ func parseBatchFlags(args []string, stderr io.Writer) (batchFlags, error) {
 	chunks := fs.String("chunks", "250,1000,4000", "SubmitChunk values of the sweep")
 	fs.IntVar(&f.partitions, "partitions", 16, "partitions of the group")
 	fs.IntVar(&f.batch, "batch", 100, "jobs per fetch (ProcessorConfig.BatchSize; the queue suite's default)")
+	fs.DurationVar(&f.sleep, "handler-sleep", 0, "how long each handler runs (items, plain jobs alike; 0: no-op, the headline case); the queue suite's io-10ms is 10ms")
+	fs.IntVar(&f.concurrency, "concurrency", 0, "ProcessorConfig.Concurrency; 0: the library's default (the queue suite's io-10ms uses 100)")
 	fs.IntVar(&f.conns, "conns", 0, "MaxConns of the workers' pool; 0 means --partitions (as the queue suite)")
 	fs.IntVar(&f.keys, "keys", 10000, "distinct job keys (item i and plain job i both get key k<i mod keys>)")
 	fs.IntVar(&f.enqueueBatch, "enqueue-batch", 5000, "jobs per EnqueueMany call when building the plain backlog (as the queue suite)")
@@ -73,6 +77,8 @@ func parseBatchFlags(args []string, stderr io.Writer) (batchFlags, error) {
 		return f, errors.New("--items, --rounds and --sweep-rounds must be at least 1, --sweep-items at least 0")
 	case f.partitions < 1 || f.batch < 1 || f.conns < 1 || f.keys < 1 || f.enqueueBatch < 1:
 		return f, errors.New("--partitions, --batch, --conns, --keys and --enqueue-batch must be at least 1")
+	case f.sleep < 0 || f.concurrency < 0:
+		return f, errors.New("--handler-sleep and --concurrency must not be negative")
 	case f.readEvery <= 0 || f.sampleEvery <= 0 || f.timeout <= 0:
 		return f, errors.New("--read-every, --sample-every and --timeout must be positive")
 	}
@@ -85,7 +91,14 @@ func (f batchFlags) settings() string {
 	if f.sweepItems > 0 {
 		sweep = fmt.Sprintf("SubmitChunk sweep %v over %d items x %d rounds", f.chunks, f.sweepItems, f.sweepRounds)
 	}
-	return fmt.Sprintf("%d items (N) x %d rounds, %d partitions, %d keys, BatchSize %d, workers' pool %d conns, "+
+	handler := "no-op handlers"
+	if f.sleep > 0 {
+		handler = fmt.Sprintf("handlers sleeping %v", f.sleep)
+	}
+	if f.concurrency > 0 {
+		handler += fmt.Sprintf(", Concurrency %d", f.concurrency)
+	}
+	return fmt.Sprintf("%d items (N) x %d rounds, %s, %d partitions, %d keys, BatchSize %d, workers' pool %d conns, "+
 		"plain backlog by EnqueueMany of %d, progress read every %v, heap sampled every %v; %s",
-		f.items, f.rounds, f.partitions, f.keys, f.batch, f.conns, f.enqueueBatch, f.readEvery, f.sampleEvery, sweep)
+		f.items, f.rounds, handler, f.partitions, f.keys, f.batch, f.conns, f.enqueueBatch, f.readEvery, f.sampleEvery, sweep)
 }

@@ -28,9 +28,12 @@ func (b *batchBench) startWorkers(ctx context.Context) (*batchRun, error) {
 	ws := queue.NewWorkers()
 	queue.Handle(ws, func(_ context.Context, _ *queue.Work[noopJob]) error {
 		r.handled.Add(1)
+		if b.f.sleep > 0 {
+			time.Sleep(b.f.sleep) // a handler that takes time (--handler-sleep)
+		}
 		return nil
 	})
-	proc, err := queue.NewProcessor(b.lh, queue.ProcessorConfig{Workers: ws, BatchSize: b.f.batch})
+	proc, err := queue.NewProcessor(b.lh, queue.ProcessorConfig{Workers: ws, BatchSize: b.f.batch, Concurrency: b.f.concurrency})
 	if err != nil {
 		return nil, err
 	}
