@@ -84,9 +84,28 @@ func (ws *Workers) check() error {
 	return fmt.Errorf("%w: %s", ErrDuplicateHandler, strings.Join(kinds, ", "))
 }
 
+// Option configures the handler it is registered with (Handle, HandleTx,
+// HandleTxBatch): for example its kind's policy or its middleware.
+type Option func(*handlerOptions)
+
+// handlerOptions holds what a handler's Options set.
+type handlerOptions struct{}
+
+// options applies opts.
+func options(opts []Option) handlerOptions {
+	var o handlerOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
 // handler runs one job, plain (tx nil) or transactional, or, for a batch
 // handler, many jobs in one transaction.
 type handler struct {
+	opts     handlerOptions
 	tx       bool
 	run      func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error
 	runBatch func(ctx context.Context, tx pgx.Tx, ws []*Work[rawArgs]) error
@@ -126,8 +145,8 @@ func kindOf[T Args]() string {
 // with one fenced write, batched with other jobs, after it returns: a stale
 // owner's completion is refused. Effects outside the queue's database are
 // the handler's business: carry w.Token, or use an idempotency key.
-func Handle[T Args](ws *Workers, fn func(ctx context.Context, w *Work[T]) error) {
-	ws.register(kindOf[T](), handler{run: func(ctx context.Context, _ pgx.Tx, w *Work[rawArgs]) error {
+func Handle[T Args](ws *Workers, fn func(ctx context.Context, w *Work[T]) error, opts ...Option) {
+	ws.register(kindOf[T](), handler{opts: options(opts), run: func(ctx context.Context, _ pgx.Tx, w *Work[rawArgs]) error {
 		t, err := typed[T](w)
 		if err != nil {
 			return err
@@ -140,8 +159,8 @@ func Handle[T Args](ws *Workers, fn func(ctx context.Context, w *Work[T]) error)
 // a transaction in which its effects, the job's completion and the fence
 // check commit together, so its effects in this database happen exactly
 // once, even across pauses and takeovers.
-func HandleTx[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, w *Work[T]) error) {
-	ws.register(kindOf[T](), handler{tx: true, run: func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error {
+func HandleTx[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, w *Work[T]) error, opts ...Option) {
+	ws.register(kindOf[T](), handler{opts: options(opts), tx: true, run: func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error {
 		t, err := typed[T](w)
 		if err != nil {
 			return err
@@ -157,9 +176,10 @@ func HandleTx[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, w *Wo
 // an error, the whole batch rolls back and every job in it is retried (use
 // HandleTx where jobs must fail one by one). Jobs whose args do not decode
 // are discarded one by one before the batch runs.
-func HandleTxBatch[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, ws []*Work[T]) error) {
+func HandleTxBatch[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, ws []*Work[T]) error, opts ...Option) {
 	ws.register(kindOf[T](), handler{
-		tx: true,
+		opts: options(opts),
+		tx:   true,
 		decodes: func(w *Work[rawArgs]) error {
 			_, err := typed[T](w)
 			return err
