@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
@@ -39,6 +41,15 @@ type Config struct {
 	// Defaults to 1000: a bigger chunk adds items no faster here (see
 	// docs/benchmarks.md), and holds its batch's partitions' totals longer.
 	SubmitChunk int
+	// TracerProvider makes the client's leasehold.enqueue spans (see docs/tracing.md).
+	// Defaults to the global one, otel.GetTracerProvider(), which makes
+	// spans once an SDK is installed with otel.SetTracerProvider; pass
+	// noop.NewTracerProvider() to turn tracing off.
+	TracerProvider trace.TracerProvider
+	// Propagator writes the enqueue span's context into the jobs, so that their runs join its trace. Defaults to the global one,
+	// otel.GetTextMapPropagator(), which carries nothing until one is
+	// installed with otel.SetTextMapPropagator.
+	Propagator propagation.TextMapPropagator
 }
 
 // Client enqueues jobs. It is safe for concurrent use.
@@ -48,6 +59,7 @@ type Client struct {
 	q      store.QueueSQL // q.Channel: the NOTIFY channel of enqueued jobs
 	notify *notifier
 	log    *slog.Logger
+	trace  tracing
 	// batches runs the statements of batches; kinds caches, per group, the
 	// kinds its workers handle (see checkKinds).
 	batches batches
@@ -88,7 +100,7 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 	pool := db.Pool()
 	c := &Client{pool: pool, cfg: cfg, q: st.Queue, notify: newNotifier(pool, st.Queue.Channel, cfg.NotifyWindow),
 		batches: batches{q: st.Batch, channel: st.Queue.Channel}, log: db.Logger(),
-		counts: make(map[string]int)}
+		counts: make(map[string]int), trace: newTracing(cfg.TracerProvider, cfg.Propagator)}
 	c.spread.Store(rand.Uint64()) // clients start at different partitions
 	return c, nil
 }
@@ -117,9 +129,14 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs ...Job) ([]Enqueued, erro
 // handler runs is its successor: it takes the key (the running job is
 // completed by the same commit) instead of being a duplicate. That takes
 // one more statement.
-func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) ([]Enqueued, error) {
+func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (out []Enqueued, err error) {
 	if len(jobs) == 0 {
 		return nil, nil
+	}
+	if c.trace.tracer != nil {
+		var span trace.Span
+		ctx, span = c.trace.startEnqueue(ctx, jobs)
+		defer func() { c.trace.endEnqueue(span, out, err) }()
 	}
 	counts, err := c.partitionCounts(ctx, db, jobs)
 	if err != nil {
@@ -129,7 +146,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 	groups, keys, kinds, uniques := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	parts, maxes, holds := make([]int32, n), make([]int32, n), make([]bool, n)
 	args, runAts := make([][]byte, n), make([]*time.Time, n)
-	out := make([]Enqueued, n)
+	out = make([]Enqueued, n)
 	for i, j := range jobs {
 		if err := c.check(i, j); err != nil {
 			return nil, err
@@ -163,6 +180,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 			channel = nil
 		}
 	}
+	carrier := c.trace.carrier(ctx) // the enqueue span's context, stored with the jobs
 	var rows pgx.Rows
 	if slices.ContainsFunc(uniques, func(u *string) bool { return u != nil }) {
 		if jt, ok := db.(*jobTx); ok {
@@ -172,9 +190,9 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 				return nil, err
 			}
 		}
-		rows, err = db.Query(ctx, c.q.Enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds)
+		rows, err = db.Query(ctx, c.q.Enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds, carrier)
 	} else {
-		rows, err = db.Query(ctx, c.q.EnqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds)
+		rows, err = db.Query(ctx, c.q.EnqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds, carrier)
 	}
 	if err != nil {
 		return nil, enqueueErr(err)

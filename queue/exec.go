@@ -22,6 +22,7 @@ type fetched struct {
 	holds        bool   // holds its key's later jobs while it waits
 	batch        int64  // the job's batch (0: none): an item or a follow-up of it
 	item         string // the job's item key in its batch ("": not an item)
+	trace        []byte // the trace context it was enqueued under (nil: none), see trace.go
 	// charged: this run's attempt was spent before it started (recovery
 	// after an abrupt end, see recover.go), so its outcome spends none.
 	charged bool
@@ -131,20 +132,35 @@ func (r *run) runOne(hctx context.Context, f fetched, h handler) {
 	w := r.work(f)
 	jctx, cancel := p.jobContext(hctx)
 	defer cancel()
+	jctx, span := p.trace.startRun(jctx, r.o, f)
 	start := time.Now()
 	if !h.tx {
 		err := timedOut(jctx, call(jctx, h, nil, w))
 		d := time.Since(start)
 		if interrupted(hctx, err) {
 			r.interrupt(f, r.event(f, OutcomeInterrupted, d, err))
+			end(span, err, OutcomeInterrupted)
 			return
 		}
 		rec := p.outcome(f, err, r.log)
 		r.add(f, &rec, r.event(f, rec.result(), d, err))
+		end(span, err, rec.result())
 		return
 	}
 	err := p.runTx(jctx, r.o, f, h, w)
 	r.txResult(hctx, f, err, time.Since(start))
+	end(span, err, r.outcome())
+}
+
+// outcome is the outcome of the last result added (for a batch, all of
+// them share it).
+func (r *run) outcome() Outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.results) == 0 {
+		return ""
+	}
+	return r.results[len(r.results)-1].ev.Outcome
 }
 
 // runBatch runs a batch handler's batch.
@@ -155,12 +171,14 @@ func (r *run) runBatch(hctx context.Context, fs []fetched, h handler) {
 	}
 	jctx, cancel := r.p.jobContext(hctx)
 	defer cancel()
+	jctx, span := r.p.trace.startBatch(jctx, r.o, fs)
 	start := time.Now()
 	err := r.p.runTxBatch(jctx, r.o, fs, h, ws)
 	d := time.Since(start)
 	for _, f := range fs {
 		r.txResult(hctx, f, err, d)
 	}
+	end(span, err, r.outcome())
 }
 
 // txResult sorts the result of a transactional run: committed (nothing to

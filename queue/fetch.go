@@ -28,7 +28,10 @@ type fetchResult struct {
 
 // fetch reads up to n due jobs of the partition (see queueFetch in internal/store),
 // leaving out the jobs in flight and the keys in skip.
-func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string) (fetchResult, error) {
+func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string) (res fetchResult, err error) {
+	if p.trace.tracer != nil {
+		defer p.trace.fetched(ctx, time.Now(), o, n, &res, &err)
+	}
 	if inFlight == nil {
 		inFlight = []int64{}
 	}
@@ -49,7 +52,6 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 	if err != nil {
 		return fetchResult{}, err
 	}
-	var res fetchResult
 	var f fetched
 	var kind *string
 	var attempt, max *int
@@ -60,7 +62,7 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 	var runAt time.Time
 	var batch *int64
 	var item *string
-	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item, &f.trace}, func() error {
 		res.scanned = scanned
 		if kind == nil {
 			res.waiting = append(res.waiting, waiting{key: f.key, id: f.id, wait: time.Duration(*wait) * time.Microsecond})
@@ -75,7 +77,7 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 			j.item = *item
 		}
 		res.jobs = append(res.jobs, j)
-		f.args = nil // ForEachRow scans into the same variables: do not share args
+		f.args, f.trace = nil, nil // ForEachRow scans into the same variables: do not share them
 		return nil
 	})
 	if err != nil {

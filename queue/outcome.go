@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/partition"
@@ -132,6 +133,11 @@ func (o outcome) result() Outcome {
 // batch items does, so that two of them never wait for each other in a
 // cycle.
 func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o partition.Ownership, outs []outcome) (changed int, drained []int64, err error) {
+	if p.trace.tracer != nil {
+		var span trace.Span
+		ctx, span = p.trace.startComplete(ctx, o, outs)
+		defer func() { end(span, err, "") }()
+	}
 	stmt := p.q.CompleteFenced
 	if slices.ContainsFunc(outs, func(o outcome) bool { return o.item }) {
 		stmt = p.q.CompleteItems

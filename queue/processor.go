@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
@@ -83,6 +85,15 @@ type ProcessorConfig struct {
 	Hooks Hooks
 	// Rand is the source of retry jitter. Defaults to a random seed.
 	Rand *rand.Rand
+	// TracerProvider makes the leasehold.fetch, leasehold.run and leasehold.complete spans (see docs/tracing.md).
+	// Defaults to the global one, otel.GetTracerProvider(), which makes
+	// spans once an SDK is installed with otel.SetTracerProvider; pass
+	// noop.NewTracerProvider() to turn tracing off.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context stored with a job (see Config.Propagator), the parent of its run's span. Defaults to the global one,
+	// otel.GetTextMapPropagator(), which carries nothing until one is
+	// installed with otel.SetTextMapPropagator.
+	Propagator propagation.TextMapPropagator
 }
 
 // Processor runs the jobs of the partitions a member owns. Pass its Run as
@@ -95,6 +106,7 @@ type Processor struct {
 	fence *lease.Fence
 	retry *backoff.Backoff
 	log   *slog.Logger
+	trace tracing
 	fails *lograte.Limiter // repeated failures of all partitions, by kind
 	slots chan struct{}    // Concurrency
 	work  chan func()      // to an idle runner goroutine (see spawn)
@@ -167,6 +179,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	}
 	return &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, fence: f, batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
+		trace: newTracing(cfg.TracerProvider, cfg.Propagator),
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),
 		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}, nil
 }

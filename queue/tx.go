@@ -40,6 +40,9 @@ func (p *Processor) runTxBatch(ctx context.Context, o partition.Ownership, fs []
 				err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
 			}
 		}()
+		if h.chain != nil {
+			return h.chain(ctx, newRun(h.kind, tx, ws))
+		}
 		return h.runBatch(ctx, tx, ws)
 	})
 }
@@ -163,12 +166,16 @@ func broken(err error) error {
 	return err
 }
 
-// call runs a handler, turning a panic into an error with the stack.
+// call runs a handler, through its middleware if it has any, turning a
+// panic (of the handler or a middleware) into an error with the stack.
 func call(ctx context.Context, h handler, tx pgx.Tx, w *Work[rawArgs]) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
 		}
 	}()
+	if h.chain != nil {
+		return h.chain(ctx, newRun(h.kind, tx, []*Work[rawArgs]{w}))
+	}
 	return h.run(ctx, tx, w)
 }

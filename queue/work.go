@@ -44,6 +44,8 @@ type Workers struct {
 	handlers map[string]handler
 	// dups counts the handlers registered for a kind beyond the first.
 	dups map[string]int
+	// use is the middleware of every handler (see Use).
+	use []Middleware
 }
 
 // NewWorkers returns an empty set of handlers.
@@ -68,7 +70,8 @@ func (ws *Workers) register(kind string, h handler) {
 		ws.dups[kind]++
 		return // the first handler stays
 	}
-	ws.handlers[kind] = h
+	h.kind = kind
+	ws.handlers[kind] = ws.wrap(h)
 }
 
 // check returns an error wrapping ErrDuplicateHandler that names the kinds
@@ -89,7 +92,9 @@ func (ws *Workers) check() error {
 type Option func(*handlerOptions)
 
 // handlerOptions holds what a handler's Options set.
-type handlerOptions struct{}
+type handlerOptions struct {
+	middleware []Middleware // see WithMiddleware
+}
 
 // options applies opts.
 func options(opts []Option) handlerOptions {
@@ -105,7 +110,9 @@ func options(opts []Option) handlerOptions {
 // handler runs one job, plain (tx nil) or transactional, or, for a batch
 // handler, many jobs in one transaction.
 type handler struct {
+	kind     string
 	opts     handlerOptions
+	chain    HandlerFunc // the middleware around run or runBatch; nil: none (see Workers.wrap)
 	tx       bool
 	run      func(ctx context.Context, tx pgx.Tx, w *Work[rawArgs]) error
 	runBatch func(ctx context.Context, tx pgx.Tx, ws []*Work[rawArgs]) error

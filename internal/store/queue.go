@@ -15,7 +15,9 @@ const queueGroups = `SELECT name, partitions FROM {{schema}}.groups WHERE name =
 // on channel $9 (delivered at commit; one notification per partition per
 // transaction), so its owner fetches at once instead of at its next poll;
 // with $9 NULL, none is (the client notifies later). $10 says whether each
-// job holds its key's later jobs while it waits (see migration 0006). The
+// job holds its key's later jobs while it waits (see migration 0006). $11
+// is the trace carrier stored with every job of the statement (NULL: none;
+// see migration 0013). The
 // result has one row per input, by ordinality n, with its id, or NULL for a
 // skipped duplicate.
 const queueEnqueue = `
@@ -25,9 +27,9 @@ WITH t AS MATERIALIZED (
          WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, h, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key, holds)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key, holds, trace)
     OVERRIDING SYSTEM VALUE
-    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u, h FROM t ORDER BY n
+    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u, h, $11::jsonb FROM t ORDER BY n
     ON CONFLICT (group_name, unique_key) WHERE unique_key IS NOT NULL AND state = 'pending' AND NOT unique_released DO NOTHING
     RETURNING id, group_name, partition, run_at),
 woken AS (
@@ -51,7 +53,7 @@ WHERE j.id = ANY($1::bigint[]) AND j.group_name = u.g AND j.unique_key = u.k
 // queueEnqueuePlain is queueEnqueue for jobs none of which has a unique key: every
 // row is inserted, so the ids map back to the inputs without a join, and no
 // conflict check runs. $8 is the notification channel (NULL: none), $9
-// the holds flags.
+// the holds flags, $10 the trace carrier (NULL: none).
 const queueEnqueuePlain = `
 WITH t AS MATERIALIZED (
     SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, h, n
@@ -59,9 +61,9 @@ WITH t AS MATERIALIZED (
          WITH ORDINALITY AS t(g, p, k, kind, a, m, r, h, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds, trace)
     OVERRIDING SYSTEM VALUE
-    SELECT id, g, p, k, kind, a, m, r, h FROM t ORDER BY n),
+    SELECT id, g, p, k, kind, a, m, r, h, $10::jsonb FROM t ORDER BY n),
 woken AS (
     SELECT count(*) AS partitions FROM (
         SELECT pg_notify($8, d.p || ':' || d.g)
@@ -118,13 +120,13 @@ ok AS (
     UNION ALL
     SELECT w.id FROM w WHERE w.key = '')
 SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.holds,
-       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item
+       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item, j.trace
 FROM ok CROSS JOIN LATERAL (
     SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j -- LIMIT: a primary-key probe per row, never a join over the table
 UNION ALL
 SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
        greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
-       NULL, NULL
+       NULL, NULL, NULL
 FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
 ORDER BY 11, 1`
 
