@@ -245,7 +245,7 @@ func TestMiddlewareErrorsAndShortCircuit(t *testing.T) {
 	check("panic", "discarded", 2, "panicked: middleware bug", 0)
 	check("skip", "completed", 1, "", 0)
 	check("twice", "discarded", 2, queue.ErrNextTwice.Error(), 2) // once per attempt, never twice in one
-	check("plain", "completed", 1, "", 1)                          // control: a run through next runs the handler
+	check("plain", "completed", 1, "", 1)                         // control: a run through next runs the handler
 	if n := runs(&tries, "snooze"); n != 2 {
 		t.Errorf("the snoozed job's middleware ran %d times; want 2", n)
 	}
