@@ -81,7 +81,8 @@ type Config struct {
 	Lease lease.Config
 	// Queue holds further processing settings: BatchSize, Window,
 	// CompleteInterval, PollInterval, retry delays, UnknownKindDelay,
-	// Retention, RetentionInterval, Fence timeouts, Hooks and Rand. Its
+	// Retention, RetentionInterval, Fence timeouts, Hooks, Rand, and
+	// TracerProvider and Propagator (docs/tracing.md). Its
 	// Workers, Concurrency, PartitionConcurrency, JobTimeout and StopGrace
 	// must be zero: the fields above set them. Queue only (a Kafka consumer's settings are
 	// its kafka.Config). Defaults as in queue.ProcessorConfig.
