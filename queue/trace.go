@@ -217,7 +217,8 @@ func (t tracing) endEnqueue(span trace.Span, out []Enqueued, err error) {
 	end(span, err, "")
 }
 
-// end ends span (nil: off) with err's status and the outcome.
+// end ends span (nil: off) with the outcome, and err as an error status
+// unless the outcome says it was none (a snooze, a job already finished).
 func end(span trace.Span, err error, oc Outcome) {
 	if span == nil {
 		return
@@ -226,7 +227,7 @@ func end(span trace.Span, err error, oc Outcome) {
 		if oc != "" {
 			span.SetAttributes(attrOutcome.String(string(oc)))
 		}
-		if err != nil {
+		if err != nil && oc != OutcomeSnoozed && oc != OutcomeSkipped && oc != OutcomeCompleted {
 			var he handlerError
 			if errors.As(err, &he) {
 				err = he.err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,7 +226,8 @@ func TestTraceFollowsTheJobFromEnqueueToCompletion(t *testing.T) {
 	}
 }
 
-// A handler's error marks its run span as an error with the error's text.
+// A handler's error marks its run span as an error with the error's text;
+// a snooze is no error.
 func TestTraceRecordsHandlerErrors(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
@@ -234,8 +236,19 @@ func TestTraceRecordsHandlerErrors(t *testing.T) {
 	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{TracerProvider: tp})
 	pgtest.Must(t, err)
 	ws := queue.NewWorkers()
-	queue.Handle(ws, func(ctx context.Context, w *queue.Work[email]) error { return fmt.Errorf("smtp refused %s", w.Args.To) })
+	var snoozed atomic.Bool
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[email]) error {
+		if w.Args.To == "later" {
+			if snoozed.CompareAndSwap(false, true) {
+				return queue.Snooze(time.Millisecond)
+			}
+			return nil
+		}
+		return fmt.Errorf("smtp refused %s", w.Args.To)
+	})
 	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: email{To: "x@example.com"}, MaxAttempts: 1})
+	pgtest.Must(t, err)
+	later, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: email{To: "later"}})
 	pgtest.Must(t, err)
 	member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond, TracerProvider: tp}, true)
 	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
@@ -244,6 +257,18 @@ func TestTraceRecordsHandlerErrors(t *testing.T) {
 		attr(run, "leasehold.job.outcome").AsString() != "discarded" {
 		t.Fatalf("failed run span: status %v, attributes %v; want an error status with the handler's error, outcome discarded",
 			run.Status(), run.Attributes())
+	}
+	var outcomes []string
+	for _, s := range spansNamed(sr, "leasehold.run") {
+		if attr(s, "leasehold.job.id").AsInt64() == later.ID {
+			if s.Status().Code != codes.Unset {
+				t.Fatalf("run span of job %d (%v): status %v; want unset", later.ID, attr(s, "leasehold.job.outcome"), s.Status())
+			}
+			outcomes = append(outcomes, attr(s, "leasehold.job.outcome").AsString())
+		}
+	}
+	if !slices.Equal(outcomes, []string{"snoozed", "completed"}) {
+		t.Fatalf("run spans of the snoozed job: outcomes %v; want snoozed, completed", outcomes)
 	}
 }
 
