@@ -17,5 +17,11 @@
 // while jobs run, up to a window of jobs held, and records outcomes in
 // fenced batches as they come.
 //
+// Middleware (Workers.Use, WithMiddleware) wraps handlers of every shape;
+// see docs/middleware.md. With a TracerProvider in Config and
+// ProcessorConfig, enqueues, fetches, runs and fenced completions make
+// OpenTelemetry spans, and a job's runs join the trace it was enqueued
+// in; see docs/tracing.md.
+//
 // See docs/queue.md.
 package queue
