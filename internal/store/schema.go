@@ -92,9 +92,9 @@ func For(schema string) (*Statements, error) {
 			Lock: r(batchLock), Finish: r(batchFinish), Progress: r(batchProgress), ByID: r(batchByID),
 			Named: r(batchNamed), List: r(batchList),
 		},
-		Tokens: TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
+		Tokens:  TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
 		Running: RunningSQL{Publish: r(runningPublish), Jobs: r(runningJobs), List: r(runningList)},
-		Kafka:  KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
+		Kafka:   KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 	}
 	v, _ := rendered.LoadOrStore(schema, s)
 	return v.(*Statements), nil
