@@ -80,7 +80,9 @@ func (p *Processor) wake(k wakeKey, all bool) {
 // in its own goroutine beside the Member. It keeps one connection of the
 // pool, reconnecting with backoff after a failure; after a reconnect it
 // wakes every partition, since notifications may have been missed. Without
-// it, partitions fetch every PollInterval.
+// it, partitions fetch every PollInterval. It also cancels the handlers of
+// running jobs that Client.Cancel cancelled (without it, the publisher
+// does within about PublishInterval; see docs/running.md).
 func (p *Processor) Listen(ctx context.Context) error {
 	b := backoff.New(100*time.Millisecond, 5*time.Second, p.cfg.Rand)
 	failures := 0

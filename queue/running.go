@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -247,9 +248,12 @@ func (p *Processor) round(ctx context.Context) (statements int, gone []*runningS
 		var written int
 		err := p.pool.QueryRow(ctx, p.runq.Publish, groups, parts, tokens, workers, jobs, ids).Scan(&cancelled, &written)
 		cancel()
-		if err != nil {
+		switch err = store.Classify("queue", "publish running jobs", "", err); {
+		case errors.Is(err, store.ErrClosed):
+			// The pool was closed under a stopping Processor: nothing to say.
+		case err != nil:
 			p.fails.Fail("publish", "queue: publishing the running jobs failed", "err", err)
-		} else {
+		default:
 			p.fails.Recovered("publish", "queue: publishing the running jobs recovered")
 			for _, c := range changes {
 				c.s.mu.Lock()
