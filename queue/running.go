@@ -235,11 +235,24 @@ func (p *Processor) round(ctx context.Context) (statements int, gone []*runningS
 				s.mu.Unlock()
 				continue
 			}
-			groups, parts, tokens, workers, jobs = append(groups, s.o.Group), append(parts, int32(s.o.Partition)),
-				append(tokens, int64(s.o.Token)), append(workers, s.worker), append(jobs, string(b))
 			changes = append(changes, change{s, s.version, string(b)})
 		}
 		s.mu.Unlock()
+	}
+	// One row per partition: of two grants of one partition (the old one
+	// ending while the new one starts, in this process), only the newer
+	// one's set is written (one statement cannot upsert a row twice); the
+	// older one's is superseded.
+	slices.SortFunc(changes, func(a, b change) int {
+		return cmp.Or(cmp.Compare(a.s.o.Group, b.s.o.Group), cmp.Compare(a.s.o.Partition, b.s.o.Partition),
+			cmp.Compare(b.s.o.Token, a.s.o.Token))
+	})
+	changes = slices.CompactFunc(changes, func(a, b change) bool {
+		return a.s.o.Group == b.s.o.Group && a.s.o.Partition == b.s.o.Partition
+	})
+	for _, c := range changes {
+		groups, parts, tokens, workers, jobs = append(groups, c.s.o.Group), append(parts, int32(c.s.o.Partition)),
+			append(tokens, int64(c.s.o.Token)), append(workers, c.s.worker), append(jobs, c.json)
 	}
 	if len(changes) > 0 || len(ids) > 0 {
 		statements = 1

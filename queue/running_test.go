@@ -156,16 +156,23 @@ func checkCancelled(t *testing.T, c *queue.Client, evs *events, id int64) {
 // A plain handler blocked on its context is cancelled, with the cause
 // ErrJobCancelled, by Client.Cancel through the notification (the
 // publisher never runs: PublishInterval is an hour); the job stays
-// cancelled, is not retried, and the run is reported as cancelled.
+// cancelled, is not retried, and the run is reported as cancelled. The
+// negative control: a handler that ignores its cancelled context and
+// returns nil does not complete the job either.
 func TestCancelRunningPlainHandler(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
 	pool, c := setup(t)
 	starts := make(chan started, 10)
 	causes := make(chan error, 10)
+	release := make(chan struct{})
 	ws := queue.NewWorkers()
 	queue.Handle(ws, func(ctx context.Context, w *queue.Work[hold]) error {
 		starts <- started{w.ID, ctx}
+		if w.Args.N == 2 {
+			<-release // ignores its context
+			return nil
+		}
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return ctx.Err()
@@ -174,22 +181,31 @@ func TestCancelRunningPlainHandler(t *testing.T) {
 	runningMember(t, pool, queue.ProcessorConfig{Workers: ws, PublishInterval: time.Hour, MinRetry: time.Millisecond,
 		MaxRetry: time.Millisecond, Hooks: queue.Hooks{OnJob: evs.hook}}, true)
 	waitListening(t, pool)
-	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: hold{1}})
-	pgtest.Must(t, err)
-	s := receive(t, starts, "the handler to start")
-	ids, err := c.Cancel(ctx, res.ID)
-	pgtest.Must(t, err)
-	if !slices.Equal(ids, []int64{res.ID}) {
-		t.Fatalf("Cancel = %v; want [%d]", ids, res.ID)
+	for n := 1; n <= 2; n++ {
+		res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: hold{n}})
+		pgtest.Must(t, err)
+		s := receive(t, starts, "the handler to start")
+		if s.id != res.ID {
+			t.Fatalf("handler ran job %d; want %d", s.id, res.ID)
+		}
+		ids, err := c.Cancel(ctx, res.ID)
+		pgtest.Must(t, err)
+		if !slices.Equal(ids, []int64{res.ID}) {
+			t.Fatalf("Cancel = %v; want [%d]", ids, res.ID)
+		}
+		if n == 1 {
+			if cause := receive(t, causes, "the handler's context to end"); !errors.Is(cause, queue.ErrJobCancelled) ||
+				errors.Is(cause, queue.ErrJobTimeout) {
+				t.Fatalf("cause %v; want ErrJobCancelled", cause)
+			}
+		} else {
+			if cause := cancelledWithin(t, s.ctx); !errors.Is(cause, queue.ErrJobCancelled) {
+				t.Fatalf("cause %v; want ErrJobCancelled", cause)
+			}
+			close(release)
+		}
+		checkCancelled(t, c, &evs, res.ID)
 	}
-	if cause := receive(t, causes, "the handler's context to end"); !errors.Is(cause, queue.ErrJobCancelled) ||
-		errors.Is(cause, queue.ErrJobTimeout) {
-		t.Fatalf("cause %v; want ErrJobCancelled", cause)
-	}
-	if s.id != res.ID {
-		t.Fatalf("handler ran job %d; want %d", s.id, res.ID)
-	}
-	checkCancelled(t, c, &evs, res.ID)
 	select {
 	case s := <-starts:
 		t.Fatalf("job %d ran again", s.id)
