@@ -47,4 +47,3 @@ func TestPublishTwoGrantsOfOnePartition(t *testing.T) {
 		t.Fatal("the newer grant's set is not marked published")
 	}
 }
-
