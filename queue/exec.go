@@ -70,8 +70,8 @@ func (r *run) markCancelled(id int64) {
 }
 
 // isCancelled reports whether job id was cancelled while it ran, and
-// whether any job of the run was.
-func (r *run) isCancelled(id int64) (job, any bool) {
+// whether some job of the run was.
+func (r *run) isCancelled(id int64) (job, some bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cancels[id], len(r.cancels) > 0
@@ -231,15 +231,14 @@ func (r *run) txResult(hctx context.Context, f fetched, err error, d time.Durati
 	var he handlerError
 	ev := r.event(f, OutcomeCompleted, d, nil)
 	ev.plain = false
-	if c, any := r.isCancelled(f.id); err != nil && any && !errors.Is(err, fence.ErrFenced) {
+	if c, some := r.isCancelled(f.id); err != nil && some && !errors.Is(err, fence.ErrFenced) {
 		// A job of the run was cancelled while it ran: its transaction
 		// rolled back (or the handler failed on its cancelled context).
 		// The cancelled job is finished already; the others of a batch
 		// run again without spending an attempt, as when their completion
 		// finds a job finished (errFinished).
 		if c {
-			var he handlerError
-			if !errors.As(err, &he) {
+			if !errors.As(err, &he) { // not the handler's: errFinished, a failed commit
 				err = nil
 			}
 			r.add(f, nil, r.cancelledEvent(f, d, err))
