@@ -42,6 +42,22 @@ const (
 // JobStates are the states a job can be in, in their lifecycle's order.
 var JobStates = []JobState{StatePending, StateCompleted, StateDiscarded, StateCancelled}
 
+// StateRunning is not a stored state but a pseudo-state for Filter.State:
+// the pending jobs that a partition's owner publishes as running (see
+// docs/running.md).
+const StateRunning JobState = "running"
+
+// RunningInfo says where a job runs, as its partition's owner published
+// it (at most PublishInterval late).
+type RunningInfo struct {
+	// Worker is the member id of the partition's owner running the job.
+	Worker string
+	// Since is when the handler started (the worker's clock).
+	Since time.Time
+	// Token is the fencing token of the owner's grant.
+	Token fence.Token
+}
+
 // AttemptError is one error recorded on a job: the failed attempt, when it
 // failed, and the error's text.
 type AttemptError struct {
@@ -106,6 +122,12 @@ type JobInfo struct {
 	// the same key that this pending job waits behind (0: it waits for no
 	// job). List leaves it 0.
 	WaitingBehind int64
+	// Running, from JobInfo and from List filtering StateRunning, says
+	// where the job runs; nil when it is not known to run (List with
+	// another filter always leaves it nil). It is what the owner published
+	// last: a job that started less than ProcessorConfig.PublishInterval
+	// ago may not be listed yet, one that just ended may still be.
+	Running *RunningInfo
 }
 
 // JobInfo reads job id. It returns an error wrapping ErrNotFound for an
@@ -124,13 +146,19 @@ func (c *Client) JobInfo(ctx context.Context, id int64) (JobInfo, error) {
 // scanJob reads a row of the Inspect and List statements.
 func scanJob(r pgx.Row) (JobInfo, error) {
 	var j JobInfo
-	var tok, behind *int64
+	var tok, behind, runTok *int64
 	var holds bool
 	var errs []byte
+	var worker *string
+	var since *time.Time
 	err := r.Scan(&j.ID, &j.Group, &j.Partition, &j.Key, &j.Kind, &j.Args, &j.State,
-		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &errs, &j.UniqueKey, &holds, &j.Batch, &j.Item, &j.FollowUp, &behind)
+		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &errs, &j.UniqueKey, &holds, &j.Batch, &j.Item, &j.FollowUp, &behind,
+		&worker, &since, &runTok)
 	if err != nil {
 		return j, err
+	}
+	if worker != nil && since != nil && runTok != nil {
+		j.Running = &RunningInfo{Worker: *worker, Since: *since, Token: fence.Token(*runTok)}
 	}
 	j.Errors = []AttemptError{}
 	if len(errs) > 0 {
@@ -155,8 +183,9 @@ func scanJob(r pgx.Row) (JobInfo, error) {
 type Filter struct {
 	// Group is the jobs' group. Required.
 	Group string
-	// State, if set, selects jobs in that state (one of JobStates).
-	// Defaults to any state.
+	// State, if set, selects jobs in that state (one of JobStates), or
+	// the pending jobs published as running (StateRunning; see
+	// docs/running.md). Defaults to any state.
 	State JobState
 	// Kind, if set, selects jobs of that kind. Defaults to any kind.
 	Kind string
@@ -186,8 +215,8 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 	switch {
 	case f.Group == "":
 		return nil, fmt.Errorf("%w: Group required", ErrInvalidFilter)
-	case f.State != "" && !slices.Contains(JobStates, f.State):
-		return nil, fmt.Errorf("%w: State %q is not one of %v", ErrInvalidFilter, f.State, JobStates)
+	case f.State != "" && f.State != StateRunning && !slices.Contains(JobStates, f.State):
+		return nil, fmt.Errorf("%w: State %q is not one of %v or %q", ErrInvalidFilter, f.State, JobStates, StateRunning)
 	case f.Limit < 0 || f.Limit > MaxListLimit:
 		return nil, fmt.Errorf("%w: Limit %d is not in 0..%d", ErrInvalidFilter, f.Limit, MaxListLimit)
 	case f.Before < 0:
@@ -224,7 +253,11 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 	if f.Batch > 0 {
 		batch = &f.Batch
 	}
-	rows, err := c.pool.Query(ctx, c.q.List, f.Group, opt(string(f.State)), opt(f.Kind), parts, before, f.Limit, batch)
+	stmt := c.q.List
+	if f.State == StateRunning {
+		stmt = c.run.List
+	}
+	rows, err := c.pool.Query(ctx, stmt, f.Group, opt(string(f.State)), opt(f.Kind), parts, before, f.Limit, batch)
 	if err != nil {
 		return nil, store.ClassifyRead("queue", "list", f.Group, err)
 	}
@@ -288,11 +321,15 @@ func (c *Client) Retry(ctx context.Context, ids ...int64) ([]int64, error) {
 // them), and returns the ids it changed, in increasing order. Other ids
 // (finished, unknown) are left alone. Retry puts a cancelled job back.
 //
-// A job may be running when it is cancelled: its owner fetched it without
-// marking it, and its completion only changes pending jobs. So a
-// transactional handler's effects roll back (its completion finds the job
-// finished), whereas a plain handler's external effects may already have
-// happened; its outcome is not recorded. A completion in flight (an owner's
+// A job may be running when it is cancelled: its owner is notified (at
+// commit, on the queue's NOTIFY channel; without Listen, or if the
+// notification is lost, its publisher finds out within about
+// ProcessorConfig.PublishInterval) and cancels the handler's context with
+// the cause ErrJobCancelled. Its completion only changes pending jobs, so
+// the job stays cancelled whatever the handler returns: a transactional
+// handler's effects roll back, whereas a plain handler's external effects
+// done before it stopped have happened. The run is reported as
+// OutcomeCancelled, and not retried. See docs/running.md. A completion in flight (an owner's
 // transaction holding the job's row) makes Cancel wait for it; if it
 // committed, the job is finished and not cancelled.
 //
@@ -303,7 +340,7 @@ func (c *Client) Cancel(ctx context.Context, ids ...int64) ([]int64, error) {
 	err := c.inTx(ctx, "cancel", "", func(tx pgx.Tx) error {
 		changed = []int64{}
 		var drained []int64
-		rows, err := tx.Query(ctx, c.q.Cancel, ids)
+		rows, err := tx.Query(ctx, c.q.Cancel, ids, c.q.Channel)
 		if err != nil {
 			return err
 		}
@@ -321,4 +358,43 @@ func (c *Client) Cancel(ctx context.Context, ids ...int64) ([]int64, error) {
 	}
 	slices.Sort(changed)
 	return changed, nil
+}
+
+// RunningJob is a job running now, as its partition's owner published it.
+type RunningJob struct {
+	ID        int64
+	Kind      string
+	Partition int
+	// Worker is the member id of the partition's owner running the job.
+	Worker string
+	// Since is when the handler started (the worker's clock).
+	Since time.Time
+	// Token is the fencing token of the owner's grant.
+	Token fence.Token
+	// PublishedAt is when the owner last published the partition's
+	// running set (database clock).
+	PublishedAt time.Time
+}
+
+// Running returns the jobs of group running now, by partition and id, as
+// their owners published them: at most ProcessorConfig.PublishInterval
+// late (see docs/running.md). Only rows of live grants count: a row whose
+// grant's lease ended or was granted anew is ignored, and so are jobs no
+// longer pending. An unknown group has none.
+func (c *Client) Running(ctx context.Context, group string) ([]RunningJob, error) {
+	rows, err := c.pool.Query(ctx, c.run.Jobs, group)
+	if err != nil {
+		return nil, store.ClassifyRead("queue", "running", group, err)
+	}
+	js, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RunningJob, error) {
+		var j RunningJob
+		var tok int64
+		err := r.Scan(&j.Partition, &tok, &j.Worker, &j.PublishedAt, &j.ID, &j.Kind, &j.Since)
+		j.Token = fence.Token(tok)
+		return j, err
+	})
+	if err != nil {
+		return nil, store.ClassifyRead("queue", "running", group, err)
+	}
+	return js, nil
 }

@@ -62,7 +62,7 @@ func begin(t *testing.T, pool *pgxpool.Pool, st *store.Statements, item int64) (
 	t.Cleanup(func() { tx.Rollback(context.Background()) })
 	var id int64
 	var drained []int64
-	pgtest.Must(t, tx.QueryRow(ctx, st.Queue.Cancel, []int64{item}).Scan(&id, &drained))
+	pgtest.Must(t, tx.QueryRow(ctx, st.Queue.Cancel, []int64{item}, st.Queue.Channel).Scan(&id, &drained))
 	return &finishing{t: t, tx: tx, st: st}, drained
 }
 

@@ -52,9 +52,56 @@ type run struct {
 	o   partition.Ownership
 	log *slog.Logger
 
+	set *runningSet // the grant's running set (nil: not tracked)
+
 	mu      sync.Mutex
 	results []jobResult
-	fenced  error // a transactional run was refused by the fence
+	fenced  error          // a transactional run was refused by the fence
+	cancels map[int64]bool // jobs cancelled while they ran (see running.go)
+}
+
+// markCancelled notes that job id was cancelled while it ran.
+func (r *run) markCancelled(id int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancels == nil {
+		r.cancels = make(map[int64]bool)
+	}
+	r.cancels[id] = true
+}
+
+// isCancelled reports whether job id was cancelled while it ran, and
+// whether some job of the run was.
+func (r *run) isCancelled(id int64) (job, some bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cancels[id], len(r.cancels) > 0
+}
+
+// track adds fs to the grant's running set, to be cancelled by cancel.
+func (r *run) track(fs []fetched, cancel context.CancelCauseFunc, t time.Time) {
+	if r.set != nil {
+		r.set.add(r, fs, cancel, t)
+	}
+}
+
+// untrack removes fs from the grant's running set.
+func (r *run) untrack(fs []fetched) {
+	if r.set != nil {
+		r.set.remove(fs)
+	}
+}
+
+// cancelledEvent is the event of job f, cancelled while it ran: already
+// cancelled in the database, so nothing is recorded, and no retry. Its Err
+// wraps ErrJobCancelled and what the handler returned (err, if not nil).
+func (r *run) cancelledEvent(f fetched, d time.Duration, err error) event {
+	ev := r.event(f, OutcomeCancelled, d, ErrJobCancelled)
+	if err != nil && !errors.Is(err, ErrJobCancelled) {
+		ev.Err = fmt.Errorf("%w; the handler returned: %w", ErrJobCancelled, err)
+	}
+	ev.plain = false
+	return ev
 }
 
 // add records the result of one job's run.
@@ -130,13 +177,24 @@ func (r *run) event(f fetched, oc Outcome, d time.Duration, err error) event {
 func (r *run) runOne(hctx context.Context, f fetched, h handler) {
 	p := r.p
 	w := r.work(f)
-	jctx, cancel := p.jobContext(hctx)
+	jctx, cancelJob, cancel := p.jobContext(hctx)
 	defer cancel()
+	defer cancelJob(nil)
 	jctx, span := p.trace.startRun(jctx, r.o, f)
 	start := time.Now()
+	one := []fetched{f}
+	r.track(one, cancelJob, start)
 	if !h.tx {
 		err := timedOut(jctx, call(jctx, h, nil, w))
 		d := time.Since(start)
+		r.untrack(one)
+		if c, _ := r.isCancelled(f.id); c {
+			// Cancelled in the database already: whatever the handler
+			// returned, its completion would change nothing.
+			r.add(f, nil, r.cancelledEvent(f, d, err))
+			end(span, err, OutcomeCancelled)
+			return
+		}
 		if interrupted(hctx, err) {
 			r.interrupt(f, r.event(f, OutcomeInterrupted, d, err))
 			end(span, err, OutcomeInterrupted)
@@ -148,6 +206,7 @@ func (r *run) runOne(hctx context.Context, f fetched, h handler) {
 		return
 	}
 	err := p.runTx(jctx, r.o, f, h, w)
+	r.untrack(one)
 	r.txResult(hctx, f, err, time.Since(start))
 	end(span, err, r.outcome())
 }
@@ -169,12 +228,15 @@ func (r *run) runBatch(hctx context.Context, fs []fetched, h handler) {
 	for i, f := range fs {
 		ws[i] = r.work(f)
 	}
-	jctx, cancel := r.p.jobContext(hctx)
+	jctx, cancelJob, cancel := r.p.jobContext(hctx)
 	defer cancel()
+	defer cancelJob(nil)
 	jctx, span := r.p.trace.startBatch(jctx, r.o, fs)
 	start := time.Now()
+	r.track(fs, cancelJob, start)
 	err := r.p.runTxBatch(jctx, r.o, fs, h, ws)
 	d := time.Since(start)
+	r.untrack(fs)
 	for _, f := range fs {
 		r.txResult(hctx, f, err, d)
 	}
@@ -188,6 +250,23 @@ func (r *run) txResult(hctx context.Context, f fetched, err error, d time.Durati
 	var he handlerError
 	ev := r.event(f, OutcomeCompleted, d, nil)
 	ev.plain = false
+	if c, some := r.isCancelled(f.id); err != nil && some && !errors.Is(err, fence.ErrFenced) {
+		// A job of the run was cancelled while it ran: its transaction
+		// rolled back (or the handler failed on its cancelled context).
+		// The cancelled job is finished already; the others of a batch
+		// run again without spending an attempt, as when their completion
+		// finds a job finished (errFinished).
+		if c {
+			if !errors.As(err, &he) { // not the handler's: errFinished, a failed commit
+				err = nil
+			}
+			r.add(f, nil, r.cancelledEvent(f, d, err))
+		} else {
+			ev.Outcome = OutcomeSkipped
+			r.add(f, nil, ev)
+		}
+		return
+	}
 	switch {
 	case err == nil:
 		r.add(f, nil, ev)

@@ -22,7 +22,9 @@ const (
 	// OutcomeDiscarded: the handler failed its last attempt, or the args
 	// did not decode.
 	OutcomeDiscarded Outcome = "discarded"
-	// OutcomeCancelled: the handler returned Cancel.
+	// OutcomeCancelled: the handler returned Cancel, or the job was
+	// cancelled while it ran (Client.Cancel; the event's Err wraps
+	// ErrJobCancelled): it is not retried.
 	OutcomeCancelled Outcome = "cancelled"
 	// OutcomeSnoozed: the handler returned Snooze, or the job's kind has no
 	// handler; it runs again later without spending an attempt.
@@ -38,7 +40,9 @@ const (
 	OutcomeUnrecorded Outcome = "unrecorded"
 	// OutcomeSkipped: the job was found finished already (for example
 	// cancelled by an operator) when its transactional run tried to
-	// complete it; its effects were rolled back.
+	// complete it, or another job of its batch was cancelled while the
+	// batch ran; its effects were rolled back, and a job not finished
+	// runs again without spending an attempt.
 	OutcomeSkipped Outcome = "skipped"
 )
 

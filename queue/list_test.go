@@ -87,7 +87,7 @@ func TestListBadFilter(t *testing.T) {
 	}
 	for _, f := range []queue.Filter{
 		{},
-		{Group: "emails", State: "running"},
+		{Group: "emails", State: "runnin"}, // "running" is the pseudo-state StateRunning
 		{Group: "emails", Limit: -1},
 		{Group: "emails", Limit: queue.MaxListLimit + 1},
 		{Group: "emails", Partitions: []int{-1}},

@@ -15,7 +15,9 @@ import (
 // NotifyChannel returns the LISTEN/NOTIFY channel on which enqueues in
 // schema ("" for the default) announce due jobs: "leasehold_jobs_" and 16
 // hex digits of XXH64 of the schema name. The payload is
-// "<partition>:<group>".
+// "<partition>:<group>"; Client.Cancel also sends
+// "cancel:<id>:<partition>:<group>" for each job it cancels, so that the
+// job's owner cancels its handler if it runs it.
 func NotifyChannel(schema string) string { return store.QueueChannel(schema) }
 
 // wakeKey names one partition of one group.
@@ -78,7 +80,9 @@ func (p *Processor) wake(k wakeKey, all bool) {
 // in its own goroutine beside the Member. It keeps one connection of the
 // pool, reconnecting with backoff after a failure; after a reconnect it
 // wakes every partition, since notifications may have been missed. Without
-// it, partitions fetch every PollInterval.
+// it, partitions fetch every PollInterval. It also cancels the handlers of
+// running jobs that Client.Cancel cancelled (without it, the publisher
+// does within about PublishInterval; see docs/running.md).
 func (p *Processor) Listen(ctx context.Context) error {
 	b := backoff.New(100*time.Millisecond, 5*time.Second, p.cfg.Rand)
 	failures := 0
@@ -104,6 +108,19 @@ func (p *Processor) Listen(ctx context.Context) error {
 	}
 }
 
+// cancelNotified cancels the handler of the job a cancel notification
+// names ("<id>:<partition>:<group>"), if this Processor runs it.
+func (p *Processor) cancelNotified(payload string) {
+	id, rest, ok := strings.Cut(payload, ":")
+	part, group, ok2 := strings.Cut(rest, ":")
+	i, err := strconv.ParseInt(id, 10, 64)
+	n, err2 := strconv.Atoi(part)
+	if !ok || !ok2 || err != nil || err2 != nil {
+		return // not ours to parse: ignored, as unknown payloads are
+	}
+	p.cancelRunning(wakeKey{group, n}, i)
+}
+
 // listen listens on one connection until it fails; listened reports whether
 // LISTEN succeeded.
 func (p *Processor) listen(ctx context.Context) (listened bool, err error) {
@@ -122,6 +139,10 @@ func (p *Processor) listen(ctx context.Context) (listened bool, err error) {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return true, err
+		}
+		if rest, ok := strings.CutPrefix(n.Payload, "cancel:"); ok {
+			p.cancelNotified(rest)
+			continue
 		}
 		part, group, ok := strings.Cut(n.Payload, ":")
 		if i, err := strconv.Atoi(part); ok && err == nil {

@@ -48,6 +48,7 @@ type pipeline struct {
 	ctx, hctx context.Context
 	comp      *completer
 	window    int
+	set       *runningSet // the jobs running, for cancels and publishing
 
 	held    map[int64]bool       // fetched, not settled: never fetched again
 	cool    map[int64]time.Time  // held jobs whose run could not be recorded: fetched again after
@@ -69,8 +70,8 @@ type pipeline struct {
 // reports whether it ended cleanly: every job it started has its outcome
 // recorded, or was interrupted without one; and the fence's refusal if a
 // newer owner has the partition.
-func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}) (bool, error) {
-	pl := &pipeline{p: p, o: o, log: log, ctx: ctx, hctx: hctx, window: p.cfg.Window,
+func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}, set *runningSet) (bool, error) {
+	pl := &pipeline{p: p, o: o, log: log, ctx: ctx, hctx: hctx, window: p.cfg.Window, set: set,
 		comp: newCompleter(p, o, log, o.Lease.Context()), // Serve refuses a nil Lease
 		held: make(map[int64]bool), cool: make(map[int64]time.Time), lines: make(map[string]*line),
 		skip: make(map[string]time.Time), done: make(chan *run, p.cfg.Window+1), poke: true}
@@ -297,7 +298,7 @@ func (pl *pipeline) start() {
 	f := pl.ready[0]
 	pl.ready = pl.ready[1:]
 	pl.running++
-	r := &run{p: p, o: pl.o, log: pl.log}
+	r := &run{p: p, o: pl.o, log: pl.log, set: pl.set}
 	if r.settle(f) {
 		<-p.slots
 		pl.finish(r)
@@ -356,7 +357,7 @@ func (pl *pipeline) finish(r *run) {
 		}
 		pl.p.report(res.ev)
 		switch res.ev.Outcome {
-		case OutcomeCompleted, OutcomeSkipped:
+		case OutcomeCompleted, OutcomeSkipped, OutcomeCancelled: // cancelled while it ran: finished
 			delete(pl.held, f.id)
 			if ln != nil {
 				pl.advance(ln)

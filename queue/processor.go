@@ -81,6 +81,12 @@ type ProcessorConfig struct {
 	// Fence sets the timeouts of the fenced transactions. Defaults as in
 	// lease.FenceConfig.
 	Fence lease.FenceConfig
+	// PublishInterval is how often the Processor publishes the jobs it
+	// runs (see docs/running.md): at most one statement per interval for
+	// all its partitions, writing only the partitions whose running set
+	// changed, and checking whether a running job was cancelled (the
+	// fallback of the cancel notification). Defaults to 1s.
+	PublishInterval time.Duration
 	// Hooks observe job runs, for metrics. Defaults to none.
 	Hooks Hooks
 	// Rand is the source of retry jitter. Defaults to a random seed.
@@ -104,6 +110,7 @@ type Processor struct {
 	pool  *pgxpool.Pool
 	cfg   ProcessorConfig
 	q     store.QueueSQL
+	runq  store.RunningSQL
 	fence *lease.Fence
 	retry *backoff.Backoff
 	log   *slog.Logger
@@ -121,6 +128,11 @@ type Processor struct {
 
 	mu    sync.Mutex
 	wakes map[wakeKey][]chan struct{} // by partition, for Listen
+	// grants are the running sets of the grants this Processor serves, by
+	// partition (see running.go); publishing says whether the publisher
+	// goroutine runs.
+	grants     map[wakeKey][]*runningSet
+	publishing bool
 }
 
 // NewProcessor returns a Processor whose jobs and handlers' transactions
@@ -135,7 +147,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	case cfg.Workers.check() != nil:
 		return nil, fmt.Errorf("%w: Workers: %w", ErrInvalidConfig, cfg.Workers.check())
 	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
-		cfg.UnknownKindDelay < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
+		cfg.UnknownKindDelay < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.PublishInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
 		return nil, fmt.Errorf("%w: negative value", ErrInvalidConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -166,6 +178,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.UnknownKindDelay, time.Minute)
 	def(&cfg.Retention, 24*time.Hour)
 	def(&cfg.RetentionInterval, time.Minute)
+	def(&cfg.PublishInterval, time.Second)
 	st, err := store.For(db.Schema())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -178,7 +191,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, fence: f, batches: batches{q: st.Batch, channel: st.Queue.Channel},
+	return &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, runq: st.Running, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		trace: newTracing(cfg.TracerProvider, cfg.Propagator),
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),
@@ -228,12 +241,14 @@ func (p *Processor) Serve(ctx context.Context, o partition.Ownership) error {
 	wake := p.subscribe(o.Group, o.Partition)
 	defer p.unsubscribe(o.Group, o.Partition, wake)
 	p.registerKinds(ctx, o)
+	set := p.register(o)
+	defer p.unregister(set)
 	var st runState
 	if ok, err := p.open(ctx, hctx, o, log, &st, wake); !ok {
 		return err // fenced, or ended before the previous run's jobs were recovered
 	}
 	stopRetain := p.retainer(hctx, o, log)
-	clean, fenced := p.pipeline(ctx, hctx, o, log, wake)
+	clean, fenced := p.pipeline(ctx, hctx, o, log, wake, set)
 	stopRetain()
 	if hctx.Err() != nil && ctx.Err() == nil {
 		<-ctx.Done() // the lease ended: no job can run under this grant
@@ -325,13 +340,20 @@ func handlerContext(ctx context.Context, o partition.Ownership, grace time.Durat
 	}
 }
 
-// jobContext returns the context of one handler run: hctx with JobTimeout.
-func (p *Processor) jobContext(hctx context.Context) (context.Context, context.CancelFunc) {
+// jobContext returns the context of one handler run: hctx with JobTimeout,
+// and its cancel func taking a cause, for a job cancelled while it runs
+// (ErrJobCancelled, see running.go); cancel releases the timeout.
+func (p *Processor) jobContext(hctx context.Context) (jctx context.Context, cancelJob context.CancelCauseFunc, cancel context.CancelFunc) {
 	if p.cfg.JobTimeout < 0 {
-		return context.WithCancel(hctx)
+		jctx, cancelJob = context.WithCancelCause(hctx)
+		return jctx, cancelJob, nothing
 	}
-	return context.WithTimeoutCause(hctx, p.cfg.JobTimeout, p.timeoutCause)
+	tctx, cancel := context.WithTimeoutCause(hctx, p.cfg.JobTimeout, p.timeoutCause)
+	jctx, cancelJob = context.WithCancelCause(tctx)
+	return jctx, cancelJob, cancel
 }
+
+func nothing() {}
 
 // runnerIdle is how long a runner goroutine waits for more work.
 const runnerIdle = 10 * time.Second

@@ -149,7 +149,7 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 // reports that the job stays pending and holds its key (a retry or snooze
 // of a job that holds its place, or a run whose outcome was not recorded).
 func (p *Processor) process(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, f fetched) (left bool, err error) {
-	r := &run{p: p, o: o, log: log}
+	r := &run{p: p, o: o, log: log, set: p.setOf(o)}
 	if !r.settle(f) {
 		h := p.cfg.Workers.handlers[f.kind]
 		if h.runBatch != nil {
@@ -166,7 +166,7 @@ func (p *Processor) process(ctx, hctx context.Context, o partition.Ownership, lo
 		case res.rec != nil:
 			outs = append(outs, *res.rec)
 			left = left || res.rec.state == "pending" && f.holds
-		case res.ev.Outcome != OutcomeCompleted && res.ev.Outcome != OutcomeSkipped:
+		case res.ev.Outcome != OutcomeCompleted && res.ev.Outcome != OutcomeSkipped && res.ev.Outcome != OutcomeCancelled:
 			left = true
 		}
 	}

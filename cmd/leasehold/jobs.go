@@ -78,6 +78,9 @@ func printJob(w io.Writer, v admin.JobView) {
 	t.row("ordering", ordering)
 	t.row("kind", v.Kind)
 	t.row("state", v.State)
+	if r := v.Running; r != nil {
+		t.row("running", fmt.Sprintf("on worker %s since %s (token %d)", r.Worker, r.Since.Format(time.RFC3339Nano), r.Token))
+	}
 	if v.WaitingBehind != 0 {
 		t.row("waits behind", fmt.Sprintf("job %d (key %q)", v.WaitingBehind, v.Key))
 	}
@@ -113,7 +116,8 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 		Use:   "list --group G",
 		Short: "List the jobs of a group, newest first",
 		Long: "list lists the jobs of a group, newest first, filtered by state, kind and partitions, at most\n" +
-			"--limit (default 50, at most 10000); --before ID gives the next page.",
+			"--limit (default 50, at most 10000); --before ID gives the next page. --state running lists the\n" +
+			"jobs running now, with their worker and start.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.Group == "" {
@@ -140,6 +144,9 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 				fmt.Fprintln(w, "no jobs")
 				return nil
 			}
+			if f.State == queue.StateRunning {
+				return printRunning(w, jobs, f.Limit)
+			}
 			t := newTable(w, "ID", "PARTITION", "KEY", "KIND", "STATE", "ATTEMPTS", "RUN AT", "FINISHED AT")
 			for _, j := range jobs {
 				fin := "-"
@@ -160,12 +167,32 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.Group, "group", "", "the jobs' group (required)")
-	fs.StringVar(&state, "state", "", "only jobs in this state: pending, completed, discarded or cancelled")
+	fs.StringVar(&state, "state", "", "only jobs in this state: pending, completed, discarded or cancelled; or running (pending jobs\n"+
+		"their partitions' owners publish as running, about once a second)")
 	fs.StringVar(&f.Kind, "kind", "", "only jobs of this kind")
 	fs.IntSliceVar(&f.Partitions, "partition", nil, "only jobs of these partitions (repeatable, or comma-separated)")
 	fs.Int64Var(&f.Before, "before", 0, "only jobs with an id below this one (the next page)")
 	fs.IntVar(&f.Limit, "limit", 50, fmt.Sprintf("the most jobs listed (1 to %d)", queue.MaxListLimit))
 	return cmd
+}
+
+// printRunning writes the running jobs of `jobs list --state running`.
+func printRunning(w io.Writer, jobs []admin.JobView, limit int) error {
+	t := newTable(w, "ID", "PARTITION", "KEY", "KIND", "WORKER", "SINCE", "ATTEMPT")
+	for _, j := range jobs {
+		worker, since := "-", "-"
+		if r := j.Running; r != nil {
+			worker, since = r.Worker, r.Since.Format(time.RFC3339)
+		}
+		t.row(j.ID, j.Partition, fmt.Sprintf("%q", j.Key), j.Kind, worker, since, fmt.Sprintf("%d/%d", j.Attempt+1, j.MaxAttempts))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if limit = orDefault(limit, 50); len(jobs) == limit {
+		fmt.Fprintf(w, "(%d jobs, the limit: --before %d lists the next ones)\n", limit, jobs[len(jobs)-1].ID)
+	}
+	return nil
 }
 
 // orDefault returns v, or def when v is 0.

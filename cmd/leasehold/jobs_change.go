@@ -27,11 +27,12 @@ func newJobsRetryCmd(db *dbFlags) *cobra.Command {
 func newJobsCancelCmd(db *dbFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel ID...",
-		Short: "Cancel pending jobs",
+		Short: "Cancel pending jobs, running ones included",
 		Long: "cancel finishes pending jobs as cancelled, recording \"cancelled by an operator\". A job running when\n" +
-			"it is cancelled stays cancelled: a transactional handler's effects roll back, a plain handler's\n" +
-			"external effects may have happened. It says which jobs it left alone and why, and then exits with\n" +
-			"status 1.",
+			"it is cancelled stays cancelled: its owner cancels the handler's context (cause\n" +
+			"queue.ErrJobCancelled) within about a second, a transactional handler's effects roll back, a plain\n" +
+			"handler's external effects done before it stopped have happened. It says which jobs it left alone\n" +
+			"and why, and then exits with status 1.",
 		Args: minArgs(1, "job id (leasehold jobs list lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return changeJobs(cmd, db, args, "cancelled", admin.CancelJobs)

@@ -133,7 +133,7 @@ func TestJobsList(t *testing.T) {
 	if err != nil || !strings.Contains(out, "--before "+fmt.Sprint(ids[3])) || !strings.Contains(out, "discarded") {
 		t.Errorf("list (table): %v\n%s", err, out)
 	}
-	for _, args := range [][]string{{"--state", "running"}, {"--limit", "100000"}, {"--group", "nope"}, {"--group", ""}} {
+	for _, args := range [][]string{{"--state", "runnin"}, {"--limit", "100000"}, {"--group", "nope"}, {"--group", ""}} {
 		if _, err := runIn(t, "", append([]string{"jobs", "list", "--database-url", url, "--group", "g"}, args...)...); err == nil {
 			t.Errorf("list %v: no error", args)
 		}

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -110,6 +112,9 @@ func printGroup(w io.Writer, g admin.GroupStatus, all bool) error {
 		fmt.Fprintf(w, "(%d idle partitions not listed: held by their desired owner, no pending job; --all lists them)\n", hidden)
 	}
 	fmt.Fprintln(w)
+	if err := printRunningWorkers(w, g); err != nil {
+		return err
+	}
 	if err := printWaits(w, g.Waits); err != nil {
 		return err
 	}
@@ -126,6 +131,28 @@ func printGroup(w io.Writer, g admin.GroupStatus, all bool) error {
 		t.row(m.ID, m.Incarnation, live, len(m.Partitions), human(time.Duration(m.HeartbeatAgeMS)*time.Millisecond)+" ago")
 	}
 	return t.flush()
+}
+
+// printRunningWorkers writes the section of the jobs running now, by
+// worker, if any run, followed by a blank line.
+func printRunningWorkers(w io.Writer, g admin.GroupStatus) error {
+	if g.Running == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "running now: %d jobs\n", g.Running)
+	t := newTable(w, "WORKER", "RUNNING", "PARTITIONS", "LONGEST")
+	for _, r := range g.Workers {
+		parts := make([]string, len(r.Partitions))
+		for i, p := range r.Partitions {
+			parts[i] = strconv.Itoa(p)
+		}
+		t.row(r.Worker, r.Running, strings.Join(parts, ","), "since "+r.Since.Format(time.RFC3339))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return nil
 }
 
 // printWaits writes the section of a group's waiting keys, if it has any,

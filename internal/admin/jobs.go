@@ -38,6 +38,18 @@ type JobView struct {
 	// that this pending job waits behind. It is omitted when the job waits
 	// for no job, and always by `jobs list`, which does not look.
 	WaitingBehind int64 `json:"waiting_behind,omitempty"`
+	// Running says where the job runs now, as its partition's owner
+	// published it (see docs/running.md); omitted when it is not known to
+	// run, and by `jobs list` unless it lists --state running.
+	Running *RunningView `json:"running,omitempty"`
+}
+
+// RunningView is where a job runs: the worker, since when (the worker's
+// clock), and the token of its grant.
+type RunningView struct {
+	Worker string    `json:"worker"`
+	Since  time.Time `json:"since"`
+	Token  int64     `json:"token"`
 }
 
 func viewOf(j queue.JobInfo) JobView {
@@ -48,6 +60,9 @@ func viewOf(j queue.JobInfo) JobView {
 	if j.FinishedToken != nil {
 		t := int64(*j.FinishedToken)
 		v.FinishedToken = &t
+	}
+	if r := j.Running; r != nil {
+		v.Running = &RunningView{Worker: r.Worker, Since: r.Since, Token: int64(r.Token)}
 	}
 	return v
 }

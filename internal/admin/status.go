@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -33,6 +35,20 @@ type GroupStatus struct {
 	// Waits are the keys whose due jobs wait behind a job that is not due,
 	// the most held up first, at most WaitsLimit.
 	Waits []WaitStatus `json:"waits"`
+	// Running is how many jobs run now, as their partitions' owners
+	// published them (at most a publish interval late; see
+	// docs/running.md); Workers breaks it down by worker.
+	Running int             `json:"running"`
+	Workers []RunningStatus `json:"running_workers"`
+}
+
+// RunningStatus is what one worker of a group runs now.
+type RunningStatus struct {
+	Worker     string `json:"worker"`
+	Partitions []int  `json:"partitions"` // the partitions it runs jobs of
+	Running    int    `json:"running"`
+	// Since is the start of its longest-running job.
+	Since time.Time `json:"since"`
 }
 
 // PartitionStatus is the status of one partition: its lease and its jobs.
@@ -54,6 +70,8 @@ type PartitionStatus struct {
 	Scheduled   int64  `json:"scheduled"`
 	Retrying    int64  `json:"retrying"`
 	OldestDueMS int64  `json:"oldest_due_ms"`
+	// Running is how many of its jobs run now (see GroupStatus.Running).
+	Running int `json:"running"`
 }
 
 // MemberStatus is the status of one member of a group.
@@ -107,8 +125,13 @@ func ReadStatus(ctx context.Context, db *leasehold.DB, groups []string) (Status,
 		if err != nil {
 			return Status{}, err
 		}
+		running, err := q.Running(ctx, g)
+		if err != nil {
+			return Status{}, err
+		}
 		gs := groupOf(st, stats, now)
 		gs.Waits = waitsOf(waits, now)
+		runningOf(&gs, running)
 		rep.Groups = append(rep.Groups, gs)
 	}
 	return rep, nil
@@ -152,4 +175,36 @@ func groupOf(st partition.Status, stats []queue.PartitionStats, now time.Time) G
 		g.Members[i] = m
 	}
 	return g
+}
+
+// runningOf adds the running jobs to g's counts: per partition and per
+// worker, in worker order.
+func runningOf(g *GroupStatus, running []queue.RunningJob) {
+	g.Workers = []RunningStatus{}
+	by := map[string]*RunningStatus{}
+	for _, j := range running {
+		g.Running++
+		for i := range g.Partitions {
+			if g.Partitions[i].Partition == j.Partition {
+				g.Partitions[i].Running++
+			}
+		}
+		w := by[j.Worker]
+		if w == nil {
+			w = &RunningStatus{Worker: j.Worker, Partitions: []int{}, Since: j.Since}
+			by[j.Worker] = w
+		}
+		w.Running++
+		if !slices.Contains(w.Partitions, j.Partition) {
+			w.Partitions = append(w.Partitions, j.Partition)
+		}
+		if j.Since.Before(w.Since) {
+			w.Since = j.Since
+		}
+	}
+	for _, w := range by {
+		slices.Sort(w.Partitions)
+		g.Workers = append(g.Workers, *w)
+	}
+	slices.SortFunc(g.Workers, func(a, b RunningStatus) int { return strings.Compare(a.Worker, b.Worker) })
 }

@@ -286,7 +286,8 @@ WHERE id = ANY(ARRAY(
 
 // queueInspect reads one job, with the columns of queueList, and the job it waits
 // behind: for a pending keyed job, the first earlier pending job of its key
-// that holds its place or is due (NULL: none; the job is its key's next).
+// that holds its place or is due (NULL: none; the job is its key's next);
+// then where it runs (see runningOfJob).
 const queueInspect = `
 SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at, j.created_at,
        j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
@@ -295,8 +296,10 @@ SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attemp
         WHERE j.state = 'pending' AND j.key <> '' AND e.group_name = j.group_name AND e.partition = j.partition
           AND e.key = j.key AND e.key <> '' AND e.state = 'pending' AND e.id < j.id
           AND (e.holds OR e.run_at <= clock_timestamp())
-        ORDER BY e.id LIMIT 1)
-FROM {{schema}}.jobs AS j WHERE j.id = $1`
+        ORDER BY e.id LIMIT 1),
+       run.worker, run.started_at, run.token
+FROM {{schema}}.jobs AS j` + runningOfJob + `
+WHERE j.id = $1`
 
 // queueRetry puts finished-but-failed jobs (discarded or cancelled) back to
 // pending, due now, with their attempts reset and their errors kept. A job
@@ -356,7 +359,9 @@ ORDER BY p`
 // cancels (see batchCount) and returns the ids it changed, each with the
 // batches of which it cancelled a partition's last item (the same array on
 // every row; NULL: none), for batchLock and batchFinish in the same
-// transaction.
+// transaction. Each cancelled job's owner is notified on channel $2
+// ("cancel:<id>:<partition>:<group>", delivered at commit), so that it
+// cancels the job's handler if it runs it (see docs/running.md).
 const queueCancel = `
 WITH changed AS (
     UPDATE {{schema}}.jobs
@@ -364,10 +369,14 @@ WITH changed AS (
         errors = errors || jsonb_build_array(jsonb_build_object(
                  'attempt', attempt, 'at', clock_timestamp(), 'error', 'cancelled by an operator'))
     WHERE id = ANY($1::bigint[]) AND coalesce(state = 'pending', false) -- by primary key: see queueCompleteJobs
-    RETURNING id, batch_id, partition, state, 'pending'::text AS was, batch_item IS NOT NULL AS item),
+    RETURNING id, group_name, batch_id, partition, state, 'pending'::text AS was, batch_item IS NOT NULL AS item),
 counted AS (` + batchCount + `),
-drained AS (` + batchDrained + `)
-SELECT changed.id, (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained) FROM changed`
+drained AS (` + batchDrained + `),
+notified AS (
+    SELECT count(pg_notify($2, 'cancel:' || changed.id || ':' || changed.partition || ':' || changed.group_name)) AS n
+    FROM changed)
+SELECT changed.id, (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained)
+FROM changed CROSS JOIN notified`
 
 // queueList reads the jobs of group $1, newest first, filtered by state ($2),
 // kind ($3), partitions ($4) and batch ($7) when not NULL, below id $5 when
@@ -377,7 +386,8 @@ SELECT changed.id, (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id)
 const queueList = `
 SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
        finished_at, finished_token, errors, coalesce(unique_key, ''), holds,
-       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), NULL::bigint
+       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), NULL::bigint,
+       NULL::text, NULL::timestamptz, NULL::bigint
 FROM {{schema}}.jobs
 WHERE group_name = $1
   AND ($2::text IS NULL OR state = $2)

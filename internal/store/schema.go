@@ -43,6 +43,7 @@ type Statements struct {
 	Batch     BatchSQL
 	Kafka     KafkaSQL
 	Tokens    TokenSQL
+	Running   RunningSQL
 }
 
 var rendered sync.Map // schema name -> *Statements
@@ -91,8 +92,9 @@ func For(schema string) (*Statements, error) {
 			Lock: r(batchLock), Finish: r(batchFinish), Progress: r(batchProgress), ByID: r(batchByID),
 			Named: r(batchNamed), List: r(batchList),
 		},
-		Tokens: TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
-		Kafka:  KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
+		Tokens:  TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
+		Running: RunningSQL{Publish: r(runningPublish), Jobs: r(runningJobs), List: r(runningList)},
+		Kafka:   KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 	}
 	v, _ := rendered.LoadOrStore(schema, s)
 	return v.(*Statements), nil
@@ -152,6 +154,14 @@ type QueueSQL struct {
 type BatchSQL struct {
 	Create, Spec, Kinds, RegisterKinds, LockAdd, LockName, Add, Conflicts, Seal, Cancel, CancelItems, RetryItems,
 	Lock, Finish, Progress, ByID, Named, List string
+}
+
+// RunningSQL are the statements of what is running now (package queue).
+type RunningSQL struct {
+	// Publish writes changed running sets and returns the cancelled jobs
+	// among those running; Jobs lists a group's running jobs; List is
+	// QueueSQL.List for running jobs.
+	Publish, Jobs, List string
 }
 
 // TokenSQL are the statements of the token regression guard (GuardTokens).

@@ -1,0 +1,282 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/partition"
+)
+
+// ErrJobCancelled is the cause of a handler's context cancelled because
+// its job was cancelled (Client.Cancel, `leasehold jobs cancel`, or with
+// its batch) while it ran: test for it with
+// errors.Is(context.Cause(ctx), queue.ErrJobCancelled). The job is
+// cancelled in the database already; whatever the handler returns does not
+// change that, and a transactional handler's transaction rolls back.
+var ErrJobCancelled = errors.New("queue: job cancelled")
+
+// runningJob is a job whose handler runs, as its grant's running set knows
+// it.
+type runningJob struct {
+	kind   string
+	since  time.Time
+	r      *run
+	cancel context.CancelCauseFunc
+}
+
+// runningSet is the jobs one grant runs: handlers add and remove their
+// jobs (a map insert and delete under the set's own mutex, the only cost
+// on the path of a job), cancel notifications look jobs up in it, and the
+// Processor's publisher writes it to the running table when it changed.
+type runningSet struct {
+	o      partition.Ownership
+	worker string
+
+	mu      sync.Mutex
+	jobs    map[int64]runningJob
+	version uint64 // bumped on every change
+	closed  bool   // the grant's run ended: published empty once more, then dropped
+
+	published uint64 // the version last published (the publisher's only)
+	last      string // the jobs last published, as JSON
+}
+
+// add notes that jobs fs run under cancel since t.
+func (s *runningSet) add(r *run, fs []fetched, cancel context.CancelCauseFunc, t time.Time) {
+	s.mu.Lock()
+	for _, f := range fs {
+		s.jobs[f.id] = runningJob{kind: f.kind, since: t, r: r, cancel: cancel}
+	}
+	s.version++
+	s.mu.Unlock()
+}
+
+// remove notes that jobs fs no longer run.
+func (s *runningSet) remove(fs []fetched) {
+	s.mu.Lock()
+	for _, f := range fs {
+		delete(s.jobs, f.id)
+	}
+	s.version++
+	s.mu.Unlock()
+}
+
+// cancel cancels job id's handler, if it runs in s, with ErrJobCancelled;
+// it reports whether it did.
+func (s *runningSet) cancel(id int64) bool {
+	s.mu.Lock()
+	j, ok := s.jobs[id]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	j.r.markCancelled(id) // before the context: the run's result must see it
+	j.cancel(ErrJobCancelled)
+	return true
+}
+
+// register starts keeping o's running set, and the publisher if it is not
+// running.
+func (p *Processor) register(o partition.Ownership) *runningSet {
+	s := &runningSet{o: o, jobs: make(map[int64]runningJob)}
+	if o.Lease != nil {
+		s.worker = partition.MemberOf(o.Lease.Owner())
+	}
+	k := wakeKey{o.Group, o.Partition}
+	p.mu.Lock()
+	p.grants[k] = append(p.grants[k], s)
+	start := !p.publishing
+	p.publishing = true
+	p.mu.Unlock()
+	if start {
+		go p.publisher()
+	}
+	return s
+}
+
+// unregister marks s closed: the publisher publishes it empty (if it ever
+// published it) and drops it.
+func (p *Processor) unregister(s *runningSet) {
+	s.mu.Lock()
+	s.closed = true
+	s.version++
+	s.mu.Unlock()
+}
+
+// setOf returns o's running set (nil if none); for recovered runs, which
+// are rare, so a lookup is fine.
+func (p *Processor) setOf(o partition.Ownership) *runningSet {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.grants[wakeKey{o.Group, o.Partition}] {
+		if s.o.Token == o.Token {
+			return s
+		}
+	}
+	return nil
+}
+
+// cancelRunning cancels the handler of job id if one of the grants of
+// partition k runs it (k zero: any grant); it reports whether one did.
+func (p *Processor) cancelRunning(k wakeKey, id int64) bool {
+	p.mu.Lock()
+	var sets []*runningSet
+	if k != (wakeKey{}) {
+		sets = slices.Clone(p.grants[k])
+	} else {
+		for _, ss := range p.grants {
+			sets = append(sets, ss...)
+		}
+	}
+	p.mu.Unlock()
+	done := false
+	for _, s := range sets {
+		if s.cancel(id) {
+			p.log.Info("queue: running job cancelled", "group", s.o.Group, "partition", s.o.Partition,
+				"token", int64(s.o.Token), "job", id)
+			done = true
+		}
+	}
+	return done
+}
+
+// publisher publishes the running sets every PublishInterval while the
+// Processor serves a grant (or has one to clear).
+func (p *Processor) publisher() {
+	t := time.NewTicker(p.cfg.PublishInterval)
+	defer t.Stop()
+	for range t.C {
+		if !p.publish(context.Background()) {
+			return
+		}
+	}
+}
+
+// publishedJob is one job of a published running set, as stored.
+type publishedJob struct {
+	ID        int64     `json:"id"`
+	Kind      string    `json:"kind"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// publish runs one round of the publisher (see round) and drops the sets
+// closed before it. It reports whether the publisher should go on (false
+// once the Processor serves no grant).
+func (p *Processor) publish(ctx context.Context) bool {
+	_, gone := p.round(ctx)
+	// Sets closed before this round are dropped after one try: clearing
+	// them is best effort (readers ignore a row whose grant's lease ended).
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, ss := range p.grants {
+		ss = slices.DeleteFunc(ss, func(s *runningSet) bool { return slices.Contains(gone, s) })
+		if len(ss) == 0 {
+			delete(p.grants, k)
+		} else {
+			p.grants[k] = ss
+		}
+	}
+	if len(p.grants) == 0 {
+		p.publishing = false
+		return false
+	}
+	return true
+}
+
+// round is one round of publish: in one statement, it writes the running
+// sets that changed since their last publish and reads which of the
+// running jobs were cancelled, whose handlers it then cancels (the
+// fallback of the cancel notification). Nothing changed and nothing
+// running: no statement. It returns how many statements it ran (0 or 1)
+// and the sets that were closed before it.
+func (p *Processor) round(ctx context.Context) (statements int, gone []*runningSet) {
+	p.mu.Lock()
+	var sets []*runningSet
+	for _, ss := range p.grants {
+		sets = append(sets, ss...)
+	}
+	p.mu.Unlock()
+	var groups, workers, jobs []string
+	var parts []int32
+	var tokens, ids []int64
+	type change struct {
+		s    *runningSet
+		v    uint64
+		json string
+	}
+	var changes []change
+	for _, s := range sets {
+		s.mu.Lock()
+		if s.closed {
+			gone = append(gone, s)
+		} else {
+			for id := range s.jobs {
+				ids = append(ids, id)
+			}
+		}
+		// A set closed before it was ever published has nothing to clear.
+		if s.version != s.published && !(s.closed && s.published == 0) {
+			js := make([]publishedJob, 0, len(s.jobs))
+			if !s.closed {
+				for id, j := range s.jobs {
+					js = append(js, publishedJob{ID: id, Kind: j.kind, StartedAt: j.since})
+				}
+			}
+			slices.SortFunc(js, func(a, b publishedJob) int { return cmp.Compare(a.ID, b.ID) })
+			b, _ := json.Marshal(js) // cannot fail: ints, strings and times
+			if string(b) == s.last { // jobs came and went: the same set
+				s.published = s.version
+				s.mu.Unlock()
+				continue
+			}
+			changes = append(changes, change{s, s.version, string(b)})
+		}
+		s.mu.Unlock()
+	}
+	// One row per partition: of two grants of one partition (the old one
+	// ending while the new one starts, in this process), only the newer
+	// one's set is written (one statement cannot upsert a row twice); the
+	// older one's is superseded.
+	slices.SortFunc(changes, func(a, b change) int {
+		return cmp.Or(cmp.Compare(a.s.o.Group, b.s.o.Group), cmp.Compare(a.s.o.Partition, b.s.o.Partition),
+			cmp.Compare(b.s.o.Token, a.s.o.Token))
+	})
+	changes = slices.CompactFunc(changes, func(a, b change) bool {
+		return a.s.o.Group == b.s.o.Group && a.s.o.Partition == b.s.o.Partition
+	})
+	for _, c := range changes {
+		groups, parts, tokens, workers, jobs = append(groups, c.s.o.Group), append(parts, int32(c.s.o.Partition)),
+			append(tokens, int64(c.s.o.Token)), append(workers, c.s.worker), append(jobs, c.json)
+	}
+	if len(changes) > 0 || len(ids) > 0 {
+		statements = 1
+		ctx, cancel := context.WithTimeout(ctx, max(p.cfg.PublishInterval, 5*time.Second))
+		var cancelled []int64
+		var written int
+		err := p.pool.QueryRow(ctx, p.runq.Publish, groups, parts, tokens, workers, jobs, ids).Scan(&cancelled, &written)
+		cancel()
+		switch err = store.Classify("queue", "publish running jobs", "", err); {
+		case errors.Is(err, store.ErrClosed):
+			// The pool was closed under a stopping Processor: nothing to say.
+		case err != nil:
+			p.fails.Fail("publish", "queue: publishing the running jobs failed", "err", err)
+		default:
+			p.fails.Recovered("publish", "queue: publishing the running jobs recovered")
+			for _, c := range changes {
+				c.s.mu.Lock()
+				c.s.published, c.s.last = c.v, c.json
+				c.s.mu.Unlock()
+			}
+			for _, id := range cancelled {
+				p.cancelRunning(wakeKey{}, id)
+			}
+		}
+	}
+	return statements, gone
+}
