@@ -34,14 +34,20 @@ func (p *Processor) runTx(ctx context.Context, o partition.Ownership, f fetched,
 
 // runTxBatch runs a batch transactional handler for several jobs.
 func (p *Processor) runTxBatch(ctx context.Context, o partition.Ownership, fs []fetched, h handler, ws []*Work[rawArgs]) error {
-	return p.inTx(ctx, o, fs, func(tx pgx.Tx) (err error) {
+	return p.inTx(ctx, o, fs, callBatch(ctx, h, ws))
+}
+
+// callBatch returns the run of a batch handler in a transaction, turning a
+// panic into an error with the stack.
+func callBatch(ctx context.Context, h handler, ws []*Work[rawArgs]) func(pgx.Tx) error {
+	return func(tx pgx.Tx) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
 			}
 		}()
 		return h.runBatch(ctx, tx, ws)
-	})
+	}
 }
 
 // inTx runs a transactional handler: its effects, the jobs' completion
@@ -61,6 +67,23 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		defer cancel()
 		tx.Rollback(rctx) // after a commit: a no-op
 	}()
+	if err := p.runIn(ctx, tx, o, fs, run); err != nil {
+		return err
+	}
+	// Commit even if ctx was cancelled meanwhile: see runIn.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := store.Commit(ctx, tx, "queue: commit", o.Lease.Name()); err != nil {
+		return commitFailed(store.ClassifyCommit("queue", fmt.Sprintf("commit %d job(s) from %d", len(fs), fs[0].id), o.Lease.Name(), err))
+	}
+	return nil
+}
+
+// runIn is inTx on tx, up to the commit, which is the caller's: the
+// handler, then the fence check and the jobs' completion, and the batches
+// that finishes. The inline runs of the test helpers (inline.go) run it in
+// a savepoint of the test's transaction.
+func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership, fs []fetched, run func(pgx.Tx) error) error {
 	ids := make([]int64, len(fs))
 	for i, f := range fs {
 		ids[i] = f.id
@@ -105,13 +128,7 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	}
 	// The jobs finished the last items of their batches' partitions: the
 	// batches may be finished, their follow-ups enqueued by this commit.
-	if err := p.batches.finish(ctx, tx, drained, p.log); err != nil {
-		return err
-	}
-	if err := store.Commit(ctx, tx, "queue: commit", o.Lease.Name()); err != nil {
-		return commitFailed(store.ClassifyCommit("queue", fmt.Sprintf("commit %d job(s) from %d", len(fs), fs[0].id), o.Lease.Name(), err))
-	}
-	return nil
+	return p.batches.finish(ctx, tx, drained, p.log)
 }
 
 // jobTx is the transaction a transactional handler gets: managed (its

@@ -1,0 +1,39 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The statements of the test helpers (package leaseholdtest): never run by
+// a worker, so no index is added for them; a test's schema holds few jobs.
+
+// queueByKind reads the jobs of kind $1, in any state, oldest first, at most
+// $2, with the columns of queueList.
+const queueByKind = `
+SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
+       finished_at, finished_token, errors, coalesce(unique_key, ''), holds,
+       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), NULL::bigint
+FROM {{schema}}.jobs
+WHERE kind = $1
+ORDER BY id
+LIMIT $2`
+
+// queuePendingKinds counts the pending jobs of each kind: what a failed
+// assertion reports as found instead.
+const queuePendingKinds = `
+SELECT kind, count(*) FROM {{schema}}.jobs WHERE state = 'pending' GROUP BY kind ORDER BY kind`
+
+// DropSchema drops schema and everything in it, if it exists: the end of a
+// test's throwaway schema (leaseholdtest.DB).
+func DropSchema(ctx context.Context, db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, schema string) error {
+	q, err := Quote(schema)
+	if err != nil {
+		return err
+	}
+	_, err = db.Exec(ctx, "DROP SCHEMA IF EXISTS "+q+" CASCADE")
+	return err
+}

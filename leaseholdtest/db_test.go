@@ -1,0 +1,37 @@
+package leaseholdtest_test
+
+import (
+	"testing"
+
+	"github.com/leasehold/leasehold/leaseholdtest"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// Two DBs on one pool are two schemas: a job enqueued in one is not seen
+// in the other, and each schema is dropped when its test ends.
+func TestDBIsolatesAndDrops(t *testing.T) {
+	ctx := context2m(t)
+	pool := leaseholdtest.Pool(t)
+	var schemas []string
+	t.Run("two", func(t *testing.T) {
+		a, b := leaseholdtest.DB(t, pool), leaseholdtest.DB(t, pool)
+		if a.Schema() == b.Schema() {
+			t.Fatalf("both DBs have schema %s", a.Schema())
+		}
+		schemas = append(schemas, a.Schema(), b.Schema())
+		enqueue(t, a, queue.Job{Group: "g", Args: Greeting{"Ada"}})
+		leaseholdtest.RequireEnqueued[Greeting](ctx, t, a, nil)
+		leaseholdtest.RequireNotEnqueued[Greeting](ctx, t, b, nil)
+		// The negative control: the same assertion fails on a.
+		mustFail(t, func(tb testing.TB) { leaseholdtest.RequireNotEnqueued[Greeting](ctx, tb, a, nil) }, `kind "greeting"`)
+	})
+	for _, s := range schemas {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, s).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("schema %s still exists after its test", s)
+		}
+	}
+}
