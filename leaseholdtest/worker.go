@@ -149,7 +149,7 @@ func (w *Worker) WorkJobTx(ctx context.Context, t testing.TB, tx pgx.Tx, id int6
 func (w *Worker) run(ctx context.Context, t testing.TB, tx pgx.Tx, id int64) (*Result, error) {
 	t.Helper()
 	var taken *lease.Lease // taken for this run alone: released after it
-	own := func(ctx context.Context, group string, p int) (partition.Ownership, error) {
+	own := func(ctx context.Context, group string, p int) (*lease.Lease, error) {
 		name := partition.LeaseName(group, p)
 		w.mu.Lock()
 		l := w.held[name]
@@ -161,7 +161,7 @@ func (w *Worker) run(ctx context.Context, t testing.TB, tx pgx.Tx, id int64) (*R
 					err = fmt.Errorf("partition %d of group %q is owned by another worker (one running in this test?), "+
 						"and an inline run needs its lease: %w", p, group, err)
 				}
-				return partition.Ownership{}, err
+				return nil, err
 			}
 			if tx != nil {
 				w.mu.Lock()
@@ -171,7 +171,7 @@ func (w *Worker) run(ctx context.Context, t testing.TB, tx pgx.Tx, id int64) (*R
 				taken = l
 			}
 		}
-		return partition.Ownership{Group: group, Partition: p, Token: l.Token(), Lease: l}, nil
+		return l, nil
 	}
 	res, err := queuehook.Run(ctx, queuehook.Request{Processor: w.p, Job: id, Tx: tx, Own: own})
 	if taken != nil {

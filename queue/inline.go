@@ -12,6 +12,7 @@ import (
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/queuehook"
 	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/partition"
 )
 
 // The test helpers (package leaseholdtest) run one job's handler inline
@@ -49,10 +50,11 @@ func runInline(ctx context.Context, r queuehook.Request) (queuehook.Result, erro
 	case !p.cfg.Workers.Handles(j.Kind):
 		return queuehook.Result{}, fmt.Errorf("queue: job %d: no handler registered for kind %q", j.ID, j.Kind)
 	}
-	o, err := r.Own(ctx, j.Group, j.Partition)
+	l, err := r.Own(ctx, j.Group, j.Partition)
 	if err != nil {
 		return queuehook.Result{}, err
 	}
+	o := partition.Ownership{Group: j.Group, Partition: j.Partition, Token: l.Token(), Lease: l}
 	f := fetched{id: j.ID, key: j.Key, kind: j.Kind, args: j.Args, attempt: j.Attempt, max: j.MaxAttempts,
 		created: j.CreatedAt, holds: j.Ordering == OrderStrict, batch: j.Batch, item: j.Item}
 	rn := &run{p: p, o: o, log: p.log.With("group", o.Group, "partition", o.Partition, "token", int64(o.Token))}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
-	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/lease"
 )
 
 // Request asks for one run of a job's handler, inline.
@@ -23,9 +23,9 @@ type Request struct {
 	// savepoint of it), and nothing is committed. Nil: the run commits as
 	// the processor's would.
 	Tx pgx.Tx
-	// Own returns the ownership of the job's partition to run it under:
-	// its lease must be held, since the outcome is recorded fenced.
-	Own func(ctx context.Context, group string, partition int) (partition.Ownership, error)
+	// Own returns the held lease of the job's partition (group, partition)
+	// to run it under: the outcome is recorded fenced by its token.
+	Own func(ctx context.Context, group string, partition int) (*lease.Lease, error)
 }
 
 // Result is what a run did.
