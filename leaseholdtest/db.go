@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/queue"
 )
 
 // EnvURL and EnvDatabaseURL name the variables Pool reads, in this order,
@@ -87,4 +88,19 @@ func DB(t testing.TB, pool *pgxpool.Pool) *leasehold.DB {
 		return nil
 	}
 	return db
+}
+
+// Group creates the partition group name with the given partition count in
+// db's schema unless it exists (queue.Client.EnsureGroup), so that jobs can
+// be enqueued into it. The test fails on an error, such as a group of
+// another count.
+func Group(ctx context.Context, t testing.TB, db *leasehold.DB, name string, partitions int) {
+	t.Helper()
+	c, err := queue.New(db, queue.Config{})
+	if err == nil {
+		_, err = c.EnsureGroup(ctx, name, partitions)
+	}
+	if err != nil {
+		t.Fatalf("leaseholdtest: group %q: %v", name, err)
+	}
 }

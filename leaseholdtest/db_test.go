@@ -35,3 +35,13 @@ func TestDBIsolatesAndDrops(t *testing.T) {
 		}
 	}
 }
+
+// Group creates a group once; another count for it fails the test.
+func TestGroup(t *testing.T) {
+	ctx := context2m(t)
+	db := leaseholdtest.DB(t, leaseholdtest.Pool(t))
+	leaseholdtest.Group(ctx, t, db, "g", 3)
+	leaseholdtest.Group(ctx, t, db, "g", 3) // idempotent
+	enqueue(t, db, queue.Job{Group: "g", Args: Greeting{"Ada"}})
+	mustFail(t, func(tb testing.TB) { leaseholdtest.Group(ctx, tb, db, "g", 5) }, `group "g"`)
+}

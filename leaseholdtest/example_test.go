@@ -32,8 +32,8 @@ func Example() {
 	ctx := context.Background()
 
 	db := leaseholdtest.DB(t, leaseholdtest.Pool(t))
+	leaseholdtest.Group(ctx, t, db, "mail", 4)
 	c, _ := queue.New(db, queue.Config{})
-	c.EnsureGroup(ctx, "mail", 4)
 	if err := signup(ctx, c, "ada@example.com"); err != nil {
 		t.Fatalf("signup: %v", err)
 	}

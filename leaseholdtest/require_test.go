@@ -21,7 +21,7 @@ type Farewell struct {
 
 func (Farewell) Kind() string { return "farewell" }
 
-// enqueue enqueues jobs into db (creating their groups, of 4 partitions)
+// enqueue enqueues jobs into db (creating their groups, of 3 partitions)
 // and returns their ids.
 func enqueue(t testing.TB, db *leasehold.DB, jobs ...queue.Job) []int64 {
 	t.Helper()
@@ -32,7 +32,7 @@ func enqueue(t testing.TB, db *leasehold.DB, jobs ...queue.Job) []int64 {
 	}
 	var ids []int64
 	for _, j := range jobs {
-		if _, err := c.EnsureGroup(ctx, j.Group, 4); err != nil {
+		if _, err := c.EnsureGroup(ctx, j.Group, 3); err != nil {
 			t.Fatal(err)
 		}
 		e, err := c.Enqueue(ctx, j)

@@ -23,11 +23,8 @@ import (
 func setupWork(t *testing.T) (context.Context, *leasehold.DB) {
 	ctx := context2m(t)
 	db := leaseholdtest.DB(t, leaseholdtest.Pool(t))
-	c, err := queue.New(db, queue.Config{})
-	must(t, err)
-	_, err = c.EnsureGroup(ctx, "g", 4)
-	must(t, err)
-	_, err = db.Pool().Exec(ctx, `CREATE TABLE `+db.Schema()+`.greeted (name text NOT NULL, token bigint NOT NULL)`)
+	leaseholdtest.Group(ctx, t, db, "g", 4)
+	_, err := db.Pool().Exec(ctx, `CREATE TABLE `+db.Schema()+`.greeted (name text NOT NULL, token bigint NOT NULL)`)
 	must(t, err)
 	return ctx, db
 }

@@ -44,13 +44,7 @@ func TestGreetInline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db := leaseholdtest.DB(t, leaseholdtest.Pool(t))
-	c, err := queue.New(db, queue.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.EnsureGroup(ctx, "hello", 1); err != nil {
-		t.Fatal(err)
-	}
+	leaseholdtest.Group(ctx, t, db, "hello", 1)
 	var out bytes.Buffer
 	greeted := make(chan struct{}, 1)
 	ws := queue.NewWorkers()

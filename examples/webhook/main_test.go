@@ -46,13 +46,7 @@ func TestSendInline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db := leaseholdtest.DB(t, leaseholdtest.Pool(t))
-	c, err := queue.New(db, queue.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.EnsureGroup(ctx, "webhooks", 4); err != nil {
-		t.Fatal(err)
-	}
+	leaseholdtest.Group(ctx, t, db, "webhooks", 4)
 	recv := &receiver{applied: make(map[string]string)}
 	srv := httptest.NewServer(recv)
 	defer srv.Close()

@@ -12,9 +12,7 @@ import (
 // queueByKind reads the jobs of kind $1, in any state, oldest first, at most
 // $2, with the columns of queueList.
 const queueByKind = `
-SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
-       finished_at, finished_token, errors, coalesce(unique_key, ''), holds,
-       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), NULL::bigint
+SELECT ` + listColumns + `
 FROM {{schema}}.jobs
 WHERE kind = $1
 ORDER BY id
