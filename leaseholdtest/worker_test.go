@@ -114,8 +114,12 @@ func TestWorkPlain(t *testing.T) {
 	if res.Outcome != queue.OutcomeRetried || err == nil || !strings.Contains(err.Error(), "handler panicked: oops") {
 		t.Fatalf("a panic: %+v, %v; want a failed attempt", res, err)
 	}
+	res, err = w.Work(ctx, t, queue.Job{Group: "g", Args: badGreeting{Name: 5}})
+	if res.Outcome != queue.OutcomeDiscarded || err == nil || !strings.Contains(err.Error(), "do not decode") {
+		t.Fatalf("args that do not decode: %+v, %v; want discarded", res, err)
+	}
 	mu.Lock()
-	if len(events) != 6 || events[0].Outcome != queue.OutcomeCompleted || events[5].Outcome != queue.OutcomeRetried {
+	if len(events) != 7 || events[0].Outcome != queue.OutcomeCompleted || events[6].Outcome != queue.OutcomeDiscarded {
 		t.Errorf("OnJob saw %d events: %+v; want one per run", len(events), events)
 	}
 	mu.Unlock()
@@ -127,6 +131,13 @@ func TestWorkPlain(t *testing.T) {
 	mustFail(t, func(tb testing.TB) { w.WorkJob(ctx, tb, done.Job.ID) }, "is completed, not pending")
 	mustFail(t, func(tb testing.TB) { w.Work(ctx, tb, queue.Job{Group: "nope", Args: Greeting{"Ada"}}) }, "enqueue")
 }
+
+// badGreeting is of Greeting's kind, with args a Greeting cannot decode.
+type badGreeting struct {
+	Name int `json:"name"`
+}
+
+func (badGreeting) Kind() string { return "greeting" }
 
 // The run holds the partition's lease for real: while another owner holds
 // it, the run is refused (its completion would be fenced).

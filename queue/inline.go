@@ -71,6 +71,9 @@ func runInline(ctx context.Context, r queuehook.Request) (queuehook.Result, erro
 			rn.runOne(hctx, f, h)
 		}
 	}
+	if len(rn.results) != 1 { // every path adds one result per job
+		return queuehook.Result{}, fmt.Errorf("queue: job %d: %d results of one run", j.ID, len(rn.results))
+	}
 	res := rn.results[0]
 	if res.rec != nil { // recorded here, as the completer would
 		rctx, cancel := recordContext(ctx)
@@ -107,7 +110,7 @@ func (r *run) runInTx(hctx context.Context, tx pgx.Tx, f fetched, h handler) {
 	}
 	sp, err := tx.Begin(jctx)
 	if err == nil {
-		if err = r.p.runIn(jctx, sp, r.o, []fetched{f}, fn); err == nil {
+		if err = r.p.runIn(jctx, sp, r.o, []fetched{f}, fn, false); err == nil {
 			err = sp.Commit(context.WithoutCancel(jctx)) // releases the savepoint
 		} else {
 			sp.Rollback(context.WithoutCancel(jctx))

@@ -67,23 +67,14 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		defer cancel()
 		tx.Rollback(rctx) // after a commit: a no-op
 	}()
-	if err := p.runIn(ctx, tx, o, fs, run); err != nil {
-		return err
-	}
-	// Commit even if ctx was cancelled meanwhile: see runIn.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := store.Commit(ctx, tx, "queue: commit", o.Lease.Name()); err != nil {
-		return commitFailed(store.ClassifyCommit("queue", fmt.Sprintf("commit %d job(s) from %d", len(fs), fs[0].id), o.Lease.Name(), err))
-	}
-	return nil
+	return p.runIn(ctx, tx, o, fs, run, true)
 }
 
-// runIn is inTx on tx, up to the commit, which is the caller's: the
-// handler, then the fence check and the jobs' completion, and the batches
-// that finishes. The inline runs of the test helpers (inline.go) run it in
+// runIn is inTx on tx: the handler, then the fence check and the jobs'
+// completion, the batches that finishes, and, if commit, the commit. The
+// inline runs of the test helpers (inline.go) run it without the commit in
 // a savepoint of the test's transaction.
-func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership, fs []fetched, run func(pgx.Tx) error) error {
+func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership, fs []fetched, run func(pgx.Tx) error, commit bool) error {
 	ids := make([]int64, len(fs))
 	for i, f := range fs {
 		ids[i] = f.id
@@ -128,7 +119,13 @@ func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership,
 	}
 	// The jobs finished the last items of their batches' partitions: the
 	// batches may be finished, their follow-ups enqueued by this commit.
-	return p.batches.finish(ctx, tx, drained, p.log)
+	if err := p.batches.finish(ctx, tx, drained, p.log); err != nil || !commit {
+		return err
+	}
+	if err := store.Commit(ctx, tx, "queue: commit", o.Lease.Name()); err != nil {
+		return commitFailed(store.ClassifyCommit("queue", fmt.Sprintf("commit %d job(s) from %d", len(fs), fs[0].id), o.Lease.Name(), err))
+	}
+	return nil
 }
 
 // jobTx is the transaction a transactional handler gets: managed (its
