@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
@@ -103,4 +104,28 @@ func Group(ctx context.Context, t testing.TB, db *leasehold.DB, name string, par
 	if err != nil {
 		t.Fatalf("leaseholdtest: group %q: %v", name, err)
 	}
+}
+
+// Tx begins a transaction on db's pool for the test, rolled back when the
+// test ends unless it was committed or rolled back before. Its search_path
+// is db's schema, then public: tables the test creates in it without a
+// schema land in the throwaway schema, and go with the rollback. The test
+// fails if it cannot begin.
+func Tx(ctx context.Context, t testing.TB, db *leasehold.DB) pgx.Tx {
+	t.Helper()
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatalf("leaseholdtest: begin: %v", err)
+		return nil
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		tx.Rollback(ctx) // after a commit or a rollback: ErrTxClosed, ignored
+	})
+	if err := store.SearchPath(ctx, tx, db.Schema()); err != nil {
+		t.Fatalf("leaseholdtest: set the transaction's search_path: %v", err)
+		return nil
+	}
+	return tx
 }

@@ -1,7 +1,10 @@
 package leaseholdtest_test
 
 import (
+	"context"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/queue"
@@ -44,4 +47,29 @@ func TestGroup(t *testing.T) {
 	leaseholdtest.Group(ctx, t, db, "g", 3) // idempotent
 	enqueue(t, db, queue.Job{Group: "g", Args: Greeting{"Ada"}})
 	mustFail(t, func(tb testing.TB) { leaseholdtest.Group(ctx, tb, db, "g", 5) }, `group "g"`)
+}
+
+// Tx's unqualified tables land in the test's schema, and its rollback at
+// the end of the test takes them away.
+func TestTx(t *testing.T) {
+	ctx := context2m(t)
+	db := leaseholdtest.DB(t, leaseholdtest.Pool(t))
+	exists := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) bool {
+		var ok bool
+		must(t, q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, db.Schema()+".things").Scan(&ok))
+		return ok
+	}
+	t.Run("in", func(t *testing.T) {
+		tx := leaseholdtest.Tx(ctx, t, db)
+		_, err := tx.Exec(ctx, `CREATE TABLE things (id int)`)
+		must(t, err)
+		if !exists(tx) {
+			t.Fatalf("the table is not in the test's schema %s", db.Schema())
+		}
+	})
+	if exists(db.Pool()) {
+		t.Fatal("the table outlived the test's transaction")
+	}
 }

@@ -60,13 +60,8 @@ func TestRecomputeInline(t *testing.T) {
 	defer cancel()
 	db := leaseholdtest.DB(t, leaseholdtest.Pool(t))
 	leaseholdtest.Group(ctx, t, db, "balances", 16)
-	tx, err := db.Pool().Begin(ctx)
-	pgtest.Must(t, err)
-	defer tx.Rollback(ctx)
-	// The example's tables, in the test's schema, for this transaction.
-	_, err = tx.Exec(ctx, "SET LOCAL search_path = "+db.Schema())
-	pgtest.Must(t, err)
-	_, err = tx.Exec(ctx, schema)
+	tx := leaseholdtest.Tx(ctx, t, db) // the example's tables: in the test's schema, rolled back
+	_, err := tx.Exec(ctx, schema)
 	pgtest.Must(t, err)
 	_, err = tx.Exec(ctx, `INSERT INTO accounts (id) VALUES (1), (2); INSERT INTO entries VALUES (1, 30), (1, -5), (2, 7)`)
 	pgtest.Must(t, err)

@@ -35,3 +35,17 @@ func DropSchema(ctx context.Context, db interface {
 	_, err = db.Exec(ctx, "DROP SCHEMA IF EXISTS "+q+" CASCADE")
 	return err
 }
+
+// SearchPath sets the search_path of tx, for its duration, to schema and
+// then public: a test's transaction whose unqualified tables land in, and
+// are found in, the test's throwaway schema (leaseholdtest.Tx).
+func SearchPath(ctx context.Context, tx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, schema string) error {
+	q, err := Quote(schema)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, "SET LOCAL search_path = "+q+", public")
+	return err
+}
