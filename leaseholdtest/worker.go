@@ -84,15 +84,16 @@ func NewWorker(t testing.TB, db *leasehold.DB, cfg queue.ProcessorConfig) *Worke
 		// after this one if the transaction began first: do not wait for
 		// its release then. The release goes on in the background, and
 		// the lease expires anyway.
-		wait := 30 * time.Second
 		w.mu.Lock()
-		if len(w.held) > 0 {
+		inTx := len(w.held) > 0
+		w.mu.Unlock()
+		wait := 30 * time.Second
+		if inTx {
 			wait = time.Second
 		}
-		w.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
-		if err := lc.Close(ctx); err != nil && len(w.held) == 0 {
+		if err := lc.Close(ctx); err != nil && !inTx {
 			t.Logf("leaseholdtest: close the Worker's lease client: %v", err)
 		}
 	})
