@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/partition"
@@ -205,15 +207,25 @@ func (p *Processor) record(ctx context.Context, o partition.Ownership, outs []ou
 		return 0, fmt.Errorf("queue: record %d outcome(s): %w", len(outs), err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // after the commit: a no-op
+	n, err := p.recordIn(ctx, tx, o, outs)
+	if err != nil {
+		return 0, err
+	}
+	if err := store.Commit(ctx, tx, "queue: record outcomes", o.Lease.Name()); err != nil {
+		return 0, store.ClassifyCommit("queue", fmt.Sprintf("record %d outcome(s)", len(outs)), o.Lease.Name(), err)
+	}
+	return n, nil
+}
+
+// recordIn is record in tx, up to the commit, which is the caller's: the
+// fenced statement, and the batches whose last items it finished.
+func (p *Processor) recordIn(ctx context.Context, tx pgx.Tx, o partition.Ownership, outs []outcome) (int, error) {
 	n, drained, err := p.completeFenced(ctx, tx, o, outs)
 	if err != nil {
 		return 0, err
 	}
 	if err := p.batches.finish(ctx, tx, drained, p.log); err != nil {
 		return 0, err
-	}
-	if err := store.Commit(ctx, tx, "queue: record outcomes", o.Lease.Name()); err != nil {
-		return 0, store.ClassifyCommit("queue", fmt.Sprintf("record %d outcome(s)", len(outs)), o.Lease.Name(), err)
 	}
 	return n, nil
 }

@@ -34,7 +34,13 @@ func (p *Processor) runTx(ctx context.Context, o partition.Ownership, f fetched,
 
 // runTxBatch runs a batch transactional handler for several jobs.
 func (p *Processor) runTxBatch(ctx context.Context, o partition.Ownership, fs []fetched, h handler, ws []*Work[rawArgs]) error {
-	return p.inTx(ctx, o, fs, func(tx pgx.Tx) (err error) {
+	return p.inTx(ctx, o, fs, callBatch(ctx, h, ws))
+}
+
+// callBatch returns the run of a batch handler in a transaction, turning a
+// panic into an error with the stack.
+func callBatch(ctx context.Context, h handler, ws []*Work[rawArgs]) func(pgx.Tx) error {
+	return func(tx pgx.Tx) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
@@ -44,7 +50,7 @@ func (p *Processor) runTxBatch(ctx context.Context, o partition.Ownership, fs []
 			return h.chain(ctx, newRun(h.kind, tx, ws))
 		}
 		return h.runBatch(ctx, tx, ws)
-	})
+	}
 }
 
 // inTx runs a transactional handler: its effects, the jobs' completion
@@ -64,6 +70,14 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 		defer cancel()
 		tx.Rollback(rctx) // after a commit: a no-op
 	}()
+	return p.runIn(ctx, tx, o, fs, run, true)
+}
+
+// runIn is inTx on tx: the handler, then the fence check and the jobs'
+// completion, the batches that finishes, and, if commit, the commit. The
+// inline runs of the test helpers (inline.go) run it without the commit in
+// a savepoint of the test's transaction.
+func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership, fs []fetched, run func(pgx.Tx) error, commit bool) error {
 	ids := make([]int64, len(fs))
 	for i, f := range fs {
 		ids[i] = f.id
@@ -108,7 +122,7 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	}
 	// The jobs finished the last items of their batches' partitions: the
 	// batches may be finished, their follow-ups enqueued by this commit.
-	if err := p.batches.finish(ctx, tx, drained, p.log); err != nil {
+	if err := p.batches.finish(ctx, tx, drained, p.log); err != nil || !commit {
 		return err
 	}
 	if err := store.Commit(ctx, tx, "queue: commit", o.Lease.Name()); err != nil {

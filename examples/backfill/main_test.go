@@ -14,10 +14,11 @@ import (
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/queue"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(leaseholdtest.Run(m)) }
 
 // The backfill crashes after reading 700 of 1200 users (chunks of 500: the
 // first chunk committed, the second lost) once the workers have finished
@@ -203,4 +204,44 @@ func checkProgress(t *testing.T, out string, total int64) {
 func tail(out string, n int) string {
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// The handlers alone, run inline in the test's transaction on a throwaway
+// schema: reprice writes the user's new price under the run's token with
+// its audit row, and summarize then adds up that one change.
+func TestRepriceInline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := leaseholdtest.DB(t, leaseholdtest.Pool(t))
+	leaseholdtest.Group(ctx, t, db, group, 4)
+	tx := leaseholdtest.Tx(ctx, t, db) // the example's tables: in the test's schema, rolled back
+	_, err := tx.Exec(ctx, schema)
+	pgtest.Must(t, err)
+	_, err = tx.Exec(ctx, seed, 8)
+	pgtest.Must(t, err)
+
+	ws := queue.NewWorkers()
+	queue.HandleTx(ws, reprice)
+	queue.HandleTx(ws, summarize)
+	w := leaseholdtest.NewWorker(t, db, queue.ProcessorConfig{Workers: ws})
+	res, err := w.WorkTx(ctx, t, tx, queue.Job{Group: group, Key: "2", Args: Reprice{User: 2}}) // user 2: pro, 2500 -> 2900
+	if err != nil || res.Outcome != queue.OutcomeCompleted || res.Job.FinishedToken == nil {
+		t.Fatalf("reprice: %+v, %v; want completed", res, err)
+	}
+	var price, tok, changes int64
+	pgtest.Must(t, tx.QueryRow(ctx, `SELECT price_cents, fence_token, (SELECT count(*) FROM price_changes WHERE user_id = 2 AND token = u.fence_token)
+		FROM users AS u WHERE id = 2`).Scan(&price, &tok, &changes))
+	if price != 2900 || fence.Token(tok) != *res.Job.FinishedToken || changes != 1 {
+		t.Fatalf("user 2: price %d, token %d, %d audit rows with it; want 2900 under the run's token %d, one audit row", price, tok, changes, *res.Job.FinishedToken)
+	}
+	res, err = w.WorkTx(ctx, t, tx, queue.Job{Group: group, Args: Summarize{Run: "inline"}})
+	if err != nil || res.Outcome != queue.OutcomeCompleted {
+		t.Fatalf("summarize: %+v, %v", res, err)
+	}
+	var users, oldCents, newCents int64
+	pgtest.Must(t, tx.QueryRow(ctx, `SELECT users, old_cents, new_cents FROM backfill_summaries WHERE run = 'inline'`).Scan(&users, &oldCents, &newCents))
+	if users != 1 || oldCents != 2500 || newCents != 2900 {
+		t.Fatalf("summary: %d users, %d -> %d; want 1, 2500 -> 2900", users, oldCents, newCents)
+	}
+	leaseholdtest.RequireNotEnqueuedTx[Reprice](ctx, t, db, tx, nil)
 }

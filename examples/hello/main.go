@@ -24,15 +24,21 @@ type Greeting struct {
 // Kind implements queue.Args.
 func (Greeting) Kind() string { return "greeting" }
 
+// greet is the handler: it writes the greeting to out, then signals
+// greeted.
+func greet(out io.Writer, greeted chan<- struct{}) func(ctx context.Context, w *queue.Work[Greeting]) error {
+	return func(ctx context.Context, w *queue.Work[Greeting]) error {
+		fmt.Fprintf(out, "hello, %s\n", w.Args.Name)
+		greeted <- struct{}{}
+		return nil
+	}
+}
+
 func run(ctx context.Context, db *leasehold.DB, out io.Writer) error {
 	names := []string{"Ada", "Grace", "Barbara"}
 	greeted := make(chan struct{}, len(names))
 	ws := queue.NewWorkers()
-	queue.Handle(ws, func(ctx context.Context, w *queue.Work[Greeting]) error {
-		fmt.Fprintf(out, "hello, %s\n", w.Args.Name)
-		greeted <- struct{}{}
-		return nil
-	})
+	queue.Handle(ws, greet(out, greeted))
 	w, err := worker.New(db, worker.Config{Group: "hello", Workers: ws})
 	if err != nil {
 		return err

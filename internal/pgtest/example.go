@@ -23,7 +23,7 @@ var (
 // is dropped when Run returns. It returns an error instead of failing a
 // test.
 func ExampleDB() (*leasehold.DB, error) {
-	admin, err := serverURL()
+	admin, err := ServerURL()
 	if err != nil {
 		return nil, err
 	}

@@ -56,16 +56,16 @@ func Run(m *testing.M) int {
 
 func server(t testing.TB) string {
 	t.Helper()
-	u, err := serverURL()
+	u, err := ServerURL()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	return u
 }
 
-// serverURL starts the throwaway cluster once (or takes EnvURL) and
+// ServerURL starts the throwaway cluster once (or takes EnvURL) and
 // returns its admin URL.
-func serverURL() (string, error) {
+func ServerURL() (string, error) {
 	once.Do(func() {
 		if u := os.Getenv(EnvURL); u != "" {
 			adminURL = u

@@ -384,10 +384,7 @@ FROM changed CROSS JOIN notified`
 // filtering, until the limit is reached: cheap when matches are common
 // among recent jobs, a scan of the group's jobs when nothing matches.
 const queueList = `
-SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
-       finished_at, finished_token, errors, coalesce(unique_key, ''), holds,
-       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), NULL::bigint,
-       NULL::text, NULL::timestamptz, NULL::bigint
+SELECT ` + listColumns + `
 FROM {{schema}}.jobs
 WHERE group_name = $1
   AND ($2::text IS NULL OR state = $2)
@@ -397,6 +394,15 @@ WHERE group_name = $1
   AND ($7::bigint IS NULL OR batch_id = $7)
 ORDER BY id DESC
 LIMIT $6`
+
+// listColumns are the columns of queueList (and of queueByKind), as
+// queue.scanJob reads them; no job is waited behind (List leaves
+// WaitingBehind 0), and none is known to be running (JobInfo.Running: the
+// running list reads its own).
+const listColumns = `id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
+       finished_at, finished_token, errors, coalesce(unique_key, ''), holds,
+       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), NULL::bigint,
+       NULL::text, NULL::timestamptz, NULL::bigint`
 
 // queueWaits lists the keys of group $1 whose next job waits (a job holding its
 // place, scheduled for later, retrying or snoozed) while later jobs of the
