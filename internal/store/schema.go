@@ -43,6 +43,7 @@ type Statements struct {
 	Batch     BatchSQL
 	Kafka     KafkaSQL
 	Tokens    TokenSQL
+	Periodic  PeriodicSQL
 }
 
 var rendered sync.Map // schema name -> *Statements
@@ -92,7 +93,11 @@ func For(schema string) (*Statements, error) {
 			Named: r(batchNamed), List: r(batchList),
 		},
 		Tokens: TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
-		Kafka:  KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
+		Periodic: PeriodicSQL{
+			Declare: r(periodicDeclare), Last: r(periodicLast), Insert: r(periodicInsert), SetJobs: r(periodicSetJobs),
+			SetNext: r(periodicSetNext), Prune: r(periodicPrune), List: r(periodicList),
+		},
+		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 	}
 	v, _ := rendered.LoadOrStore(schema, s)
 	return v.(*Statements), nil
