@@ -15,7 +15,9 @@ func SetBeforeCommit(s *Scheduler, f func(ctx context.Context, token fence.Token
 
 // SetAttempt makes s report the outcome of each slot transaction. Call it
 // before Start.
-func SetAttempt(s *Scheduler, f func(token fence.Token, slots []Slot, err error)) { s.hooks.attempt = f }
+func SetAttempt(s *Scheduler, f func(token fence.Token, slots []Slot, err error)) {
+	s.hooks.attempt = f
+}
 
 // DisableFence makes s commit slot transactions without the fence check:
 // the negative control. Call it before Start.

@@ -101,10 +101,10 @@ type chaos struct {
 	nodes []*node
 	gen   int
 
-	pause     atomic.Bool   // the next slot transaction pauses
-	paused    chan string   // receives the paused attempt's outcome
-	refused   atomic.Int64  // attempts refused by the fence
-	pauses    int           // pauses done
+	pause     atomic.Bool  // the next slot transaction pauses
+	paused    chan string  // receives the paused attempt's outcome
+	refused   atomic.Int64 // attempts refused by the fence
+	pauses    int          // pauses done
 	leaseName string
 }
 

@@ -30,5 +30,5 @@ func dummyDB(t *testing.T) *leasehold.DB {
 	return db
 }
 
-func leaseWithOwner() lease.Config         { return lease.Config{Owner: "me"} }
+func leaseWithOwner() lease.Config          { return lease.Config{Owner: "me"} }
 func leaseTTL(d time.Duration) lease.Config { return lease.Config{TTL: d} }
