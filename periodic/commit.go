@@ -63,7 +63,10 @@ func (s *Scheduler) commit(ctx context.Context, token fence.Token, plan []planne
 			if p.Skip {
 				continue
 			}
-			j := s.scheds[p.index].Job(p.At)
+			j, err := s.job(p)
+			if err != nil {
+				return err
+			}
 			switch j.Group {
 			case "":
 				j.Group = s.cfg.Group
@@ -135,4 +138,16 @@ func (s *Scheduler) tx(ctx context.Context, token fence.Token, fn func(pgx.Tx) e
 		return s.fence.Tx(ctx, s.name, token, fn)
 	}
 	return pgx.BeginFunc(ctx, s.db.Pool(), fn)
+}
+
+// job returns the job of the slot p from its schedule's Job; a panic in
+// Job is an error (the leader retries the slot after RetryDelay), not a
+// crash of the process.
+func (s *Scheduler) job(p planned) (j queue.Job, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &ScheduleError{Index: p.index, Name: p.Schedule, Reason: fmt.Sprintf("Job panicked for slot %v: %v", p.At, r)}
+		}
+	}()
+	return s.scheds[p.index].Job(p.At), nil
 }
