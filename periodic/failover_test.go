@@ -155,8 +155,10 @@ func (c *chaos) start() *node {
 	})
 	pgtest.Must(t, err)
 	var before atomic.Int64 // this node's current transaction's leaseBefore
+	var paused atomic.Bool  // this node's current transaction was paused
 	periodic.SetBeforeCommit(s, func(ctx context.Context, token fence.Token, slots []periodic.Slot) {
 		if c.pause.CompareAndSwap(true, false) {
+			paused.Store(true)
 			// A process pause: no renewal, no progress, until a newer leader
 			// holds the lease; then the transaction tries to commit.
 			proxy.Blackhole()
@@ -174,11 +176,8 @@ func (c *chaos) start() *node {
 		if errors.Is(err, fence.ErrFenced) {
 			c.refused.Add(1)
 		}
-		if a.leaseBefore > a.token { // the paused one, now done
-			select {
-			case c.paused <- fmt.Sprintf("%s token %d: %v", n.id, token, err):
-			default:
-			}
+		if paused.Swap(false) {
+			c.paused <- fmt.Sprintf("%s token %d (lease at %d): %v", n.id, token, a.leaseBefore, err)
 		}
 	})
 	if c.noFence {
@@ -266,6 +265,11 @@ func (c *chaos) run(slots int, kinds []string) {
 			_, next := c.leader(token + 1)
 			n.proxy.Heal()
 			t.Logf("round %d: %s cut off, token %d leads", round, n.id, next)
+		case "cut": // its connections closed (a commit's reply may be lost) until another leads
+			n.proxy.Cut()
+			_, next := c.leader(token + 1)
+			n.proxy.Heal()
+			t.Logf("round %d: %s's connections cut, token %d leads", round, n.id, next)
 		case "kill": // stopped without releasing the lease, replaced
 			dead, cancel := context.WithCancel(c.ctx)
 			cancel()
@@ -338,8 +342,9 @@ func (c *chaos) records() ([]slotRow, []jobRow) {
 // TestFailoverEverySlotOnce runs three schedulers of one group with a 1s
 // lease and schedules every 200ms (run once) and 300ms (skip) through
 // leaders paused in the middle of a slot transaction past their lease, cut
-// off from the database, killed without releasing the lease, stopped
-// gracefully, and all of them down at once; then checks, by the job rows
+// off from the database (held, or their connections closed), killed
+// without releasing the lease, stopped gracefully, and all of them down at
+// once; then checks, by the job rows
 // and the slot records, that every slot was enqueued at most once, that
 // the slots between the first and last are each enqueued or counted missed
 // once, by a new leader only, that tokens never decrease along the slots,
@@ -353,7 +358,7 @@ func TestFailoverEverySlotOnce(t *testing.T) {
 		t.Skip("chaos test")
 	}
 	c := newChaos(t, false)
-	c.run(30, []string{"pause", "cut-off", "kill", "stop", "all-down"})
+	c.run(30, []string{"pause", "cut-off", "cut", "kill", "stop", "all-down"})
 	rows, jobs := c.records()
 	as := c.h.snapshot()
 	if err := checkRecords(c.scheds, rows, jobs); err != nil {
