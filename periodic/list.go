@@ -16,8 +16,8 @@ type Info struct {
 	Group, Name string
 	// Spec is the cron expression (and its time zone), or "every <d>".
 	Spec string
-	// Missed is the policy for missed slots: "run-once" or "skip".
-	Missed string
+	// Policy is the schedule's MissedPolicy: "run-once" or "skip".
+	Policy string
 	// Since is when a leader first declared the schedule: its first slot
 	// is the next one after it.
 	Since time.Time
@@ -71,7 +71,7 @@ func List(ctx context.Context, db *leasehold.DB, group string) ([]Info, error) {
 		var job, token, missed, ltoken *int64
 		var owner *string
 		var now time.Time
-		if err := rows.Scan(&in.Group, &in.Name, &in.Spec, &in.Missed, &in.Since, &next, &in.DeclaredAt,
+		if err := rows.Scan(&in.Group, &in.Name, &in.Spec, &in.Policy, &in.Since, &next, &in.DeclaredAt,
 			&last, &job, &token, &missed, &in.MissedTotal, &owner, &ltoken, &in.LeaderLive, &now); err != nil {
 			return nil, store.ClassifyRead("periodic", "list", group, err)
 		}

@@ -47,7 +47,7 @@ func ListSchedules(ctx context.Context, db *leasehold.DB, group string) ([]Sched
 	}
 	for _, in := range infos {
 		out = append(out, ScheduleInfo{
-			Group: in.Group, Name: in.Name, Spec: in.Spec, Missed: in.Missed, Since: in.Since.UTC(),
+			Group: in.Group, Name: in.Name, Spec: in.Spec, Missed: in.Policy, Since: in.Since.UTC(),
 			Next: opt(in.Next), LastSlot: opt(in.LastSlot), LastJobID: in.LastJobID, LastToken: int64(in.LastToken),
 			LastMissed: in.LastMissed, MissedTotal: in.MissedTotal,
 			Leader: in.Leader, LeaderToken: int64(in.LeaderToken), LeaderLive: in.LeaderLive,

@@ -10,12 +10,12 @@ type PeriodicSQL struct {
 // the schedules not recorded yet. An existing schedule keeps its since. It
 // returns each schedule's name and since.
 const periodicDeclare = `
-INSERT INTO {{schema}}.periodic_schedules AS p (group_name, name, spec, missed, since)
-SELECT $1, u.name, u.spec, u.missed, $5
-FROM unnest($2::text[], $3::text[], $4::text[]) AS u(name, spec, missed)
+INSERT INTO {{schema}}.periodic_schedules AS p (group_name, name, spec, policy, since)
+SELECT $1, u.name, u.spec, u.policy, $5
+FROM unnest($2::text[], $3::text[], $4::text[]) AS u(name, spec, policy)
 ORDER BY u.name
 ON CONFLICT (group_name, name) DO UPDATE
-SET spec = EXCLUDED.spec, missed = EXCLUDED.missed, declared_at = clock_timestamp()
+SET spec = EXCLUDED.spec, policy = EXCLUDED.policy, declared_at = clock_timestamp()
 RETURNING p.name, p.since`
 
 // periodicLast returns the latest recorded slot of each schedule in $2
@@ -65,7 +65,7 @@ WHERE p.group_name = $1 AND p.slot < $2
 // total missed over the retained rows, leader owner, token, live, and the
 // database's time.
 const periodicList = `
-SELECT p.group_name, p.name, p.spec, p.missed, p.since, p.next_slot, p.declared_at,
+SELECT p.group_name, p.name, p.spec, p.policy, p.since, p.next_slot, p.declared_at,
        s.slot, s.job_id, s.token, s.missed,
        (SELECT coalesce(sum(m.missed), 0) FROM {{schema}}.periodic_slots AS m
         WHERE m.group_name = p.group_name AND m.schedule = p.name),

@@ -12,7 +12,7 @@ CREATE TABLE {{schema}}.periodic_schedules (
     group_name  text        NOT NULL CHECK (octet_length(group_name) BETWEEN 1 AND 100),
     name        text        NOT NULL CHECK (octet_length(name) BETWEEN 1 AND 100),
     spec        text        NOT NULL,
-    missed      text        NOT NULL,
+    policy      text        NOT NULL CHECK (policy IN ('run-once', 'skip')),
     since       timestamptz NOT NULL,
     next_slot   timestamptz,
     declared_at timestamptz NOT NULL DEFAULT clock_timestamp(),
