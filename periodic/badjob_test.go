@@ -61,7 +61,7 @@ func TestPanickingJobIsAnError(t *testing.T) {
 	errs := make(chan error, 16)
 	s, err := periodic.New(db, periodic.Config{Group: "g", Clock: clk, Lease: lease.Config{TTL: time.Second},
 		RetryDelay: time.Hour,
-		Schedules: []periodic.Schedule{{Name: "boom", Every: time.Minute, Job: func(time.Time) queue.Job { panic("no args") }}}})
+		Schedules:  []periodic.Schedule{{Name: "boom", Every: time.Minute, Job: func(time.Time) queue.Job { panic("no args") }}}})
 	pgtest.Must(t, err)
 	periodic.SetAttempt(s, func(_ fence.Token, _ []periodic.Slot, err error) { errs <- err })
 	pgtest.Must(t, s.Start(ctx))
