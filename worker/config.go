@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/periodic"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -45,6 +46,12 @@ type Config struct {
 	// error wrapping queue.ErrDuplicateHandler. Exactly one of Workers and
 	// Kafka is required; defaults to none.
 	Workers *queue.Workers
+	// Schedules are the group's periodic jobs (package periodic): every
+	// worker of the group runs a periodic.Scheduler of them, and the one
+	// holding the group's periodic lease enqueues each slot once. Their
+	// leader lease uses Lease's TTL, RenewInterval, SafetyMargin, backoff
+	// and Clock. Queue only. Defaults to none.
+	Schedules []periodic.Schedule
 	// Kafka is the Kafka consumer the worker runs: it consumes the Kafka
 	// partitions whose group partitions it owns (see package kafka).
 	// Exactly one of Workers and Kafka is required; defaults to none. A
@@ -155,6 +162,8 @@ func (c Config) kafkaOnly() error {
 		return bad("JobTimeout", "queue only: must be zero with Kafka")
 	case c.StopGrace != 0:
 		return bad("StopGrace", "queue only: must be zero with Kafka")
+	case len(c.Schedules) != 0:
+		return bad("Schedules", "queue only: must be empty with Kafka")
 	case !reflect.ValueOf(c.Queue).IsZero():
 		return bad("Queue", "queue only: must be zero with Kafka (the consumer's settings are its kafka.Config)")
 	}

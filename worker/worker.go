@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/periodic"
 )
 
 // ErrStopped is returned by Start on a stopped Worker (one that was
@@ -37,6 +38,7 @@ type Worker struct {
 	cfg     Config
 	pool    *pgxpool.Pool
 	member  *partition.Member
+	sched   *periodic.Scheduler // nil without Schedules
 	src     source
 	metrics *metrics
 	log     *slog.Logger
@@ -106,6 +108,16 @@ func New(db *leasehold.DB, cfg Config) (*Worker, error) {
 	}
 	w.cfg.ID = w.member.ID()
 	w.log = w.log.With("member", w.cfg.ID)
+	if len(cfg.Schedules) > 0 {
+		pl := cfg.Lease
+		pl.Hooks, pl.Rand = lease.Hooks{}, nil // a Rand is not shared between lease Clients
+		w.sched, err = periodic.New(db, periodic.Config{Group: cfg.Group, Schedules: cfg.Schedules, ID: w.cfg.ID, Lease: pl})
+		if err != nil {
+			w.metrics.unregister()
+			w.member.Stop(context.Background()) // never started: releases its resources only
+			return nil, fmt.Errorf("%w: Schedules: %w", ErrInvalidConfig, err)
+		}
+	}
 	if q, ok := w.src.(*queueSource); ok {
 		if max := int(db.Pool().Config().MaxConns); max < min(q.proc.Config().Concurrency, cfg.Partitions) {
 			w.log.Info("worker: the pool has fewer connections than handlers may run at once; "+
@@ -173,6 +185,11 @@ func (w *Worker) start(ctx context.Context) error {
 	if err := w.member.Start(ctx); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}
+	if w.sched != nil {
+		if err := w.sched.Start(ctx); err != nil {
+			return fmt.Errorf("worker: start: %w", err)
+		}
+	}
 	close(w.ready)
 	w.started = time.Now()
 	w.log.Info("worker: started", "partitions", w.cfg.Partitions, "took", time.Since(start))
@@ -200,7 +217,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 func (w *Worker) shutdown(ctx context.Context) error {
 	start := time.Now()
 	close(w.stop)
-	errs := []error{w.member.Stop(ctx)}
+	var errs []error
+	if w.sched != nil {
+		// First: its lease goes to another worker's scheduler at once.
+		errs = append(errs, w.sched.Stop(ctx))
+	}
+	errs = append(errs, w.member.Stop(ctx))
 	if w.opened {
 		errs = append(errs, w.src.close(ctx))
 	}

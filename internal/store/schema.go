@@ -44,6 +44,7 @@ type Statements struct {
 	Kafka     KafkaSQL
 	Tokens    TokenSQL
 	Running   RunningSQL
+	Periodic  PeriodicSQL
 }
 
 var rendered sync.Map // schema name -> *Statements
@@ -95,7 +96,11 @@ func For(schema string) (*Statements, error) {
 		},
 		Tokens:  TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
 		Running: RunningSQL{Publish: r(runningPublish), Jobs: r(runningJobs), List: r(runningList)},
-		Kafka:   KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
+		Periodic: PeriodicSQL{
+			Declare: r(periodicDeclare), Last: r(periodicLast), Insert: r(periodicInsert), SetJobs: r(periodicSetJobs),
+			SetNext: r(periodicSetNext), Prune: r(periodicPrune), List: r(periodicList),
+		},
+		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 	}
 	v, _ := rendered.LoadOrStore(schema, s)
 	return v.(*Statements), nil

@@ -1,0 +1,80 @@
+package store
+
+// PeriodicSQL are the statements of package periodic.
+type PeriodicSQL struct {
+	Declare, Last, Insert, SetJobs, SetNext, Prune, List string
+}
+
+// periodicDeclare records the schedules a new leader declares: $1 group,
+// $2 names, $3 specs, $4 missed policies, $5 since (the leader's clock) for
+// the schedules not recorded yet. An existing schedule keeps its since. It
+// returns each schedule's name and since.
+const periodicDeclare = `
+INSERT INTO {{schema}}.periodic_schedules AS p (group_name, name, spec, policy, since)
+SELECT $1, u.name, u.spec, u.policy, $5
+FROM unnest($2::text[], $3::text[], $4::text[]) AS u(name, spec, policy)
+ORDER BY u.name
+ON CONFLICT (group_name, name) DO UPDATE
+SET spec = EXCLUDED.spec, policy = EXCLUDED.policy, declared_at = clock_timestamp()
+RETURNING p.name, p.since`
+
+// periodicLast returns the latest recorded slot of each schedule in $2
+// (NULL for none) of group $1: one backward primary-key scan each.
+const periodicLast = `
+SELECT u.name, (SELECT max(s.slot) FROM {{schema}}.periodic_slots AS s
+                WHERE s.group_name = $1 AND s.schedule = u.name)
+FROM unnest($2::text[]) AS u(name)`
+
+// periodicInsert records slots for token $5 and returns those that no
+// earlier transaction recorded: the primary key makes a second record of a
+// slot a no-op, whatever the fence did. $1 group, $2 schedules, $3 slots,
+// $4 missed counts.
+const periodicInsert = `
+INSERT INTO {{schema}}.periodic_slots (group_name, schedule, slot, token, missed)
+SELECT $1, u.schedule, u.slot, $5, u.missed
+FROM unnest($2::text[], $3::timestamptz[], $4::integer[]) AS u(schedule, slot, missed)
+ON CONFLICT (group_name, schedule, slot) DO NOTHING
+RETURNING schedule, slot`
+
+// periodicSetJobs records the job enqueued for each slot: $1 group,
+// $2 schedules, $3 slots, $4 job ids.
+const periodicSetJobs = `
+UPDATE {{schema}}.periodic_slots AS p SET job_id = u.id
+FROM unnest($2::text[], $3::timestamptz[], $4::bigint[]) AS u(schedule, slot, id)
+WHERE p.group_name = $1 AND p.schedule = u.schedule AND p.slot = u.slot`
+
+// periodicSetNext records each schedule's next slot, for the CLI: $1 group,
+// $2 names, $3 next slots.
+const periodicSetNext = `
+UPDATE {{schema}}.periodic_schedules AS p SET next_slot = u.next
+FROM unnest($2::text[], $3::timestamptz[]) AS u(name, next)
+WHERE p.group_name = $1 AND p.name = u.name AND p.next_slot IS DISTINCT FROM u.next`
+
+// periodicPrune deletes the slot rows of group $1 older than $2, except
+// each schedule's latest, where the next leader resumes.
+const periodicPrune = `
+DELETE FROM {{schema}}.periodic_slots AS p
+WHERE p.group_name = $1 AND p.slot < $2
+  AND p.slot < (SELECT max(l.slot) FROM {{schema}}.periodic_slots AS l
+                WHERE l.group_name = p.group_name AND l.schedule = p.schedule)`
+
+// periodicList returns the schedules of group $1 (all groups when NULL)
+// with their latest slot and the group's leader lease ($2 is the lease
+// name prefix, "periodic/"): group, name, spec, missed policy, since,
+// next slot, declared at, last slot, its job id, token and missed count,
+// total missed over the retained rows, leader owner, token, live, and the
+// database's time.
+const periodicList = `
+SELECT p.group_name, p.name, p.spec, p.policy, p.since, p.next_slot, p.declared_at,
+       s.slot, s.job_id, s.token, s.missed,
+       (SELECT coalesce(sum(m.missed), 0) FROM {{schema}}.periodic_slots AS m
+        WHERE m.group_name = p.group_name AND m.schedule = p.name),
+       l.owner, l.token, coalesce(l.expires_at > clock_timestamp(), false), clock_timestamp()
+FROM {{schema}}.periodic_schedules AS p
+LEFT JOIN LATERAL (
+    SELECT x.slot, x.job_id, x.token, x.missed FROM {{schema}}.periodic_slots AS x
+    WHERE x.group_name = p.group_name AND x.schedule = p.name
+    ORDER BY x.slot DESC LIMIT 1) AS s ON true
+LEFT JOIN {{schema}}.leases AS l ON l.name = $2 || p.group_name
+WHERE $1::text IS NULL OR p.group_name = $1
+ORDER BY p.group_name, p.name`

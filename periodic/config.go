@@ -1,0 +1,105 @@
+package periodic
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/lease"
+)
+
+// MaxGroupLen is the longest group name, in bytes (as for partition groups).
+const MaxGroupLen = 100
+
+// LeasePrefix prefixes the group's name in the name of its leader lease.
+const LeasePrefix = "periodic/"
+
+// Config configures a Scheduler. The zero value of every optional field
+// means its default.
+type Config struct {
+	// Group is the partition group whose jobs the schedules enqueue; it must
+	// exist when a slot comes due (a worker of the group creates it).
+	// Required; 1 to 100 bytes.
+	Group string
+	// Schedules are the group's schedules. Every scheduler of a group
+	// should declare the same ones; the leader's are the ones that fire.
+	// Required: at least one.
+	Schedules []Schedule
+	// ID identifies this scheduler as a holder of the leader lease; unique
+	// among the group's schedulers. Defaults to lease.DefaultOwner().
+	ID string
+	// Lease configures the leader lease: TTL (defaults to 15s; a leader cut
+	// off is replaced after at most about one TTL), RenewInterval,
+	// SafetyMargin, backoff between acquire attempts (MaxBackoff, 1s by
+	// default, is also how often a follower tries to take the lease). Its
+	// Owner must be empty (ID applies).
+	Lease lease.Config
+	// Fence configures the leader's fenced transactions. Defaults as in
+	// lease.FenceConfig.
+	Fence lease.FenceConfig
+	// Grace is how long before a leader took the lease a slot may have come
+	// due and still be enqueued as usual rather than handled as missed: it
+	// covers a graceful hand-over (the old leader released the lease, the
+	// new one takes it within its acquire backoff). Defaults to 2s;
+	// negative means none.
+	Grace time.Duration
+	// Retention is how long slot records are kept (each schedule's latest
+	// is always kept). Defaults to 24h.
+	Retention time.Duration
+	// RetryDelay is how long the leader waits after a failed transaction
+	// before it tries again (the slot stays due). Defaults to 1s.
+	RetryDelay time.Duration
+	// Clock is the clock slots are computed by (when a slot is due) and
+	// the leader's timers run on. The lease uses Lease.Clock. Defaults to
+	// lease.SystemClock.
+	Clock lease.Clock
+}
+
+// withDefaults validates c and returns it with defaults filled in and its
+// schedules compiled.
+func (c Config) withDefaults() (Config, []*sched, error) {
+	bad := func(field, reason string) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, reason)
+	}
+	switch {
+	case c.Group == "" || len(c.Group) > MaxGroupLen:
+		return c, nil, bad("Group", fmt.Sprintf("%d bytes, must be 1 to %d", len(c.Group), MaxGroupLen))
+	case len(c.Schedules) == 0:
+		return c, nil, bad("Schedules", "at least one is required")
+	case c.Lease.Owner != "":
+		return c, nil, bad("Lease.Owner", "must be empty: ID applies")
+	case c.Retention < 0 || c.RetryDelay < 0:
+		return c, nil, bad("Retention/RetryDelay", "negative duration")
+	}
+	scheds := make([]*sched, len(c.Schedules))
+	seen := make(map[string]bool, len(c.Schedules))
+	for i, s := range c.Schedules {
+		cs, err := compile(i, s)
+		if err != nil {
+			return c, nil, err
+		}
+		if seen[s.Name] {
+			return c, nil, &ScheduleError{Index: i, Name: s.Name, Reason: "Name: declared twice"}
+		}
+		seen[s.Name] = true
+		scheds[i] = cs
+	}
+	if c.ID == "" {
+		c.ID = lease.DefaultOwner()
+	}
+	switch {
+	case c.Grace == 0:
+		c.Grace = 2 * time.Second
+	case c.Grace < 0:
+		c.Grace = 0
+	}
+	if c.Retention == 0 {
+		c.Retention = 24 * time.Hour
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = lease.SystemClock{}
+	}
+	return c, scheds, nil
+}
