@@ -46,6 +46,7 @@ type Client struct {
 	pool   *pgxpool.Pool
 	cfg    Config
 	q      store.QueueSQL // q.Channel: the NOTIFY channel of enqueued jobs
+	pz     store.PauseSQL
 	notify *notifier
 	log    *slog.Logger
 	// batches runs the statements of batches; kinds caches, per group, the
@@ -86,7 +87,7 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	pool := db.Pool()
-	c := &Client{pool: pool, cfg: cfg, q: st.Queue, notify: newNotifier(pool, st.Queue.Channel, cfg.NotifyWindow),
+	c := &Client{pool: pool, cfg: cfg, q: st.Queue, pz: st.Pause, notify: newNotifier(pool, st.Queue.Channel, cfg.NotifyWindow),
 		batches: batches{q: st.Batch, channel: st.Queue.Channel}, log: db.Logger(),
 		counts: make(map[string]int)}
 	c.spread.Store(rand.Uint64()) // clients start at different partitions

@@ -27,7 +27,7 @@ type fetchResult struct {
 }
 
 // fetch reads up to n due jobs of the partition (see queueFetch in internal/store),
-// leaving out the jobs in flight and the keys in skip.
+// leaving out the jobs in flight, the keys in skip and the paused kinds.
 func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string) (fetchResult, error) {
 	if inFlight == nil {
 		inFlight = []int64{}
@@ -45,7 +45,11 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 		return fetchResult{}, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // after the commit: a no-op
-	rows, err := tx.Query(ctx, p.q.Fetch, o.Group, o.Partition, n, inFlight, skip)
+	paused := []string{}
+	if ps := p.pauses.of(o.Group); ps != nil {
+		paused = ps.kinds
+	}
+	rows, err := tx.Query(ctx, p.q.Fetch, o.Group, o.Partition, n, inFlight, skip, paused)
 	if err != nil {
 		return fetchResult{}, err
 	}

@@ -124,6 +124,10 @@ func (p *Processor) listen(ctx context.Context) (listened bool, err error) {
 			return true, err
 		}
 		part, group, ok := strings.Cut(n.Payload, ":")
+		if ok && part == "pause" {
+			p.pauses.wake()
+			continue
+		}
 		if i, err := strconv.Atoi(part); ok && err == nil {
 			p.wake(wakeKey{group, i}, false)
 		}

@@ -83,6 +83,11 @@ type ProcessorConfig struct {
 	Hooks Hooks
 	// Rand is the source of retry jitter. Defaults to a random seed.
 	Rand *rand.Rand
+	// PauseInterval is how often the Processor reads the pauses of its
+	// groups (one statement for all of them; see Client.Pause), besides
+	// reading them at once when Listen hears a pause or resume. Defaults
+	// to 1s.
+	PauseInterval time.Duration
 }
 
 // Processor runs the jobs of the partitions a member owns. Pass its Run as
@@ -92,6 +97,7 @@ type Processor struct {
 	pool  *pgxpool.Pool
 	cfg   ProcessorConfig
 	q     store.QueueSQL
+	pz    store.PauseSQL
 	fence *lease.Fence
 	retry *backoff.Backoff
 	log   *slog.Logger
@@ -102,6 +108,7 @@ type Processor struct {
 	timeoutCause error
 
 	batches batches
+	pauses  pauses
 	// kinds holds the groups whose kinds this Processor has recorded
 	// (see registerKinds).
 	kinds sync.Map
@@ -122,7 +129,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	case cfg.Workers.check() != nil:
 		return nil, fmt.Errorf("%w: Workers: %w", ErrInvalidConfig, cfg.Workers.check())
 	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
-		cfg.UnknownKindDelay < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
+		cfg.UnknownKindDelay < 0 || cfg.PauseInterval < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
 		return nil, fmt.Errorf("%w: negative value", ErrInvalidConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -151,6 +158,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.MinRetry, time.Second)
 	def(&cfg.MaxRetry, time.Hour)
 	def(&cfg.UnknownKindDelay, time.Minute)
+	def(&cfg.PauseInterval, time.Second)
 	def(&cfg.Retention, 24*time.Hour)
 	def(&cfg.RetentionInterval, time.Minute)
 	st, err := store.For(db.Schema())
@@ -165,10 +173,12 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, fence: f, batches: batches{q: st.Batch, channel: st.Queue.Channel},
+	p := &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, pz: st.Pause, fence: f, batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),
-		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}, nil
+		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}
+	p.pauses.p = p
+	return p, nil
 }
 
 // Config returns the Processor's configuration, with defaults filled in.
@@ -214,6 +224,15 @@ func (p *Processor) Serve(ctx context.Context, o partition.Ownership) error {
 	wake := p.subscribe(o.Group, o.Partition)
 	defer p.unsubscribe(o.Group, o.Partition, wake)
 	p.registerKinds(ctx, o)
+	// Before the first fetch: a group paused before this worker started
+	// stays paused.
+	defer p.pauses.unwatch(o.Group)
+	if !p.pauses.watch(ctx, o.Group) || !p.pauses.await(ctx, hctx, o.Group, wake) {
+		if hctx.Err() != nil && ctx.Err() == nil {
+			<-ctx.Done() // the lease ended: no job can run under this grant
+		}
+		return nil
+	}
 	var st runState
 	if ok, err := p.open(ctx, hctx, o, log, &st, wake); !ok {
 		return err // fenced, or ended before the previous run's jobs were recovered

@@ -33,6 +33,8 @@ type GroupStatus struct {
 	// Waits are the keys whose due jobs wait behind a job that is not due,
 	// the most held up first, at most WaitsLimit.
 	Waits []WaitStatus `json:"waits"`
+	// Paused are the group's pauses: kind "" pauses the whole group.
+	Paused []PauseStatus `json:"paused"`
 }
 
 // PartitionStatus is the status of one partition: its lease and its jobs.
@@ -109,6 +111,9 @@ func ReadStatus(ctx context.Context, db *leasehold.DB, groups []string) (Status,
 		}
 		gs := groupOf(st, stats, now)
 		gs.Waits = waitsOf(waits, now)
+		if gs.Paused, err = pausesOf(ctx, q, g); err != nil {
+			return Status{}, err
+		}
 		rep.Groups = append(rep.Groups, gs)
 	}
 	return rep, nil

@@ -72,7 +72,11 @@ SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 // partition's owner reads them. $1 group, $2 partition, $3 how many due jobs
 // to look at (the window), $4 the ids the owner has in flight (fetched, not
 // yet recorded: never returned again), $5 keys to skip (the owner knows
-// they wait).
+// they wait), $6 the paused kinds (see migration 0010): never returned.
+// A key whose first job is of a paused kind waits behind it, returned as
+// a waiting row with a wait of 0. The window walks past the due jobs of
+// paused kinds: pausing a kind with a large due backlog makes its
+// partitions' fetches read that backlog until it is resumed.
 //
 // A keyless job is returned as soon as it is in the window: it waits for no
 // other job. For each key in the window, the statement reads the key's first
@@ -98,17 +102,17 @@ w AS MATERIALIZED (
     FROM {{schema}}.jobs AS j
     WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending'
       AND j.run_at <= (SELECT now FROM c)
-      AND j.id <> ALL($4::bigint[]) AND j.key <> ALL($5::text[])
+      AND j.id <> ALL($4::bigint[]) AND j.key <> ALL($5::text[]) AND j.kind <> ALL($6::text[])
     ORDER BY j.run_at, j.id
     LIMIT $3),
 k AS MATERIALIZED (
     SELECT w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.key),
 f AS MATERIALIZED (
-    SELECT k.key, e.id, e.run_at, e.run_at <= c.now AS due,
-           bool_and(e.run_at <= c.now) OVER (PARTITION BY k.key ORDER BY e.id) AS runs,
+    SELECT k.key, e.id, e.run_at, e.run_at <= c.now AND e.kind <> ALL($6::text[]) AS due,
+           bool_and(e.run_at <= c.now AND e.kind <> ALL($6::text[])) OVER (PARTITION BY k.key ORDER BY e.id) AS runs,
            row_number() OVER (PARTITION BY k.key ORDER BY e.id) AS pos
     FROM k CROSS JOIN c CROSS JOIN LATERAL (
-        SELECT e.id, e.run_at FROM {{schema}}.jobs AS e
+        SELECT e.id, e.run_at, e.kind FROM {{schema}}.jobs AS e
         WHERE e.group_name = $1 AND e.partition = $2 AND e.key = k.key AND e.key <> ''
           AND e.state = 'pending' AND e.id <> ALL($4::bigint[]) AND (e.holds OR e.run_at <= c.now)
         ORDER BY e.id

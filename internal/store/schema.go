@@ -41,6 +41,7 @@ type Statements struct {
 	Partition PartitionSQL
 	Queue     QueueSQL
 	Batch     BatchSQL
+	Pause     PauseSQL
 	Kafka     KafkaSQL
 	Tokens    TokenSQL
 }
@@ -91,6 +92,7 @@ func For(schema string) (*Statements, error) {
 			Lock: r(batchLock), Finish: r(batchFinish), Progress: r(batchProgress), ByID: r(batchByID),
 			Named: r(batchNamed), List: r(batchList),
 		},
+		Pause:  PauseSQL{Pause: r(pausePause), Resume: r(pauseResume), List: r(pauseList), Kinds: r(pauseKinds)},
 		Tokens: TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
 		Kafka:  KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 	}
