@@ -20,6 +20,7 @@ type fetched struct {
 	attempt, max int // attempt: spent before this run
 	created      time.Time
 	holds        bool   // holds its key's later jobs while it waits
+	maxSet       bool   // max was set by the enqueuer: no policy replaces it
 	batch        int64  // the job's batch (0: none): an item or a follow-up of it
 	item         string // the job's item key in its batch ("": not an item)
 	// charged: this run's attempt was spent before it started (recovery

@@ -19,7 +19,7 @@ type waiting struct {
 
 // fetchResult is what one fetch found.
 type fetchResult struct {
-	jobs    []fetched // in (run_at, id) order
+	jobs    []fetched // in (priority, run_at, id) order
 	waiting []waiting
 	// scanned is how many due jobs the fetch looked at: less than it was
 	// asked to, and the partition has no more due jobs it could see.
@@ -64,14 +64,17 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 	var runAt time.Time
 	var batch *int64
 	var item *string
-	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item}, func() error {
+	var prio *int16
+	var maxSet *bool
+	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item,
+		&prio, &maxSet}, func() error {
 		res.scanned = scanned
 		if kind == nil {
 			res.waiting = append(res.waiting, waiting{key: f.key, id: f.id, wait: time.Duration(*wait) * time.Microsecond})
 			return nil
 		}
 		j := f
-		j.kind, j.attempt, j.max, j.created, j.holds = *kind, *attempt, *max, *created, *holds
+		j.kind, j.attempt, j.max, j.created, j.holds, j.maxSet = *kind, *attempt, *max, *created, *holds, *maxSet
 		if batch != nil {
 			j.batch = *batch
 		}

@@ -68,9 +68,15 @@ func noStartBetween(events []string, from, to string) error {
 // Processor with cfg, listening for notifications if listen.
 func pauseMember(t *testing.T, pool *pgxpool.Pool, cfg queue.ProcessorConfig, listen bool) (*queue.Processor, *partition.Member) {
 	t.Helper()
+	return groupMember(t, pool, "emails", 8, cfg, listen)
+}
+
+// groupMember is pauseMember for a group of partitions partitions.
+func groupMember(t *testing.T, pool *pgxpool.Pool, group string, partitions int, cfg queue.ProcessorConfig, listen bool) (*queue.Processor, *partition.Member) {
+	t.Helper()
 	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), cfg)
 	pgtest.Must(t, err)
-	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, Run: p.Run,
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: group, Partitions: partitions, Run: p.Run,
 		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second}})
 	pgtest.Must(t, err)
 	lctx, stopListen := context.WithCancel(context.Background())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -43,3 +44,26 @@ func TestPauseResumeCommands(t *testing.T) {
 }
 
 func ignoreOut(_ string, err error) error { return err }
+
+// enqueue --priority stores the priority, jobs show and the --stdin line
+// field carry it, and a priority out of 1..4 is refused.
+func TestEnqueuePriority(t *testing.T) {
+	t.Parallel()
+	url := pgtest.MigratedURL(t)
+	pgtest.Must(t, ignoreOut(runIn(t, "", "groups", "create", "mail", "--partitions", "4", "--database-url", url)))
+	var res []admin.EnqueueResult
+	pgtest.Must(t, runJSON(t, &res, "", "enqueue", "--group", "mail", "--kind", "welcome", "--priority", "3", "--database-url", url))
+	var res2 []admin.EnqueueResult
+	pgtest.Must(t, runJSON(t, &res2, `{"kind": "welcome", "priority": 2}`+"\n", "enqueue", "--stdin", "--group", "mail", "--database-url", url))
+	var views []admin.JobView
+	pgtest.Must(t, runJSON(t, &views, "", "jobs", "show", "--database-url", url, fmt.Sprint(res[0].ID), fmt.Sprint(res2[0].ID)))
+	if len(views) != 2 || views[0].Priority != 3 || views[1].Priority != 2 {
+		t.Fatalf("jobs show: %+v; want priorities 3 and 2", views)
+	}
+	if _, err := runIn(t, "", "enqueue", "--group", "mail", "--kind", "welcome", "--priority", "5", "--database-url", url); !errors.Is(err, admin.ErrBadInput) {
+		t.Fatalf("--priority 5: %v; want ErrBadInput", err)
+	}
+	if _, err := runIn(t, `{"kind": "welcome", "priority": 9}`+"\n", "enqueue", "--stdin", "--group", "mail", "--database-url", url); !errors.Is(err, queue.ErrInvalidJob) {
+		t.Fatalf("a line with priority 9: %v; want ErrInvalidJob", err)
+	}
+}

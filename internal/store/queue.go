@@ -15,19 +15,21 @@ const queueGroups = `SELECT name, partitions FROM {{schema}}.groups WHERE name =
 // on channel $9 (delivered at commit; one notification per partition per
 // transaction), so its owner fetches at once instead of at its next poll;
 // with $9 NULL, none is (the client notifies later). $10 says whether each
-// job holds its key's later jobs while it waits (see migration 0006). The
-// result has one row per input, by ordinality n, with its id, or NULL for a
+// job holds its key's later jobs while it waits (see migration 0006); $11
+// the priorities, $12 whether max_attempts was set by the enqueuer (see
+// migration 0010). The result has one row per input, by ordinality n, with its id, or NULL for a
 // skipped duplicate.
 const queueEnqueue = `
 WITH t AS MATERIALIZED (
-    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, r, u, h, n
-    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[], $10::bool[])
-         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, h, n)
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, r, u, h, pr, ms, n
+    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[], $10::bool[],
+                $11::smallint[], $12::bool[])
+         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, h, pr, ms, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key, holds)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key, holds, priority, max_attempts_set)
     OVERRIDING SYSTEM VALUE
-    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u, h FROM t ORDER BY n
+    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u, h, pr, ms FROM t ORDER BY n
     ON CONFLICT (group_name, unique_key) WHERE unique_key IS NOT NULL AND state = 'pending' AND NOT unique_released DO NOTHING
     RETURNING id, group_name, partition, run_at),
 woken AS (
@@ -51,17 +53,18 @@ WHERE j.id = ANY($1::bigint[]) AND j.group_name = u.g AND j.unique_key = u.k
 // queueEnqueuePlain is queueEnqueue for jobs none of which has a unique key: every
 // row is inserted, so the ids map back to the inputs without a join, and no
 // conflict check runs. $8 is the notification channel (NULL: none), $9
-// the holds flags.
+// the holds flags, $10 the priorities, $11 the max_attempts_set flags.
 const queueEnqueuePlain = `
 WITH t AS MATERIALIZED (
-    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, h, n
-    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $9::bool[])
-         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, h, n)
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, h, pr, ms, n
+    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $9::bool[],
+                $10::smallint[], $11::bool[])
+         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, h, pr, ms, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds, priority, max_attempts_set)
     OVERRIDING SYSTEM VALUE
-    SELECT id, g, p, k, kind, a, m, r, h FROM t ORDER BY n),
+    SELECT id, g, p, k, kind, a, m, r, h, pr, ms FROM t ORDER BY n),
 woken AS (
     SELECT count(*) AS partitions FROM (
         SELECT pg_notify($8, d.p || ':' || d.g)
@@ -88,22 +91,35 @@ SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 // key waits behind) and how long until it is due, so that the owner skips
 // the key for a while.
 //
+// The window is the first $3 due jobs in (priority, run_at, id) order
+// (migration 0010): one probe of jobs_due per priority level (1 to 4), each
+// in (run_at, id) order and at most $3 long, merged. A level without due
+// jobs costs one index descent that finds nothing, so with every job at
+// the default priority the fetch reads what it read before priorities.
+// Priority picks the window; it never reorders a key's jobs, which run in
+// id order whatever their priorities.
+//
 // Its cost is bounded by the window, the jobs in flight and the keys in the
-// window, never by a key's backlog: the window walks jobs_due in (run_at,
-// id) order past the ids in flight, and each key's probe reads at most the
+// window, never by a key's backlog, a low-priority backlog or a future one:
+// each level's probe walks jobs_due in (run_at, id) order past the ids in
+// flight, and each key's probe reads at most the
 // key's jobs in flight plus its jobs in the window. Every step is a
 // MATERIALIZED CTE or a LATERAL probe with its index named by its ORDER BY,
-// so the plan needs no statistics. Rows come in (run_at, id) order, each
-// with the window's size; a key's jobs are run in id order.
+// so the plan needs no statistics. Rows come in (priority, run_at, id)
+// order, each with the window's size; a key's jobs are run in id order.
 const queueFetch = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
 w AS MATERIALIZED (
-    SELECT j.id, j.key
-    FROM {{schema}}.jobs AS j
-    WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending'
-      AND j.run_at <= (SELECT now FROM c)
-      AND j.id <> ALL($4::bigint[]) AND j.key <> ALL($5::text[]) AND j.kind <> ALL($6::text[])
-    ORDER BY j.run_at, j.id
+    SELECT x.id, x.key, x.priority
+    FROM c CROSS JOIN unnest('{1,2,3,4}'::smallint[]) AS l(priority) CROSS JOIN LATERAL (
+        SELECT j.id, j.key, j.priority, j.run_at
+        FROM {{schema}}.jobs AS j
+        WHERE j.group_name = $1 AND j.partition = $2 AND j.priority = l.priority AND j.state = 'pending'
+          AND j.run_at <= c.now
+          AND j.id <> ALL($4::bigint[]) AND j.key <> ALL($5::text[]) AND j.kind <> ALL($6::text[])
+        ORDER BY j.run_at, j.id
+        LIMIT $3) AS x
+    ORDER BY x.priority, x.run_at, x.id
     LIMIT $3),
 k AS MATERIALIZED (
     SELECT w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.key),
@@ -122,15 +138,16 @@ ok AS (
     UNION ALL
     SELECT w.id FROM w WHERE w.key = '')
 SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.holds,
-       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item
+       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item,
+       j.priority, j.max_attempts_set
 FROM ok CROSS JOIN LATERAL (
     SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j -- LIMIT: a primary-key probe per row, never a join over the table
 UNION ALL
 SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
        greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
-       NULL, NULL
+       NULL, NULL, NULL, NULL
 FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
-ORDER BY 11, 1`
+ORDER BY 14, 11, 1`
 
 // queueFetchBefore12 is the fetch the pipeline replaced (issue 12), kept as the
 // baseline of the fetch-cost test and of bench's explain suite, never run
@@ -292,7 +309,7 @@ WHERE id = ANY(ARRAY(
 const queueInspect = `
 SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at, j.created_at,
        j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
-       coalesce(j.batch_id, 0), coalesce(j.batch_item, ''), coalesce(j.followup, ''),
+       coalesce(j.batch_id, 0), coalesce(j.batch_item, ''), coalesce(j.followup, ''), j.priority, j.max_attempts_set,
        (SELECT e.id FROM {{schema}}.jobs AS e
         WHERE j.state = 'pending' AND j.key <> '' AND e.group_name = j.group_name AND e.partition = j.partition
           AND e.key = j.key AND e.key <> '' AND e.state = 'pending' AND e.id < j.id
@@ -379,7 +396,7 @@ SELECT changed.id, (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id)
 const queueList = `
 SELECT id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
        finished_at, finished_token, errors, coalesce(unique_key, ''), holds,
-       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), NULL::bigint
+       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), priority, max_attempts_set, NULL::bigint
 FROM {{schema}}.jobs
 WHERE group_name = $1
   AND ($2::text IS NULL OR state = $2)

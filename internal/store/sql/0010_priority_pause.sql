@@ -20,6 +20,8 @@ CREATE TABLE {{schema}}.pauses (
 -- instead of joining it: one index more would cost every enqueue and
 -- retry.
 ALTER TABLE {{schema}}.jobs ADD COLUMN priority smallint NOT NULL DEFAULT 1 CHECK (priority BETWEEN 1 AND 4);
+DROP INDEX {{schema}}.jobs_due;
+CREATE INDEX jobs_due ON {{schema}}.jobs (group_name, partition, priority, run_at, id) WHERE state = 'pending';
 
 -- Per-kind policy: whether max_attempts was chosen by the enqueuer (true)
 -- or is the client's default (false), which the kind's policy may
