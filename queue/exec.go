@@ -130,7 +130,7 @@ func (r *run) event(f fetched, oc Outcome, d time.Duration, err error) event {
 func (r *run) runOne(hctx context.Context, f fetched, h handler) {
 	p := r.p
 	w := r.work(f)
-	jctx, cancel := p.jobContext(hctx)
+	jctx, cancel := p.jobContext(hctx, h)
 	defer cancel()
 	start := time.Now()
 	if !h.tx {
@@ -154,7 +154,7 @@ func (r *run) runBatch(hctx context.Context, fs []fetched, h handler) {
 	for i, f := range fs {
 		ws[i] = r.work(f)
 	}
-	jctx, cancel := r.p.jobContext(hctx)
+	jctx, cancel := r.p.jobContext(hctx, h)
 	defer cancel()
 	start := time.Now()
 	err := r.p.runTxBatch(jctx, r.o, fs, h, ws)

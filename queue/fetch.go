@@ -81,6 +81,12 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 		if item != nil {
 			j.item = *item
 		}
+		if !j.maxSet && p.cfg.Workers.maxPolicies {
+			// Enqueued without a limit: the kind's policy sets it.
+			if m := p.cfg.Workers.handlers[j.kind].opts.policy.MaxAttempts; m > 0 {
+				j.max = m
+			}
+		}
 		res.jobs = append(res.jobs, j)
 		f.args = nil // ForEachRow scans into the same variables: do not share args
 		return nil

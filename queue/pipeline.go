@@ -372,7 +372,11 @@ func (pl *pipeline) finish(r *run) {
 				continue
 			}
 			ln.unrecorded++
-			if res.rec.state == "pending" && f.holds && res.ev.Outcome != OutcomeInterrupted {
+			holds := f.holds
+			if res.rec.holds != nil { // a policy's FailureHold
+				holds = *res.rec.holds
+			}
+			if res.rec.state == "pending" && holds && res.ev.Outcome != OutcomeInterrupted {
 				pl.stall(ln) // it waits, and its key waits behind it
 			} else {
 				pl.advance(ln)

@@ -330,12 +330,17 @@ func handlerContext(ctx context.Context, o partition.Ownership, grace time.Durat
 	}
 }
 
-// jobContext returns the context of one handler run: hctx with JobTimeout.
-func (p *Processor) jobContext(hctx context.Context) (context.Context, context.CancelFunc) {
-	if p.cfg.JobTimeout < 0 {
+// jobContext returns the context of one run of h: hctx with the timeout
+// of h's policy, else JobTimeout.
+func (p *Processor) jobContext(hctx context.Context, h handler) (context.Context, context.CancelFunc) {
+	timeout, cause := p.cfg.JobTimeout, p.timeoutCause
+	if t := h.opts.policy.Timeout; t != 0 {
+		timeout, cause = t, h.opts.timeoutCause
+	}
+	if timeout < 0 {
 		return context.WithCancel(hctx)
 	}
-	return context.WithTimeoutCause(hctx, p.cfg.JobTimeout, p.timeoutCause)
+	return context.WithTimeoutCause(hctx, timeout, cause)
 }
 
 // runnerIdle is how long a runner goroutine waits for more work.

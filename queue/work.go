@@ -44,6 +44,9 @@ type Workers struct {
 	handlers map[string]handler
 	// dups counts the handlers registered for a kind beyond the first.
 	dups map[string]int
+	// maxPolicies: a handler's policy sets MaxAttempts, so fetched jobs
+	// are looked up (see Processor.fetch); else none is.
+	maxPolicies bool
 }
 
 // NewWorkers returns an empty set of handlers.
@@ -69,11 +72,19 @@ func (ws *Workers) register(kind string, h handler) {
 		return // the first handler stays
 	}
 	ws.handlers[kind] = h
+	if h.opts.policy.MaxAttempts > 0 {
+		ws.maxPolicies = true
+	}
 }
 
 // check returns an error wrapping ErrDuplicateHandler that names the kinds
 // registered more than once, nil if none was.
 func (ws *Workers) check() error {
+	for _, k := range slices.Sorted(maps.Keys(ws.handlers)) {
+		if err := ws.handlers[k].opts.policy.check(); err != nil {
+			return fmt.Errorf("the policy of kind %q: %w", k, err)
+		}
+	}
 	if len(ws.dups) == 0 {
 		return nil
 	}
@@ -89,7 +100,11 @@ func (ws *Workers) check() error {
 type Option func(*handlerOptions)
 
 // handlerOptions holds what a handler's Options set.
-type handlerOptions struct{}
+type handlerOptions struct {
+	policy Policy
+	// timeoutCause is the cause of a context timed out by policy.Timeout.
+	timeoutCause error
+}
 
 // options applies opts.
 func options(opts []Option) handlerOptions {
@@ -99,6 +114,7 @@ func options(opts []Option) handlerOptions {
 			opt(&o)
 		}
 	}
+	o.timeoutCause = o.policy.timeoutCause()
 	return o
 }
 

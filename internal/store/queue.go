@@ -201,7 +201,14 @@ WHERE group_name = $1 AND partition = $2 AND token = $3`
 // refilled), it estimates such an index at one row and walks all of it,
 // every pending job, for every completion (measured: 194 ms for 100 jobs
 // with 200,000 pending, instead of about 1 ms).
-const queueCompleteJobs = `
+const queueCompleteJobs = queueCompleteSet + `$9::bool[]` + queueCompleteWhere
+
+// queueCompleteSet and queueCompleteWhere are queueCompleteJobs around its
+// holds array: the new holds of each job (NULL: unchanged; see
+// Policy.FailureHold in package queue). The queue passes NULL for the
+// whole array unless a policy changes a job's holds, so the statement
+// reads what it read before.
+const queueCompleteSet = `
 UPDATE {{schema}}.jobs AS j
 SET state          = o.state,
     attempt        = j.attempt + o.spent,
@@ -213,13 +220,17 @@ SET state          = o.state,
                           WHEN o.spent = 0 AND j.errors->-1->>'error' = o.error
                                AND j.errors->-1->'attempt' = to_jsonb(j.attempt) THEN j.errors
                      ELSE j.errors || jsonb_build_array(jsonb_build_object(
-                          'attempt', j.attempt + o.spent, 'at', clock_timestamp(), 'error', o.error)) END
-FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[]) AS o(id, state, spent, delay, error)
+                          'attempt', j.attempt + o.spent, 'at', clock_timestamp(), 'error', o.error)) END,
+    holds          = coalesce(o.holds, j.holds)
+FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[], `
+
+const queueCompleteWhere = `) AS o(id, state, spent, delay, error, holds)
 WHERE j.id = o.id AND coalesce(j.state = 'pending', false)`
 
 // queueComplete records the outcomes of jobs in one statement, without a fence:
 // the benchmarks' raw-SQL limit runs it. (The queue runs queueCompleteFenced.)
-const queueComplete = queueCompleteJobs
+// It changes no job's holds.
+const queueComplete = queueCompleteSet + `NULL::bool[]` + queueCompleteWhere
 
 // queueCompleteFenced is queueComplete, fenced, as one statement: it locks the
 // partition's lease row $7 FOR SHARE (so no takeover or renewal can commit
@@ -229,7 +240,8 @@ const queueComplete = queueCompleteJobs
 // round trip instead of BEGIN, check, complete, COMMIT; in a transactional
 // handler's transaction, the lock is held until that commits. It returns
 // the lease's token and liveness (no row: no such lease), how many jobs
-// changed, and NULL (see queueCompleteItems).
+// changed, and NULL (see queueCompleteItems). $9 are the new holds (see
+// queueCompleteSet).
 //
 // It changes no batch item (batch_item IS NULL): those take
 // queueCompleteItems, which counts them. Were an item's outcome ever
