@@ -15,7 +15,8 @@ import (
 // NotifyChannel returns the LISTEN/NOTIFY channel on which enqueues in
 // schema ("" for the default) announce due jobs: "leasehold_jobs_" and 16
 // hex digits of XXH64 of the schema name. The payload is
-// "<partition>:<group>".
+// "<partition>:<group>", or "pause:<group>" when a pause or resume of the
+// group changed (see Client.Pause).
 func NotifyChannel(schema string) string { return store.QueueChannel(schema) }
 
 // wakeKey names one partition of one group.
@@ -117,6 +118,7 @@ func (p *Processor) listen(ctx context.Context) (listened bool, err error) {
 		return false, err
 	}
 	p.wake(wakeKey{}, true)
+	p.pauses.wake() // a pause or resume may have been missed too
 	p.fails.Recovered("listen", "queue: listening for enqueued jobs again")
 	for {
 		n, err := conn.WaitForNotification(ctx)
