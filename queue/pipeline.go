@@ -188,6 +188,7 @@ func (pl *pipeline) thaw() {
 			continue
 		}
 		delete(pl.skip, k)
+		delete(pl.pausedKeys, k)
 		pl.poke = true
 	}
 }
