@@ -121,7 +121,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				args      []any
 			}{
 				{"before (NOT EXISTS per candidate)", st.Queue.FetchBefore12, []any{"g", c.partition, 100}},
-				{"after (window and per-key probe)", fetch, []any{"g", c.partition, 100, ids, skip}},
+				{"after (window and per-key probe)", fetch, []any{"g", c.partition, 100, ids, skip, []string{}}},
 			} {
 				e, err := explainOne(ctx, pool, f.sql, f.args...)
 				if err != nil {

@@ -100,9 +100,15 @@ type JobInfo struct {
 	State       JobState
 	Attempt     int // runs recorded so far
 	MaxAttempts int
-	RunAt       time.Time
-	CreatedAt   time.Time
-	FinishedAt  *time.Time
+	// DefaultMaxAttempts reports that MaxAttempts is the client's default,
+	// the job having been enqueued without one: the Policy.MaxAttempts of
+	// the kind's handler, if it declares one, replaces it when the job runs.
+	DefaultMaxAttempts bool
+	// Priority is the job's priority, 1 (highest) to 4 (see Job).
+	Priority   int
+	RunAt      time.Time
+	CreatedAt  time.Time
+	FinishedAt *time.Time
 	// FinishedToken is the fencing token of the grant that finished the job.
 	FinishedToken *fence.Token
 	// Errors holds the errors recorded on the job, oldest first: one per
@@ -147,16 +153,18 @@ func (c *Client) JobInfo(ctx context.Context, id int64) (JobInfo, error) {
 func scanJob(r pgx.Row) (JobInfo, error) {
 	var j JobInfo
 	var tok, behind, runTok *int64
-	var holds bool
+	var holds, maxSet bool
+	var prio int16
 	var errs []byte
 	var worker *string
 	var since *time.Time
 	err := r.Scan(&j.ID, &j.Group, &j.Partition, &j.Key, &j.Kind, &j.Args, &j.State,
-		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &errs, &j.UniqueKey, &holds, &j.Batch, &j.Item, &j.FollowUp, &behind,
+		&j.Attempt, &j.MaxAttempts, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &tok, &errs, &j.UniqueKey, &holds, &j.Batch, &j.Item, &j.FollowUp, &prio, &maxSet, &behind,
 		&worker, &since, &runTok)
 	if err != nil {
 		return j, err
 	}
+	j.Priority, j.DefaultMaxAttempts = int(prio), !maxSet
 	if worker != nil && since != nil && runTok != nil {
 		j.Running = &RunningInfo{Worker: *worker, Since: *since, Token: fence.Token(*runTok)}
 	}

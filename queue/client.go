@@ -61,6 +61,7 @@ type Client struct {
 	cfg    Config
 	q      store.QueueSQL // q.Channel: the NOTIFY channel of enqueued jobs
 	run    store.RunningSQL
+	pz     store.PauseSQL
 	notify *notifier
 	log    *slog.Logger
 	trace  tracing
@@ -102,7 +103,7 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	pool := db.Pool()
-	c := &Client{pool: pool, cfg: cfg, q: st.Queue, run: st.Running, notify: newNotifier(pool, st.Queue.Channel, cfg.NotifyWindow),
+	c := &Client{pool: pool, cfg: cfg, q: st.Queue, run: st.Running, pz: st.Pause, notify: newNotifier(pool, st.Queue.Channel, cfg.NotifyWindow),
 		batches: batches{q: st.Batch, channel: st.Queue.Channel}, log: db.Logger(),
 		counts: make(map[string]int), trace: newTracing(cfg.TracerProvider, cfg.Propagator)}
 	c.spread.Store(rand.Uint64()) // clients start at different partitions
@@ -149,6 +150,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 	n := len(jobs)
 	groups, keys, kinds, uniques := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	parts, maxes, holds := make([]int32, n), make([]int32, n), make([]bool, n)
+	prios, maxSet := make([]int16, n), make([]bool, n)
 	args, runAts := make([][]byte, n), make([]*time.Time, n)
 	out = make([]Enqueued, n)
 	for i, j := range jobs {
@@ -165,8 +167,9 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 		out[i].Partition = int(parts[i])
 		maxes[i] = int32(c.cfg.MaxAttempts)
 		if j.MaxAttempts > 0 {
-			maxes[i] = int32(j.MaxAttempts)
+			maxes[i], maxSet[i] = int32(j.MaxAttempts), true
 		}
+		prios[i] = int16(max(j.Priority, 1))
 		if !j.RunAt.IsZero() {
 			runAts[i] = &jobs[i].RunAt
 		}
@@ -194,9 +197,9 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 				return nil, err
 			}
 		}
-		rows, err = db.Query(ctx, c.q.Enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds, carrier)
+		rows, err = db.Query(ctx, c.q.Enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds, prios, maxSet, carrier)
 	} else {
-		rows, err = db.Query(ctx, c.q.EnqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds, carrier)
+		rows, err = db.Query(ctx, c.q.EnqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds, prios, maxSet, carrier)
 	}
 	if err != nil {
 		return nil, enqueueErr(err)
@@ -290,9 +293,15 @@ func (c *Client) check(i int, j Job) error {
 		return bad("Ordering", fmt.Sprintf("unknown ordering %d", int(j.Ordering)))
 	case j.MaxAttempts < 0 || j.MaxAttempts > MaxAttempts:
 		return bad("MaxAttempts", fmt.Sprintf("%d is not in 0..%d", j.MaxAttempts, MaxAttempts))
+	case j.Priority < 0 || j.Priority > MaxPriority:
+		return bad("Priority", fmt.Sprintf("%d is not in 1..%d (0: the default, 1)", j.Priority, MaxPriority))
 	}
 	return nil
 }
+
+// MaxPriority is the lowest priority of a job (Job.Priority): priorities
+// run from 1, the highest and the default, to MaxPriority.
+const MaxPriority = 4
 
 // MaxAttempts is the largest attempt limit of a job.
 const MaxAttempts = 1_000_000

@@ -30,7 +30,7 @@ var (
 // enqueued.
 type JobError struct {
 	Index  int    // the job's position in the call
-	Field  string // "Group", "Key", "Args", "Kind", "MaxAttempts" or "UniqueKey"
+	Field  string // "Group", "Key", "Args", "Kind", "MaxAttempts", "Priority" or "UniqueKey"
 	Reason string
 	Err    error // the underlying error, if any (a JSON encoding error)
 }

@@ -20,6 +20,7 @@ type fetched struct {
 	attempt, max int // attempt: spent before this run
 	created      time.Time
 	holds        bool   // holds its key's later jobs while it waits
+	maxSet       bool   // max was set by the enqueuer: no policy replaces it
 	batch        int64  // the job's batch (0: none): an item or a follow-up of it
 	item         string // the job's item key in its batch ("": not an item)
 	trace        []byte // the trace context it was enqueued under (nil: none), see trace.go
@@ -177,7 +178,7 @@ func (r *run) event(f fetched, oc Outcome, d time.Duration, err error) event {
 func (r *run) runOne(hctx context.Context, f fetched, h handler) {
 	p := r.p
 	w := r.work(f)
-	jctx, cancelJob, cancel := p.jobContext(hctx)
+	jctx, cancelJob, cancel := p.jobContext(hctx, h)
 	defer cancel()
 	defer cancelJob(nil)
 	jctx, span := p.trace.startRun(jctx, r.o, f)
@@ -228,7 +229,7 @@ func (r *run) runBatch(hctx context.Context, fs []fetched, h handler) {
 	for i, f := range fs {
 		ws[i] = r.work(f)
 	}
-	jctx, cancelJob, cancel := r.p.jobContext(hctx)
+	jctx, cancelJob, cancel := r.p.jobContext(hctx, h)
 	defer cancel()
 	defer cancelJob(nil)
 	jctx, span := r.p.trace.startBatch(jctx, r.o, fs)

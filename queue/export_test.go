@@ -8,3 +8,20 @@ func PublishRound(p *Processor) int {
 	n, _ := p.round(context.Background())
 	return n
 }
+
+// PauseSkips returns how many times p's partitions left out a fetch (or
+// waited to open their run) because their group was paused.
+func PauseSkips(p *Processor) int64 { return p.pauses.skips.Load() }
+
+// PausePolls returns how many times p read its groups' pauses.
+func PausePolls(p *Processor) int64 { return p.pauses.polls.Load() }
+
+// PauseSeen reports whether p knows group (kind "") or kind of it to be
+// paused.
+func PauseSeen(p *Processor, group, kind string) bool {
+	s := p.pauses.of(group)
+	if kind == "" {
+		return s != nil && s.all
+	}
+	return s.kind(kind)
+}

@@ -19,7 +19,7 @@ type waiting struct {
 
 // fetchResult is what one fetch found.
 type fetchResult struct {
-	jobs    []fetched // in (run_at, id) order
+	jobs    []fetched // in (priority, run_at, id) order
 	waiting []waiting
 	// scanned is how many due jobs the fetch looked at: less than it was
 	// asked to, and the partition has no more due jobs it could see.
@@ -27,7 +27,7 @@ type fetchResult struct {
 }
 
 // fetch reads up to n due jobs of the partition (see queueFetch in internal/store),
-// leaving out the jobs in flight and the keys in skip.
+// leaving out the jobs in flight, the keys in skip and the paused kinds.
 func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string) (res fetchResult, err error) {
 	if p.trace.tracer != nil {
 		defer p.trace.fetched(ctx, time.Now(), o, n, &res, &err)
@@ -48,7 +48,11 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 		return fetchResult{}, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // after the commit: a no-op
-	rows, err := tx.Query(ctx, p.q.Fetch, o.Group, o.Partition, n, inFlight, skip)
+	paused := []string{}
+	if ps := p.pauses.of(o.Group); ps != nil {
+		paused = ps.kinds
+	}
+	rows, err := tx.Query(ctx, p.q.Fetch, o.Group, o.Partition, n, inFlight, skip, paused)
 	if err != nil {
 		return fetchResult{}, err
 	}
@@ -62,19 +66,28 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 	var runAt time.Time
 	var batch *int64
 	var item *string
-	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item, &f.trace}, func() error {
+	var prio *int16
+	var maxSet *bool
+	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item,
+		&prio, &maxSet, &f.trace}, func() error {
 		res.scanned = scanned
 		if kind == nil {
 			res.waiting = append(res.waiting, waiting{key: f.key, id: f.id, wait: time.Duration(*wait) * time.Microsecond})
 			return nil
 		}
 		j := f
-		j.kind, j.attempt, j.max, j.created, j.holds = *kind, *attempt, *max, *created, *holds
+		j.kind, j.attempt, j.max, j.created, j.holds, j.maxSet = *kind, *attempt, *max, *created, *holds, *maxSet
 		if batch != nil {
 			j.batch = *batch
 		}
 		if item != nil {
 			j.item = *item
+		}
+		if !j.maxSet && p.cfg.Workers.maxPolicies {
+			// Enqueued without a limit: the kind's policy sets it.
+			if m := p.cfg.Workers.handlers[j.kind].opts.policy.MaxAttempts; m > 0 {
+				j.max = m
+			}
 		}
 		res.jobs = append(res.jobs, j)
 		f.args, f.trace = nil, nil // ForEachRow scans into the same variables: do not share them

@@ -72,13 +72,13 @@ func TestFetchCostDoesNotGrowWithKeyBacklog(t *testing.T) {
 		}
 		pgtest.Must(t, rows.Err())
 		var plan string
-		cost[p], plan = explain(t, ctx, pool, fetch, "emails", p, 100, inFlight, []string{})
+		cost[p], plan = explain(t, ctx, pool, fetch, "emails", p, 100, inFlight, []string{}, []string{})
 		if strings.Contains(plan, "Seq Scan") {
 			t.Errorf("the fetch plans a sequential scan on an unanalysed table:\n%s", plan)
 		}
 		var got int
 		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM (`+fetch+`) AS f WHERE f.kind IS NOT NULL`,
-			"emails", p, 100, inFlight, []string{}).Scan(&got))
+			"emails", p, 100, inFlight, []string{}, []string{}).Scan(&got))
 		if got != 100 {
 			t.Errorf("partition %d: the fetch returned %d of the key's next jobs; want 100", p, got)
 		}

@@ -101,7 +101,7 @@ func runInline(ctx context.Context, r queuehook.Request) (queuehook.Result, erro
 // whose outcome is then recorded in tx. Nothing is committed.
 func (r *run) runInTx(hctx context.Context, tx pgx.Tx, f fetched, h handler) {
 	w := r.work(f)
-	jctx, cancelJob, cancel := r.p.jobContext(hctx)
+	jctx, cancelJob, cancel := r.p.jobContext(hctx, h)
 	defer cancel()
 	defer cancelJob(nil)
 	start := time.Now()

@@ -35,8 +35,15 @@ type Job struct {
 	// clock).
 	RunAt time.Time
 	// MaxAttempts is how many times the job may run before it is
-	// discarded. Defaults to Config.MaxAttempts.
+	// discarded. Defaults to the kind's Policy.MaxAttempts, declared with
+	// its handler (see WithPolicy), else Config.MaxAttempts.
 	MaxAttempts int
+	// Priority orders the due jobs of a partition: 1 (the highest) to 4
+	// (the lowest), as in River. Among the due jobs of its partition the
+	// owner fetches those of priority 1 first, then 2, and so on, each
+	// level in (RunAt, id) order. It never reorders the jobs of a key, and
+	// does nothing across partitions (see docs/control.md). Defaults to 1.
+	Priority int
 	// UniqueKey, if set, makes a second enqueue with the same unique key in
 	// the same group a no-op while the first job is pending. At most 255
 	// bytes.

@@ -15,7 +15,8 @@ import (
 // NotifyChannel returns the LISTEN/NOTIFY channel on which enqueues in
 // schema ("" for the default) announce due jobs: "leasehold_jobs_" and 16
 // hex digits of XXH64 of the schema name. The payload is
-// "<partition>:<group>"; Client.Cancel also sends
+// "<partition>:<group>"; "pause:<group>" when a pause or resume of the
+// group changed (see Client.Pause); and, from Client.Cancel,
 // "cancel:<id>:<partition>:<group>" for each job it cancels, so that the
 // job's owner cancels its handler if it runs it.
 func NotifyChannel(schema string) string { return store.QueueChannel(schema) }
@@ -134,6 +135,7 @@ func (p *Processor) listen(ctx context.Context) (listened bool, err error) {
 		return false, err
 	}
 	p.wake(wakeKey{}, true)
+	p.pauses.wake() // a pause or resume may have been missed too
 	p.fails.Recovered("listen", "queue: listening for enqueued jobs again")
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -145,6 +147,10 @@ func (p *Processor) listen(ctx context.Context) (listened bool, err error) {
 			continue
 		}
 		part, group, ok := strings.Cut(n.Payload, ":")
+		if ok && part == "pause" {
+			p.pauses.wake()
+			continue
+		}
 		if i, err := strconv.Atoi(part); ok && err == nil {
 			p.wake(wakeKey{group, i}, false)
 		}

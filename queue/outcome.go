@@ -32,6 +32,9 @@ type outcome struct {
 	// item: the job is a batch item, whose finish may finish its batch
 	// (see Processor.record).
 	item bool
+	// holds, if not nil, is the job's new holds (a retry under a policy's
+	// FailureHold): whether it holds its key's later jobs from now on.
+	holds *bool
 }
 
 // outcome maps a handler's result to what becomes of the job.
@@ -61,10 +64,25 @@ func (p *Processor) outcomeOf(f fetched, err error, log *slog.Logger) outcome {
 	}
 	log.Warn("queue: job failed; will retry", "job", f.id, "kind", f.kind, "attempt", f.attempt+1, "err", err)
 	o := failed(f.id, "pending", err)
-	d := p.retry.Delay(f.attempt).Microseconds()
+	pol := p.cfg.Workers.handlers[f.kind].opts.policy
+	var d int64
+	if pol.Backoff != nil {
+		d = max(pol.Backoff(f.attempt+1), 0).Microseconds()
+	} else {
+		d = p.retry.Delay(f.attempt).Microseconds()
+	}
 	o.delay = &d
+	switch {
+	case f.key == "":
+	case pol.FailureHold == HoldKey && !f.holds:
+		o.holds = &holdTrue
+	case pol.FailureHold == ReleaseKey && f.holds:
+		o.holds = &holdFalse
+	}
 	return o
 }
+
+var holdTrue, holdFalse = true, false
 
 func failed(id int64, state string, err error) outcome {
 	msg := storable(err.Error())
@@ -147,14 +165,21 @@ func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o part
 	n := len(outs)
 	ids, states, spent := make([]int64, n), make([]string, n), make([]int32, n)
 	delays, errs := make([]*int64, n), make([]*string, n)
+	var holds []*bool // nil (no change of holds) unless a policy changes one
 	for i, o := range outs {
 		ids[i], states[i], spent[i], delays[i], errs[i] = o.id, o.state, o.spent, o.delay, o.err
+		if o.holds != nil {
+			if holds == nil {
+				holds = make([]*bool, n)
+			}
+			holds[i] = o.holds
+		}
 	}
 	name := o.Lease.Name()
 	var current int64
 	var live bool
 	err = db.QueryRow(ctx, stmt, ids, states, spent, delays, errs, int64(o.Token), name,
-		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10)).Scan(&current, &live, &changed, &drained)
+		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10), holds).Scan(&current, &live, &changed, &drained)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, nil, &fence.FencedError{Resource: name, Held: o.Token, Reason: "no such lease"}

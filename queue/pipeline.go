@@ -63,6 +63,12 @@ type pipeline struct {
 	more   bool      // the last fetch saw a full window: fetch again when there is room
 	poke   bool      // woken, or polled: fetch when there is room
 	thawAt time.Time // the earliest end of a wait in cool or skip (zero: none)
+	// pauseGen is the generation of the Processor's pauses this pipeline
+	// last saw (see pause.go).
+	pauseGen uint64
+	// pausedKeys are the keys in skip whose next job's kind is paused:
+	// skipped no longer once the pauses change.
+	pausedKeys map[string]bool
 }
 
 // pipeline runs o's jobs until ctx or hctx ends or the fence refuses a
@@ -74,7 +80,8 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 	pl := &pipeline{p: p, o: o, log: log, ctx: ctx, hctx: hctx, window: p.cfg.Window, set: set,
 		comp: newCompleter(p, o, log, o.Lease.Context()), // Serve refuses a nil Lease
 		held: make(map[int64]bool), cool: make(map[int64]time.Time), lines: make(map[string]*line),
-		skip: make(map[string]time.Time), done: make(chan *run, p.cfg.Window+1), poke: true}
+		skip: make(map[string]time.Time), done: make(chan *run, p.cfg.Window+1), poke: true,
+		pauseGen: p.pauses.gen.Load(), pausedKeys: make(map[string]bool)}
 	timer := time.NewTimer(p.cfg.PollInterval)
 	defer timer.Stop()
 	for {
@@ -83,6 +90,9 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 			break
 		}
 		if !stopping {
+			if g := p.pauses.gen.Load(); g != pl.pauseGen {
+				pl.pausesChanged(g)
+			}
 			pl.thaw()
 			if pl.wantsFetch() {
 				pl.fetch()
@@ -141,6 +151,11 @@ func (pl *pipeline) wantsFetch() bool {
 	if room <= 0 || !pl.poke && !pl.more {
 		return false
 	}
+	if ps := pl.p.pauses.of(pl.o.Group); ps != nil && ps.all {
+		pl.p.pauses.skips.Add(1)
+		pl.poke, pl.more = false, false // a resume wakes the partition
+		return false
+	}
 	return room >= min(pl.p.cfg.BatchSize, (pl.window+1)/2) || pl.running == 0 && len(pl.ready) == 0
 }
 
@@ -174,6 +189,7 @@ func (pl *pipeline) thaw() {
 			continue
 		}
 		delete(pl.skip, k)
+		delete(pl.pausedKeys, k)
 		pl.poke = true
 	}
 }
@@ -212,7 +228,12 @@ func (pl *pipeline) fetch() {
 		if _, ok := pl.skip[w.key]; !ok {
 			fresh++
 		}
-		t := now.Add(min(w.wait, maxSkip*pl.p.cfg.PollInterval))
+		wait := w.wait
+		if wait <= 0 { // due, but its kind is paused
+			wait = pl.p.cfg.PollInterval
+			pl.pausedKeys[w.key] = true
+		}
+		t := now.Add(min(wait, maxSkip*pl.p.cfg.PollInterval))
 		pl.skip[w.key] = t
 		pl.later(t)
 	}
@@ -297,6 +318,11 @@ func (pl *pipeline) start() {
 	p := pl.p
 	f := pl.ready[0]
 	pl.ready = pl.ready[1:]
+	if ps := p.pauses.of(pl.o.Group); ps.kind(f.kind) {
+		<-p.slots
+		pl.drop(f)
+		return
+	}
 	pl.running++
 	r := &run{p: p, o: pl.o, log: pl.log, set: pl.set}
 	if r.settle(f) {
@@ -348,7 +374,11 @@ func (pl *pipeline) finish(r *run) {
 				continue
 			}
 			ln.unrecorded++
-			if res.rec.state == "pending" && f.holds && res.ev.Outcome != OutcomeInterrupted {
+			holds := f.holds
+			if res.rec.holds != nil { // a policy's FailureHold
+				holds = *res.rec.holds
+			}
+			if res.rec.state == "pending" && holds && res.ev.Outcome != OutcomeInterrupted {
 				pl.stall(ln) // it waits, and its key waits behind it
 			} else {
 				pl.advance(ln)
@@ -415,5 +445,44 @@ func (pl *pipeline) answers() {
 				}
 			}
 		}
+	}
+}
+
+// pausesChanged takes in a change of the Processor's pauses: the keys
+// skipped because their next job's kind was paused are fetched again, and jobs
+// held but not started whose group or kind is paused now are let go.
+func (pl *pipeline) pausesChanged(gen uint64) {
+	pl.pauseGen = gen
+	for k := range pl.pausedKeys {
+		delete(pl.skip, k)
+	}
+	clear(pl.pausedKeys)
+	pl.poke = true
+	ps := pl.p.pauses.of(pl.o.Group)
+	if ps == nil {
+		return
+	}
+	rest := pl.ready[:0]
+	var drop []fetched
+	for _, f := range pl.ready {
+		if ps.kind(f.kind) {
+			drop = append(drop, f)
+		} else {
+			rest = append(rest, f)
+		}
+	}
+	pl.ready = rest
+	for _, f := range drop {
+		pl.drop(f)
+	}
+}
+
+// drop lets go of a job held but not started (its group or kind was
+// paused): it stays pending, and its key's later jobs are let go too,
+// to be fetched again in order.
+func (pl *pipeline) drop(f fetched) {
+	delete(pl.held, f.id)
+	if ln := pl.lines[f.key]; ln != nil {
+		pl.stall(ln)
 	}
 }

@@ -101,6 +101,11 @@ type ProcessorConfig struct {
 	// Config.Propagator): the parent of its run's span. Used only with a
 	// TracerProvider. Defaults to the global one, otel.GetTextMapPropagator().
 	Propagator propagation.TextMapPropagator
+	// PauseInterval is how often the Processor reads the pauses of its
+	// groups (one statement for all of them; see Client.Pause), besides
+	// reading them at once when Listen hears a pause or resume. Defaults
+	// to 1s.
+	PauseInterval time.Duration
 }
 
 // Processor runs the jobs of the partitions a member owns. Pass its Run as
@@ -111,6 +116,7 @@ type Processor struct {
 	cfg   ProcessorConfig
 	q     store.QueueSQL
 	runq  store.RunningSQL
+	pz    store.PauseSQL
 	fence *lease.Fence
 	retry *backoff.Backoff
 	log   *slog.Logger
@@ -122,6 +128,7 @@ type Processor struct {
 	timeoutCause error
 
 	batches batches
+	pauses  pauses
 	// kinds holds the groups whose kinds this Processor has recorded
 	// (see registerKinds).
 	kinds sync.Map
@@ -147,7 +154,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	case cfg.Workers.check() != nil:
 		return nil, fmt.Errorf("%w: Workers: %w", ErrInvalidConfig, cfg.Workers.check())
 	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
-		cfg.UnknownKindDelay < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.PublishInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
+		cfg.UnknownKindDelay < 0 || cfg.PauseInterval < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.PublishInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
 		return nil, fmt.Errorf("%w: negative value", ErrInvalidConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -176,6 +183,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.MinRetry, time.Second)
 	def(&cfg.MaxRetry, time.Hour)
 	def(&cfg.UnknownKindDelay, time.Minute)
+	def(&cfg.PauseInterval, time.Second)
 	def(&cfg.Retention, 24*time.Hour)
 	def(&cfg.RetentionInterval, time.Minute)
 	def(&cfg.PublishInterval, time.Second)
@@ -191,11 +199,13 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, runq: st.Running, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
+	p := &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, runq: st.Running, pz: st.Pause, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		trace: newTracing(cfg.TracerProvider, cfg.Propagator),
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),
-		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}, nil
+		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}
+	p.pauses.p = p
+	return p, nil
 }
 
 // Config returns the Processor's configuration, with defaults filled in.
@@ -243,6 +253,15 @@ func (p *Processor) Serve(ctx context.Context, o partition.Ownership) error {
 	p.registerKinds(ctx, o)
 	set := p.register(o)
 	defer p.unregister(set)
+	// Before the first fetch: a group paused before this worker started
+	// stays paused.
+	defer p.pauses.unwatch(o.Group)
+	if !p.pauses.watch(ctx, o.Group) || !p.pauses.await(ctx, hctx, o.Group, wake) {
+		if hctx.Err() != nil && ctx.Err() == nil {
+			<-ctx.Done() // the lease ended: no job can run under this grant
+		}
+		return nil
+	}
 	var st runState
 	if ok, err := p.open(ctx, hctx, o, log, &st, wake); !ok {
 		return err // fenced, or ended before the previous run's jobs were recovered
@@ -340,15 +359,20 @@ func handlerContext(ctx context.Context, o partition.Ownership, grace time.Durat
 	}
 }
 
-// jobContext returns the context of one handler run: hctx with JobTimeout,
-// and its cancel func taking a cause, for a job cancelled while it runs
-// (ErrJobCancelled, see running.go); cancel releases the timeout.
-func (p *Processor) jobContext(hctx context.Context) (jctx context.Context, cancelJob context.CancelCauseFunc, cancel context.CancelFunc) {
-	if p.cfg.JobTimeout < 0 {
+// jobContext returns the context of one run of h: hctx with the timeout
+// of h's policy, else JobTimeout; and its cancel func taking a cause, for
+// a job cancelled while it runs (ErrJobCancelled, see running.go); cancel
+// releases the timeout.
+func (p *Processor) jobContext(hctx context.Context, h handler) (jctx context.Context, cancelJob context.CancelCauseFunc, cancel context.CancelFunc) {
+	timeout, cause := p.cfg.JobTimeout, p.timeoutCause
+	if t := h.opts.policy.Timeout; t != 0 {
+		timeout, cause = t, h.opts.timeoutCause
+	}
+	if timeout < 0 {
 		jctx, cancelJob = context.WithCancelCause(hctx)
 		return jctx, cancelJob, nothing
 	}
-	tctx, cancel := context.WithTimeoutCause(hctx, p.cfg.JobTimeout, p.timeoutCause)
+	tctx, cancel := context.WithTimeoutCause(hctx, timeout, cause)
 	jctx, cancelJob = context.WithCancelCause(tctx)
 	return jctx, cancelJob, cancel
 }

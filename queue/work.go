@@ -46,6 +46,9 @@ type Workers struct {
 	dups map[string]int
 	// use is the middleware of every handler (see Use).
 	use []Middleware
+	// maxPolicies: a handler's policy sets MaxAttempts, so fetched jobs
+	// are looked up (see Processor.fetch); else none is.
+	maxPolicies bool
 }
 
 // NewWorkers returns an empty set of handlers.
@@ -72,11 +75,19 @@ func (ws *Workers) register(kind string, h handler) {
 	}
 	h.kind = kind
 	ws.handlers[kind] = ws.wrap(h)
+	if h.opts.policy.MaxAttempts > 0 {
+		ws.maxPolicies = true
+	}
 }
 
 // check returns an error wrapping ErrDuplicateHandler that names the kinds
 // registered more than once, nil if none was.
 func (ws *Workers) check() error {
+	for _, k := range slices.Sorted(maps.Keys(ws.handlers)) {
+		if err := ws.handlers[k].opts.policy.check(); err != nil {
+			return fmt.Errorf("the policy of kind %q: %w", k, err)
+		}
+	}
 	if len(ws.dups) == 0 {
 		return nil
 	}
@@ -94,6 +105,9 @@ type Option func(*handlerOptions)
 // handlerOptions holds what a handler's Options set.
 type handlerOptions struct {
 	middleware []Middleware // see WithMiddleware
+	policy     Policy
+	// timeoutCause is the cause of a context timed out by policy.Timeout.
+	timeoutCause error
 }
 
 // options applies opts.
@@ -104,6 +118,7 @@ func options(opts []Option) handlerOptions {
 			opt(&o)
 		}
 	}
+	o.timeoutCause = o.policy.timeoutCause()
 	return o
 }
 

@@ -37,7 +37,7 @@ func newEnqueueCmd() *cobra.Command {
 			}
 			var jobs []admin.InputJob
 			if stdin {
-				for _, f := range []string{"kind", "key", "ordering", "args", "run-at", "delay", "max-attempts", "unique-key"} {
+				for _, f := range []string{"kind", "key", "ordering", "args", "run-at", "delay", "max-attempts", "unique-key", "priority"} {
 					if cmd.Flags().Changed(f) {
 						return fmt.Errorf("--%s with --stdin: give it on each line (only --group is a default for the lines)", f)
 					}
@@ -76,6 +76,7 @@ func newEnqueueCmd() *cobra.Command {
 	f.StringVar(&jf.RunAt, "run-at", "", "when the job is due, RFC 3339 (default now)")
 	f.DurationVar(&jf.Delay, "delay", 0, "make the job due this long from now (database clock)")
 	f.IntVar(&jf.MaxAttempts, "max-attempts", 0, "how many times the job may run (default the queue's, 25)")
+	f.IntVar(&jf.Priority, "priority", 0, "1 (first) to 4: the order of its partition's due jobs (default 1)")
 	f.StringVar(&jf.UniqueKey, "unique-key", "", "enqueue nothing while a pending job of the group has this key")
 	f.BoolVar(&stdin, "stdin", false, "read jobs from standard input, one JSON object per line")
 	return cmd

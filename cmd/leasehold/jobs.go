@@ -85,6 +85,7 @@ func printJob(w io.Writer, v admin.JobView) {
 		t.row("waits behind", fmt.Sprintf("job %d (key %q)", v.WaitingBehind, v.Key))
 	}
 	t.row("attempts", fmt.Sprintf("%d of %d", v.Attempt, v.MaxAttempts))
+	t.row("priority", v.Priority)
 	t.row("run at", v.RunAt.Format(time.RFC3339Nano))
 	t.row("created at", v.CreatedAt.Format(time.RFC3339Nano))
 	if v.FinishedAt != nil {
@@ -147,13 +148,13 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 			if f.State == queue.StateRunning {
 				return printRunning(w, jobs, f.Limit)
 			}
-			t := newTable(w, "ID", "PARTITION", "KEY", "KIND", "STATE", "ATTEMPTS", "RUN AT", "FINISHED AT")
+			t := newTable(w, "ID", "PARTITION", "KEY", "KIND", "STATE", "PRI", "ATTEMPTS", "RUN AT", "FINISHED AT")
 			for _, j := range jobs {
 				fin := "-"
 				if j.FinishedAt != nil {
 					fin = j.FinishedAt.Format(time.RFC3339)
 				}
-				t.row(j.ID, j.Partition, fmt.Sprintf("%q", j.Key), j.Kind, j.State,
+				t.row(j.ID, j.Partition, fmt.Sprintf("%q", j.Key), j.Kind, j.State, j.Priority,
 					fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), j.RunAt.Format(time.RFC3339), fin)
 			}
 			if err := t.flush(); err != nil {

@@ -95,7 +95,8 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newChaosCmd(opts))
 	root.PersistentFlags().BoolVarP(&opts.verbose, "verbose", "v", false, "show the log records of leasehold's components")
 	root.AddCommand(newMigrateCmd(opts), newVersionCmd(), newDemoCmd(opts),
-		newStatusCmd(), newEnqueueCmd(), newJobsCmd(), newGroupsCmd(), newBatchCmd(opts), newPeriodicCmd())
+		newStatusCmd(), newEnqueueCmd(), newJobsCmd(), newGroupsCmd(), newBatchCmd(opts), newPeriodicCmd(),
+		newPauseCmd(), newResumeCmd())
 	return root
 }
 

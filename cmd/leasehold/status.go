@@ -76,6 +76,7 @@ func printGroup(w io.Writer, g admin.GroupStatus, all bool) error {
 	}
 	fmt.Fprintf(w, "group %s: %d partitions (%d held), members: %d live; jobs: %d pending, %d scheduled, %d retrying; oldest due %s\n\n",
 		g.Group, g.PartitionCount, g.Held, g.LiveMembers, g.Pending, g.Scheduled, g.Retrying, oldest)
+	printPauses(w, g.Paused)
 	t := newTable(w, "PARTITION", "OWNER", "TOKEN", "EXPIRES IN", "PENDING", "RETRYING", "SCHEDULED", "OLDEST DUE")
 	hidden := 0
 	for _, p := range g.Partitions {

@@ -47,6 +47,8 @@ type enqueueLine struct {
 	Delay       string          `json:"delay"`
 	MaxAttempts int             `json:"max_attempts"`
 	UniqueKey   string          `json:"unique_key"`
+	// Priority is 1 (the default when absent or 0, first) to 4.
+	Priority int `json:"priority"`
 	// Ordering is "strict" (the default when absent or "") or
 	// "non-blocking".
 	Ordering string `json:"ordering"`
@@ -101,7 +103,9 @@ func parseLine(text []byte, group string) (InputJob, error) {
 	if err != nil {
 		return InputJob{}, err
 	}
-	return jobOf(l.Group, l.Kind, l.Key, ord, l.Args, runAt, l.Delay, l.MaxAttempts, l.UniqueKey)
+	j, err := jobOf(l.Group, l.Kind, l.Key, ord, l.Args, runAt, l.Delay, l.MaxAttempts, l.UniqueKey)
+	j.Job.Priority = l.Priority // checked by the queue, with the line's number
+	return j, err
 }
 
 // decodeObject decodes text, one line holding one JSON object, into v,
@@ -144,6 +148,8 @@ type JobFlags struct {
 	// UniqueKey, if set, enqueues nothing while a pending job of the group
 	// has it.
 	UniqueKey string
+	// Priority is 1 (first) to 4; 0 for the default, 1.
+	Priority int
 }
 
 // Job checks the flags and returns the job they describe. Its errors wrap
@@ -181,6 +187,10 @@ func (f JobFlags) Job() (InputJob, error) {
 		return InputJob{}, bad(err)
 	}
 	j.Delay = f.Delay
+	if f.Priority < 0 || f.Priority > queue.MaxPriority {
+		return InputJob{}, bad(fmt.Errorf("--priority %d is not in 1..%d", f.Priority, queue.MaxPriority))
+	}
+	j.Job.Priority = f.Priority
 	return j, nil
 }
 

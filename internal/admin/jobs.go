@@ -23,9 +23,11 @@ type JobView struct {
 	State       string          `json:"state"`
 	Attempt     int             `json:"attempt"`
 	MaxAttempts int             `json:"max_attempts"`
-	RunAt       time.Time       `json:"run_at"`
-	CreatedAt   time.Time       `json:"created_at"`
-	FinishedAt  *time.Time      `json:"finished_at"`
+	// Priority is 1 (first) to 4.
+	Priority   int        `json:"priority"`
+	RunAt      time.Time  `json:"run_at"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at"`
 	// FinishedToken is the fencing token of the grant that finished the job.
 	FinishedToken *int64 `json:"finished_token"`
 	// Errors has one {"attempt", "at", "error"} object per recorded error.
@@ -54,7 +56,7 @@ type RunningView struct {
 
 func viewOf(j queue.JobInfo) JobView {
 	v := JobView{ID: j.ID, Group: j.Group, Partition: j.Partition, Key: j.Key, Kind: j.Kind, Args: json.RawMessage(j.Args),
-		State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
+		State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Priority: j.Priority, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
 		FinishedAt: j.FinishedAt, Errors: j.Errors, UniqueKey: j.UniqueKey, Ordering: j.Ordering.String(),
 		WaitingBehind: j.WaitingBehind}
 	if j.FinishedToken != nil {

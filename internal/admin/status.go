@@ -35,6 +35,8 @@ type GroupStatus struct {
 	// Waits are the keys whose due jobs wait behind a job that is not due,
 	// the most held up first, at most WaitsLimit.
 	Waits []WaitStatus `json:"waits"`
+	// Paused are the group's pauses: kind "" pauses the whole group.
+	Paused []PauseStatus `json:"paused"`
 	// Running is how many jobs run now, as their partitions' owners
 	// published them (at most a publish interval late; see
 	// docs/running.md); Workers breaks it down by worker.
@@ -132,6 +134,9 @@ func ReadStatus(ctx context.Context, db *leasehold.DB, groups []string) (Status,
 		gs := groupOf(st, stats, now)
 		gs.Waits = waitsOf(waits, now)
 		runningOf(&gs, running)
+		if gs.Paused, err = pausesOf(ctx, q, g); err != nil {
+			return Status{}, err
+		}
 		rep.Groups = append(rep.Groups, gs)
 	}
 	return rep, nil

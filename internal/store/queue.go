@@ -15,21 +15,23 @@ const queueGroups = `SELECT name, partitions FROM {{schema}}.groups WHERE name =
 // on channel $9 (delivered at commit; one notification per partition per
 // transaction), so its owner fetches at once instead of at its next poll;
 // with $9 NULL, none is (the client notifies later). $10 says whether each
-// job holds its key's later jobs while it waits (see migration 0006). $11
-// is the trace carrier stored with every job of the statement (NULL: none;
-// see migration 0013). The
-// result has one row per input, by ordinality n, with its id, or NULL for a
+// job holds its key's later jobs while it waits (see migration 0006); $11
+// the priorities, $12 whether max_attempts was set by the enqueuer (see
+// migration 0010); $13 the trace carrier stored with every job of the
+// statement (NULL: none; see migration 0013). The result has one row per
+// input, by ordinality n, with its id, or NULL for a
 // skipped duplicate.
 const queueEnqueue = `
 WITH t AS MATERIALIZED (
-    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, r, u, h, n
-    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[], $10::bool[])
-         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, h, n)
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, r, u, h, pr, ms, n
+    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[], $10::bool[],
+                $11::smallint[], $12::bool[])
+         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, h, pr, ms, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key, holds, trace)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key, holds, priority, max_attempts_set, trace)
     OVERRIDING SYSTEM VALUE
-    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u, h, $11::jsonb FROM t ORDER BY n
+    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u, h, pr, ms, $13::jsonb FROM t ORDER BY n
     ON CONFLICT (group_name, unique_key) WHERE unique_key IS NOT NULL AND state = 'pending' AND NOT unique_released DO NOTHING
     RETURNING id, group_name, partition, run_at),
 woken AS (
@@ -53,17 +55,19 @@ WHERE j.id = ANY($1::bigint[]) AND j.group_name = u.g AND j.unique_key = u.k
 // queueEnqueuePlain is queueEnqueue for jobs none of which has a unique key: every
 // row is inserted, so the ids map back to the inputs without a join, and no
 // conflict check runs. $8 is the notification channel (NULL: none), $9
-// the holds flags, $10 the trace carrier (NULL: none).
+// the holds flags, $10 the priorities, $11 the max_attempts_set flags, $12
+// the trace carrier (NULL: none).
 const queueEnqueuePlain = `
 WITH t AS MATERIALIZED (
-    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, h, n
-    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $9::bool[])
-         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, h, n)
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, h, pr, ms, n
+    FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $9::bool[],
+                $10::smallint[], $11::bool[])
+         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, h, pr, ms, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds, trace)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds, priority, max_attempts_set, trace)
     OVERRIDING SYSTEM VALUE
-    SELECT id, g, p, k, kind, a, m, r, h, $10::jsonb FROM t ORDER BY n),
+    SELECT id, g, p, k, kind, a, m, r, h, pr, ms, $12::jsonb FROM t ORDER BY n),
 woken AS (
     SELECT count(*) AS partitions FROM (
         SELECT pg_notify($8, d.p || ':' || d.g)
@@ -74,7 +78,11 @@ SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 // partition's owner reads them. $1 group, $2 partition, $3 how many due jobs
 // to look at (the window), $4 the ids the owner has in flight (fetched, not
 // yet recorded: never returned again), $5 keys to skip (the owner knows
-// they wait).
+// they wait), $6 the paused kinds (see migration 0010): never returned.
+// A key whose first job is of a paused kind waits behind it, returned as
+// a waiting row with a wait of 0. The window walks past the due jobs of
+// paused kinds: pausing a kind with a large due backlog makes its
+// partitions' fetches read that backlog until it is resumed.
 //
 // A keyless job is returned as soon as it is in the window: it waits for no
 // other job. For each key in the window, the statement reads the key's first
@@ -86,31 +94,44 @@ SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 // key waits behind) and how long until it is due, so that the owner skips
 // the key for a while.
 //
+// The window is the first $3 due jobs in (priority, run_at, id) order
+// (migration 0010): one probe of jobs_due per priority level (1 to 4), each
+// in (run_at, id) order and at most $3 long, merged. A level without due
+// jobs costs one index descent that finds nothing, so with every job at
+// the default priority the fetch reads what it read before priorities.
+// Priority picks the window; it never reorders a key's jobs, which run in
+// id order whatever their priorities.
+//
 // Its cost is bounded by the window, the jobs in flight and the keys in the
-// window, never by a key's backlog: the window walks jobs_due in (run_at,
-// id) order past the ids in flight, and each key's probe reads at most the
+// window, never by a key's backlog, a low-priority backlog or a future one:
+// each level's probe walks jobs_due in (run_at, id) order past the ids in
+// flight, and each key's probe reads at most the
 // key's jobs in flight plus its jobs in the window. Every step is a
 // MATERIALIZED CTE or a LATERAL probe with its index named by its ORDER BY,
-// so the plan needs no statistics. Rows come in (run_at, id) order, each
-// with the window's size; a key's jobs are run in id order.
+// so the plan needs no statistics. Rows come in (priority, run_at, id)
+// order, each with the window's size; a key's jobs are run in id order.
 const queueFetch = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
 w AS MATERIALIZED (
-    SELECT j.id, j.key
-    FROM {{schema}}.jobs AS j
-    WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending'
-      AND j.run_at <= (SELECT now FROM c)
-      AND j.id <> ALL($4::bigint[]) AND j.key <> ALL($5::text[])
-    ORDER BY j.run_at, j.id
+    SELECT x.id, x.key, x.priority
+    FROM c CROSS JOIN unnest('{1,2,3,4}'::smallint[]) AS l(priority) CROSS JOIN LATERAL (
+        SELECT j.id, j.key, j.priority, j.run_at
+        FROM {{schema}}.jobs AS j
+        WHERE j.group_name = $1 AND j.partition = $2 AND j.priority = l.priority AND j.state = 'pending'
+          AND j.run_at <= c.now
+          AND j.id <> ALL($4::bigint[]) AND j.key <> ALL($5::text[]) AND j.kind <> ALL($6::text[])
+        ORDER BY j.run_at, j.id
+        LIMIT $3) AS x
+    ORDER BY x.priority, x.run_at, x.id
     LIMIT $3),
 k AS MATERIALIZED (
     SELECT w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.key),
 f AS MATERIALIZED (
-    SELECT k.key, e.id, e.run_at, e.run_at <= c.now AS due,
-           bool_and(e.run_at <= c.now) OVER (PARTITION BY k.key ORDER BY e.id) AS runs,
+    SELECT k.key, e.id, e.run_at, e.run_at <= c.now AND e.kind <> ALL($6::text[]) AS due,
+           bool_and(e.run_at <= c.now AND e.kind <> ALL($6::text[])) OVER (PARTITION BY k.key ORDER BY e.id) AS runs,
            row_number() OVER (PARTITION BY k.key ORDER BY e.id) AS pos
     FROM k CROSS JOIN c CROSS JOIN LATERAL (
-        SELECT e.id, e.run_at FROM {{schema}}.jobs AS e
+        SELECT e.id, e.run_at, e.kind FROM {{schema}}.jobs AS e
         WHERE e.group_name = $1 AND e.partition = $2 AND e.key = k.key AND e.key <> ''
           AND e.state = 'pending' AND e.id <> ALL($4::bigint[]) AND (e.holds OR e.run_at <= c.now)
         ORDER BY e.id
@@ -120,15 +141,16 @@ ok AS (
     UNION ALL
     SELECT w.id FROM w WHERE w.key = '')
 SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.holds,
-       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item, j.trace
+       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item,
+       j.priority, j.max_attempts_set, j.trace
 FROM ok CROSS JOIN LATERAL (
     SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j -- LIMIT: a primary-key probe per row, never a join over the table
 UNION ALL
 SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
        greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
-       NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL
 FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
-ORDER BY 11, 1`
+ORDER BY 14, 11, 1`
 
 // queueFetchBefore12 is the fetch the pipeline replaced (issue 12), kept as the
 // baseline of the fetch-cost test and of bench's explain suite, never run
@@ -182,7 +204,14 @@ WHERE group_name = $1 AND partition = $2 AND token = $3`
 // refilled), it estimates such an index at one row and walks all of it,
 // every pending job, for every completion (measured: 194 ms for 100 jobs
 // with 200,000 pending, instead of about 1 ms).
-const queueCompleteJobs = `
+const queueCompleteJobs = queueCompleteSet + `$9::bool[]` + queueCompleteWhere
+
+// queueCompleteSet and queueCompleteWhere are queueCompleteJobs around its
+// holds array: the new holds of each job (NULL: unchanged; see
+// Policy.FailureHold in package queue). The queue passes NULL for the
+// whole array unless a policy changes a job's holds, so the statement
+// reads what it read before.
+const queueCompleteSet = `
 UPDATE {{schema}}.jobs AS j
 SET state          = o.state,
     attempt        = j.attempt + o.spent,
@@ -194,13 +223,17 @@ SET state          = o.state,
                           WHEN o.spent = 0 AND j.errors->-1->>'error' = o.error
                                AND j.errors->-1->'attempt' = to_jsonb(j.attempt) THEN j.errors
                      ELSE j.errors || jsonb_build_array(jsonb_build_object(
-                          'attempt', j.attempt + o.spent, 'at', clock_timestamp(), 'error', o.error)) END
-FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[]) AS o(id, state, spent, delay, error)
+                          'attempt', j.attempt + o.spent, 'at', clock_timestamp(), 'error', o.error)) END,
+    holds          = coalesce(o.holds, j.holds)
+FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[], `
+
+const queueCompleteWhere = `) AS o(id, state, spent, delay, error, holds)
 WHERE j.id = o.id AND coalesce(j.state = 'pending', false)`
 
 // queueComplete records the outcomes of jobs in one statement, without a fence:
 // the benchmarks' raw-SQL limit runs it. (The queue runs queueCompleteFenced.)
-const queueComplete = queueCompleteJobs
+// It changes no job's holds.
+const queueComplete = queueCompleteSet + `NULL::bool[]` + queueCompleteWhere
 
 // queueCompleteFenced is queueComplete, fenced, as one statement: it locks the
 // partition's lease row $7 FOR SHARE (so no takeover or renewal can commit
@@ -210,7 +243,8 @@ const queueComplete = queueCompleteJobs
 // round trip instead of BEGIN, check, complete, COMMIT; in a transactional
 // handler's transaction, the lock is held until that commits. It returns
 // the lease's token and liveness (no row: no such lease), how many jobs
-// changed, and NULL (see queueCompleteItems).
+// changed, and NULL (see queueCompleteItems). $9 are the new holds (see
+// queueCompleteSet).
 //
 // It changes no batch item (batch_item IS NULL): those take
 // queueCompleteItems, which counts them. Were an item's outcome ever
@@ -291,7 +325,7 @@ WHERE id = ANY(ARRAY(
 const queueInspect = `
 SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at, j.created_at,
        j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
-       coalesce(j.batch_id, 0), coalesce(j.batch_item, ''), coalesce(j.followup, ''),
+       coalesce(j.batch_id, 0), coalesce(j.batch_item, ''), coalesce(j.followup, ''), j.priority, j.max_attempts_set,
        (SELECT e.id FROM {{schema}}.jobs AS e
         WHERE j.state = 'pending' AND j.key <> '' AND e.group_name = j.group_name AND e.partition = j.partition
           AND e.key = j.key AND e.key <> '' AND e.state = 'pending' AND e.id < j.id
@@ -401,8 +435,8 @@ LIMIT $6`
 // running list reads its own).
 const listColumns = `id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
        finished_at, finished_token, errors, coalesce(unique_key, ''), holds,
-       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), NULL::bigint,
-       NULL::text, NULL::timestamptz, NULL::bigint`
+       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), priority, max_attempts_set,
+       NULL::bigint, NULL::text, NULL::timestamptz, NULL::bigint`
 
 // queueWaits lists the keys of group $1 whose next job waits (a job holding its
 // place, scheduled for later, retrying or snoozed) while later jobs of the

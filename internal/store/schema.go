@@ -41,6 +41,7 @@ type Statements struct {
 	Partition PartitionSQL
 	Queue     QueueSQL
 	Batch     BatchSQL
+	Pause     PauseSQL
 	Kafka     KafkaSQL
 	Tokens    TokenSQL
 	Running   RunningSQL
@@ -94,6 +95,7 @@ func For(schema string) (*Statements, error) {
 			Lock: r(batchLock), Finish: r(batchFinish), Progress: r(batchProgress), ByID: r(batchByID),
 			Named: r(batchNamed), List: r(batchList),
 		},
+		Pause:   PauseSQL{Pause: r(pausePause), Resume: r(pauseResume), List: r(pauseList), Kinds: r(pauseKinds)},
 		Tokens:  TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
 		Running: RunningSQL{Publish: r(runningPublish), Jobs: r(runningJobs), List: r(runningList)},
 		Periodic: PeriodicSQL{

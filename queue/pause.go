@@ -1,0 +1,383 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrInvalidPause is returned by Client.Pause and Client.Resume for an
+// empty group or a kind longer than 100 bytes.
+var ErrInvalidPause = errors.New("queue: invalid pause")
+
+// Pause is a paused group, or a paused kind of a group, as Client.Paused
+// lists it.
+type Pause struct {
+	Group string
+	// Kind is the paused kind; "" when the whole group is paused.
+	Kind string
+	// At is when it was paused (the database's clock).
+	At time.Time
+	// By names the process that paused it (host and process id).
+	By string
+	// Reason is the reason given to Pause, if any.
+	Reason string
+}
+
+// Pause pauses group (kind "") or one kind of it: its owners stop starting
+// its jobs (the group's, or the kind's) within about a second: at once
+// when they listen for notifications (Processor.Listen), else at their next
+// poll (ProcessorConfig.PauseInterval). Jobs running meanwhile finish, and
+// their outcomes are recorded. The pause is stored in the database: it
+// outlives every worker, and a worker that starts while the group is
+// paused starts none of its paused jobs, until Resume. Pausing what is
+// paused already changes nothing (the first reason is kept). An unknown
+// group gives an error wrapping ErrUnknownGroup.
+func (c *Client) Pause(ctx context.Context, group, kind, reason string) error {
+	if err := checkPause(group, kind); err != nil {
+		return err
+	}
+	var exists bool
+	var n int
+	err := c.pool.QueryRow(ctx, c.pz.Pause, group, kind, pausedBy(), reason, c.q.Channel).Scan(&exists, &n)
+	if err != nil {
+		return fmt.Errorf("queue: pause %q: %w", group, err)
+	}
+	if !exists {
+		return fmt.Errorf("%w: %q", ErrUnknownGroup, group)
+	}
+	if n > 0 {
+		c.log.Info("queue: paused", "group", group, "kind", kind, "reason", reason)
+	}
+	return nil
+}
+
+// Resume ends a pause made by Pause(group, kind): kind "" resumes the
+// group, but leaves the kinds paused on their own paused. The group's
+// owners start its jobs again at once when they listen for notifications,
+// else at their next poll. Resuming what is not paused changes nothing. An
+// unknown group gives an error wrapping ErrUnknownGroup.
+func (c *Client) Resume(ctx context.Context, group, kind string) error {
+	if err := checkPause(group, kind); err != nil {
+		return err
+	}
+	var exists bool
+	var n int
+	if err := c.pool.QueryRow(ctx, c.pz.Resume, group, kind, c.q.Channel).Scan(&exists, &n); err != nil {
+		return fmt.Errorf("queue: resume %q: %w", group, err)
+	}
+	if !exists {
+		return fmt.Errorf("%w: %q", ErrUnknownGroup, group)
+	}
+	if n > 0 {
+		c.log.Info("queue: resumed", "group", group, "kind", kind)
+	}
+	return nil
+}
+
+// Paused lists the pauses of group ("": of every group), by group and
+// kind. An unknown group has none.
+func (c *Client) Paused(ctx context.Context, group string) ([]Pause, error) {
+	var g *string
+	if group != "" {
+		g = &group
+	}
+	rows, err := c.pool.Query(ctx, c.pz.List, g)
+	if err != nil {
+		return nil, fmt.Errorf("queue: list pauses: %w", err)
+	}
+	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Pause, error) {
+		var p Pause
+		err := r.Scan(&p.Group, &p.Kind, &p.At, &p.By, &p.Reason)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: list pauses: %w", err)
+	}
+	return ps, nil
+}
+
+func checkPause(group, kind string) error {
+	switch {
+	case group == "":
+		return fmt.Errorf("%w: group required", ErrInvalidPause)
+	case len(kind) > 100:
+		return fmt.Errorf("%w: kind is %d bytes; at most 100", ErrInvalidPause, len(kind))
+	}
+	return nil
+}
+
+func pausedBy() string {
+	h, _ := os.Hostname()
+	return h + ":" + strconv.Itoa(os.Getpid())
+}
+
+// paused is what an owner knows of one group's pauses.
+type paused struct {
+	all   bool     // the whole group
+	kinds []string // the kinds paused on their own, sorted
+}
+
+// kind reports whether jobs of kind may not start.
+func (ps *paused) kind(k string) bool {
+	return ps != nil && (ps.all || slices.Contains(ps.kinds, k))
+}
+
+// pauses is a Processor's view of the pauses of the groups it runs
+// partitions of: read before a group's first partition starts, then
+// polled by one goroutine per Processor every PauseInterval, and at once
+// when Listen hears a pause or resume. The pipelines read it without a
+// lock (an atomic pointer: nothing per job beyond a load when no group is
+// paused).
+type pauses struct {
+	p     *Processor
+	state atomic.Pointer[map[string]*paused] // groups with a pause
+	gen   atomic.Uint64                      // bumped at every change of state
+	skips atomic.Int64                       // fetches left out because a group was paused (for tests)
+	polls atomic.Int64                       // polls done (for tests)
+
+	refreshing sync.Mutex // one read at a time, published in order
+
+	mu      sync.Mutex
+	watched map[string]int  // group -> partitions running
+	seen    map[string]bool // watched groups whose pauses were read
+	stop    context.CancelFunc
+	kick    chan struct{}
+}
+
+// of returns the pauses of group, nil if none.
+func (ps *pauses) of(group string) *paused {
+	m := ps.state.Load()
+	if m == nil || len(*m) == 0 {
+		return nil
+	}
+	return (*m)[group]
+}
+
+// watch registers a partition of group and, if the group's pauses were not
+// read yet, reads them (retrying until it can, or ctx ends: a partition
+// must not fetch before it knows whether its group is paused). It starts
+// the poll if it is not running. It reports whether it got them.
+func (ps *pauses) watch(ctx context.Context, group string) bool {
+	ps.mu.Lock()
+	if ps.watched == nil {
+		ps.watched = make(map[string]int)
+	}
+	ps.watched[group]++
+	first := ps.watched[group] == 1
+	if ps.stop == nil {
+		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		ps.stop, ps.kick = cancel, make(chan struct{}, 1)
+		go ps.poll(pctx, ps.kick)
+	}
+	ps.mu.Unlock()
+	if !first {
+		// Another partition of the group read them, or is reading them: the
+		// first poll after it covers this one too.
+		return ps.loaded(ctx, group)
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		err := ps.refresh(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() == nil {
+			ps.p.fails.Fail("pauses", "queue: cannot read the group's pauses; its partitions wait", "group", group, "err", err)
+		}
+		t.Reset(ps.p.cfg.PollInterval)
+	}
+}
+
+// loaded waits until group's pauses were read once.
+func (ps *pauses) loaded(ctx context.Context, group string) bool {
+	for {
+		ps.mu.Lock()
+		_, ok := ps.seen[group]
+		ps.mu.Unlock()
+		if ok {
+			return true
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// await waits while the whole group is paused, before a partition's run
+// opens: so that a run taking over from one that ended abruptly does not
+// run the jobs it recovers (see recover.go) in a paused group. It reports
+// whether the group is not paused; false when ctx or hctx ended.
+func (ps *pauses) await(ctx, hctx context.Context, group string, wake <-chan struct{}) bool {
+	for {
+		if s := ps.of(group); s == nil || !s.all {
+			return true
+		}
+		ps.skips.Add(1)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-hctx.Done():
+			return false
+		case <-wake: // a change of the pauses wakes every partition
+		}
+	}
+}
+
+// unwatch unregisters a partition of group; the poll stops with the last.
+func (ps *pauses) unwatch(group string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.watched[group]--; ps.watched[group] <= 0 {
+		delete(ps.watched, group)
+		delete(ps.seen, group)
+	}
+	if len(ps.watched) == 0 && ps.stop != nil {
+		ps.stop()
+		ps.stop, ps.kick = nil, nil
+	}
+}
+
+// wake asks the poll to read the pauses now (Listen heard a change).
+func (ps *pauses) wake() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.kick != nil {
+		select {
+		case ps.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// poll reads the pauses every PauseInterval, and when kicked, until ctx
+// ends.
+func (ps *pauses) poll(ctx context.Context, kick <-chan struct{}) {
+	t := time.NewTimer(ps.p.cfg.PauseInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		case <-t.C:
+		}
+		if err := ps.refresh(ctx); err != nil && ctx.Err() == nil {
+			ps.p.fails.Fail("pauses", "queue: cannot read pauses; the last ones read stay in force", "err", err)
+		} else if err == nil {
+			ps.p.fails.Recovered("pauses", "queue: reading pauses recovered")
+		}
+		t.Reset(ps.p.cfg.PauseInterval)
+	}
+}
+
+// refresh reads the pauses of the watched groups (one statement), and
+// if they changed, publishes them and wakes the partitions.
+func (ps *pauses) refresh(ctx context.Context) error {
+	ps.mu.Lock()
+	groups := make([]string, 0, len(ps.watched))
+	for g := range ps.watched {
+		groups = append(groups, g)
+	}
+	ps.mu.Unlock()
+	ps.refreshing.Lock()
+	defer ps.refreshing.Unlock()
+	rows, err := ps.p.pool.Query(ctx, ps.p.pz.Kinds, groups)
+	if err != nil {
+		return err
+	}
+	next := make(map[string]*paused)
+	var g, k string
+	_, err = pgx.ForEachRow(rows, []any{&g, &k}, func() error {
+		s := next[g]
+		if s == nil {
+			s = &paused{}
+			next[g] = s
+		}
+		if k == "" {
+			s.all = true
+		} else {
+			s.kinds = append(s.kinds, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	ps.polls.Add(1)
+	for _, s := range next {
+		slices.Sort(s.kinds)
+	}
+	prev := ps.state.Load()
+	ps.mu.Lock()
+	if ps.seen == nil {
+		ps.seen = make(map[string]bool)
+	}
+	for _, g := range groups {
+		ps.seen[g] = true
+	}
+	ps.mu.Unlock()
+	if prev != nil && samePauses(*prev, next) || prev == nil && len(next) == 0 {
+		return nil
+	}
+	ps.state.Store(&next)
+	ps.gen.Add(1)
+	for _, g := range groups {
+		var was map[string]*paused
+		if prev != nil {
+			was = *prev
+		}
+		if a, b := was[g], next[g]; !samePaused(a, b) {
+			if b == nil {
+				ps.p.log.Info("queue: group resumed", "group", g)
+			} else {
+				ps.p.log.Info("queue: group paused", "group", g, "whole", b.all, "kinds", b.kinds)
+			}
+		}
+	}
+	ps.p.wake(wakeKey{}, true)
+	return nil
+}
+
+func samePaused(a, b *paused) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.all == b.all && slices.Equal(a.kinds, b.kinds)
+}
+
+func samePauses(a, b map[string]*paused) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for g, s := range a {
+		if !samePaused(s, b[g]) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,191 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/queue"
+)
+
+type prio struct {
+	Key      string `json:"key"`
+	Priority int    `json:"priority"`
+	Seq      int    `json:"seq"`
+}
+
+func (prio) Kind() string { return "prio" }
+
+// checkPriorityOrder checks a run history: keyless jobs ran in priority
+// order (1 first), and each key's jobs in enqueue order (seq), whatever
+// their priorities.
+func checkPriorityOrder(runs []prio) error {
+	last := 0
+	seqs := map[string]int{}
+	for i, r := range runs {
+		if r.Key == "" {
+			if r.Priority < last {
+				return fmt.Errorf("run %d: a priority %d job ran after a priority %d one", i, r.Priority, last)
+			}
+			last = r.Priority
+			continue
+		}
+		if s, ok := seqs[r.Key]; ok && r.Seq < s {
+			return fmt.Errorf("run %d: job %d of key %q ran after job %d", i, r.Seq, r.Key, s)
+		}
+		seqs[r.Key] = r.Seq
+	}
+	return nil
+}
+
+// Jobs of one partition enqueued lowest priority first run highest
+// priority first; a key's jobs run in enqueue order even when the later
+// one has the higher priority. The control: the same jobs in enqueue
+// order (the order before priorities) fail the check.
+func TestPrioritiesOrderAPartition(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	_, err := c.EnsureGroup(ctx, "prio", 1)
+	pgtest.Must(t, err)
+	var jobs []queue.Job
+	var enqueued []prio
+	add := func(key string, priority int) {
+		a := prio{Key: key, Priority: max(priority, 1), Seq: len(jobs)} // 0: the default, 1
+		jobs = append(jobs, queue.Job{Group: "prio", Key: key, Args: a, Priority: priority})
+		enqueued = append(enqueued, a)
+	}
+	add("k", 4) // the key's first job, lowest priority
+	for p := 4; p >= 1; p-- {
+		for range 3 {
+			add("", p)
+		}
+	}
+	add("k", 1) // the key's second, highest priority: still after the first
+	add("", 0)  // the default: 1
+	_, err = c.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+
+	var mu sync.Mutex
+	var runs []prio
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[prio]) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs = append(runs, w.Args)
+		return nil
+	})
+	groupMember(t, pool, "prio", 1, queue.ProcessorConfig{Workers: ws, Concurrency: 1, PollInterval: 20 * time.Millisecond}, true)
+	waitUntil(t, "every job ran", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(runs) == len(jobs)
+	})
+	mu.Lock()
+	got := slices.Clone(runs)
+	mu.Unlock()
+	if err := checkPriorityOrder(got); err != nil {
+		t.Fatalf("%v\nruns: %+v", err, got)
+	}
+	if got[0].Priority != 1 || got[0].Key != "" {
+		t.Fatalf("first run %+v; want a keyless job of priority 1", got[0])
+	}
+	if err := checkPriorityOrder(enqueued); err == nil {
+		t.Fatal("control: the enqueue order passed the check")
+	}
+	waitUntil(t, "every job's completion is recorded", func() bool {
+		var n int
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.jobs WHERE group_name = 'prio' AND state = 'completed'`).Scan(&n))
+		return n == len(jobs)
+	})
+}
+
+func TestPriorityInput(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	_, c := setup(t)
+	for _, p := range []int{-1, 5} {
+		_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: email{}, Priority: p})
+		var je *queue.JobError
+		if !errors.Is(err, queue.ErrInvalidJob) || !errors.As(err, &je) || je.Field != "Priority" {
+			t.Errorf("priority %d: %v; want a *JobError on Priority", p, err)
+		}
+	}
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: email{}, Priority: 3})
+	pgtest.Must(t, err)
+	j, err := c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if j.Priority != 3 || !j.DefaultMaxAttempts {
+		t.Errorf("JobInfo: priority %d, default max attempts %v; want 3, true", j.Priority, j.DefaultMaxAttempts)
+	}
+	res, err = c.Enqueue(ctx, queue.Job{Group: "emails", Args: email{}, MaxAttempts: 3, UniqueKey: "u"})
+	pgtest.Must(t, err)
+	j, err = c.JobInfo(ctx, res.ID)
+	pgtest.Must(t, err)
+	if j.Priority != 1 || j.DefaultMaxAttempts {
+		t.Errorf("JobInfo: priority %d, default max attempts %v; want 1, false", j.Priority, j.DefaultMaxAttempts)
+	}
+}
+
+// The fetch's cost does not grow with a low-priority backlog or a future
+// one: with 50 due jobs of priority 1, it takes them and the first 50 of a
+// priority-4 backlog, touching about as many buffers with 20,000 future
+// priority-1 jobs and 20,000 due priority-4 ones as with 1,000 of each.
+// The control, one scan of jobs_due in (priority, run_at, id) order,
+// walks the future jobs of priority 1 before it reaches priority 4.
+func TestFetchCostDoesNotGrowWithPriorityBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, _ := setup(t)
+	_, err := pool.Exec(ctx, `ALTER TABLE leasehold.jobs SET (autovacuum_enabled = false)`)
+	pgtest.Must(t, err)
+	backlogs := map[int]int{1: 1000, 2: 20000}
+	for p, n := range backlogs {
+		for _, q := range []string{
+			`SELECT 'emails', $1::int, '', 'step', '{}'::jsonb, 25, clock_timestamp() - interval '1 hour' + i * interval '1 microsecond', 1::smallint FROM generate_series(1, 50) AS i WHERE $2::int > 0`,
+			`SELECT 'emails', $1::int, '', 'step', '{}'::jsonb, 25, clock_timestamp() + interval '1 hour' + i * interval '1 microsecond', 1::smallint FROM generate_series(1, $2::int) AS i`,
+			`SELECT 'emails', $1::int, '', 'step', '{}'::jsonb, 25, clock_timestamp() - interval '2 hour' + i * interval '1 microsecond', 4::smallint FROM generate_series(1, $2::int) AS i`,
+		} {
+			_, err := pool.Exec(ctx, `INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at, priority) `+q, p, n)
+			pgtest.Must(t, err)
+		}
+	}
+	st, err := store.For("")
+	pgtest.Must(t, err)
+	naive := `SELECT j.id FROM leasehold.jobs AS j
+		WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_at <= clock_timestamp()
+		ORDER BY j.priority, j.run_at, j.id LIMIT $3`
+	cost, naiveCost := map[int]int{}, map[int]int{}
+	for p := range backlogs {
+		cost[p], _ = explain(t, ctx, pool, st.Queue.Fetch, "emails", p, 100, []int64{}, []string{}, []string{})
+		naiveCost[p], _ = explain(t, ctx, pool, naive, "emails", p, 100)
+		rows, err := pool.Query(ctx, `SELECT f.kind IS NOT NULL, j.priority FROM (`+st.Queue.Fetch+`) AS f JOIN leasehold.jobs AS j USING (id)`,
+			"emails", p, 100, []int64{}, []string{}, []string{})
+		pgtest.Must(t, err)
+		var prios []int16
+		for rows.Next() {
+			var job bool
+			var pr int16
+			pgtest.Must(t, rows.Scan(&job, &pr))
+			prios = append(prios, pr)
+		}
+		pgtest.Must(t, rows.Err())
+		if len(prios) != 100 || prios[0] != 1 || prios[49] != 1 || prios[50] != 4 {
+			t.Errorf("partition %d: the fetch returned priorities %v; want 50 of 1, then 50 of 4", p, prios)
+		}
+	}
+	t.Logf("buffers per fetch: 1,000 %d, 20,000: %d (control: %d and %d)", cost[1], cost[2], naiveCost[1], naiveCost[2])
+	if cost[2] > 2*cost[1]+20 {
+		t.Errorf("a fetch touches %d buffers with 20,000-job backlogs, %d with 1,000: it grows with the backlog", cost[2], cost[1])
+	}
+	if naiveCost[2] < 5*naiveCost[1] {
+		t.Errorf("control: the naive fetch touched %d and %d buffers; want it to grow with the backlog, or this test cannot tell",
+			naiveCost[2], naiveCost[1])
+	}
+}
