@@ -29,8 +29,8 @@ import (
 // The run holds the job's partition's lease for real, so w.Token is a
 // current fencing token and fenced writes in the handler succeed: a worker
 // of the job's group running in the same test must not own that partition
-// (the run fails the test then). The job runs whatever its RunAt, and
-// whether or not an earlier job of its key is pending.
+// (the run fails the test then). The job runs whatever its RunAt, its
+// key's earlier job still pending, or a pause of its kind or group.
 type Worker struct {
 	db     *leasehold.DB
 	p      *queue.Processor

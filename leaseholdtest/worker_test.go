@@ -281,3 +281,53 @@ func TestWorkBatch(t *testing.T) {
 		t.Fatalf("a batch handler in the tx: %+v, %v", res, err)
 	}
 }
+
+// Inline runs honour the handlers' registration options as a Processor
+// does: the kind's Policy (its MaxAttempts for jobs enqueued without a
+// limit, its Timeout) and middleware (Workers.Use).
+func TestWorkHonoursHandlerOptions(t *testing.T) {
+	ctx, db := setupWork(t)
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[Greeting]) error {
+		return errors.New("boom")
+	}, queue.WithPolicy(queue.Policy{MaxAttempts: 1}))
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[Farewell]) error {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(time.Minute):
+			return errors.New("the policy's timeout did not apply")
+		}
+	}, queue.WithPolicy(queue.Policy{Timeout: 10 * time.Millisecond}))
+	var runs []queue.RunJob
+	ws.Use(func(next queue.HandlerFunc) queue.HandlerFunc {
+		return func(ctx context.Context, r *queue.Run) error {
+			runs = append(runs, r.Jobs...)
+			return next(ctx, r)
+		}
+	})
+	w := leaseholdtest.NewWorker(t, db, queue.ProcessorConfig{Workers: ws})
+
+	// Enqueued without a limit: the policy's MaxAttempts (1) applies, so
+	// the first failure discards it.
+	res, err := w.Work(ctx, t, queue.Job{Group: "g", Args: Greeting{"Ada"}})
+	if err == nil || res.Outcome != queue.OutcomeDiscarded || res.Job.State != queue.StateDiscarded {
+		t.Fatalf("a failing run under a policy of 1 attempt: %+v, %v; want discarded", res, err)
+	}
+	// Enqueued with a limit: the enqueuer's limit stands.
+	res, err = w.Work(ctx, t, queue.Job{Group: "g", Args: Greeting{"Grace"}, MaxAttempts: 3})
+	if err == nil || res.Outcome != queue.OutcomeRetried || res.Job.State != queue.StatePending {
+		t.Fatalf("a failing run with MaxAttempts 3: %+v, %v; want retried", res, err)
+	}
+	if len(runs) != 2 || runs[0].MaxAttempts != 1 || runs[1].MaxAttempts != 3 {
+		t.Fatalf("the middleware saw %+v; want 2 runs, of 1 and 3 attempts", runs)
+	}
+
+	res, err = w.Work(ctx, t, queue.Job{Group: "g", Args: Farewell{"Ada"}})
+	if !errors.Is(err, queue.ErrJobTimeout) || res.Outcome != queue.OutcomeRetried {
+		t.Fatalf("a run past the policy's Timeout: %+v, %v; want retried with ErrJobTimeout", res, err)
+	}
+	if len(runs) != 3 || runs[2].ID != res.Job.ID {
+		t.Fatalf("the middleware saw %+v; want the farewell run last", runs)
+	}
+}

@@ -83,12 +83,7 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 		if item != nil {
 			j.item = *item
 		}
-		if !j.maxSet && p.cfg.Workers.maxPolicies {
-			// Enqueued without a limit: the kind's policy sets it.
-			if m := p.cfg.Workers.handlers[j.kind].opts.policy.MaxAttempts; m > 0 {
-				j.max = m
-			}
-		}
+		j.max = p.cfg.Workers.maxAttempts(j.kind, j.max, j.maxSet)
 		res.jobs = append(res.jobs, j)
 		f.args, f.trace = nil, nil // ForEachRow scans into the same variables: do not share them
 		return nil

@@ -55,8 +55,9 @@ func runInline(ctx context.Context, r queuehook.Request) (queuehook.Result, erro
 		return queuehook.Result{}, err
 	}
 	o := partition.Ownership{Group: j.Group, Partition: j.Partition, Token: l.Token(), Lease: l}
-	f := fetched{id: j.ID, key: j.Key, kind: j.Kind, args: j.Args, attempt: j.Attempt, max: j.MaxAttempts,
+	f := fetched{id: j.ID, key: j.Key, kind: j.Kind, args: j.Args, attempt: j.Attempt, maxSet: !j.DefaultMaxAttempts,
 		created: j.CreatedAt, holds: j.Ordering == OrderStrict, batch: j.Batch, item: j.Item}
+	f.max = p.cfg.Workers.maxAttempts(j.Kind, j.MaxAttempts, f.maxSet)
 	rn := &run{p: p, o: o, log: p.log.With("group", o.Group, "partition", o.Partition, "token", int64(o.Token))}
 	hctx, cancel := handlerContext(ctx, o, p.cfg.StopGrace)
 	defer cancel()

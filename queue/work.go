@@ -80,6 +80,20 @@ func (ws *Workers) register(kind string, h handler) {
 	}
 }
 
+// maxAttempts is the attempt limit of a job of kind stored with limit max:
+// max if the enqueuer set it (set), else the kind's Policy.MaxAttempts if
+// it has one, else max (the client's default). Processor.fetch and the
+// inline runs of package leaseholdtest both apply it.
+func (ws *Workers) maxAttempts(kind string, max int, set bool) int {
+	if set || !ws.maxPolicies {
+		return max
+	}
+	if m := ws.handlers[kind].opts.policy.MaxAttempts; m > 0 {
+		return m // enqueued without a limit: the kind's policy sets it
+	}
+	return max
+}
+
 // check returns an error wrapping ErrDuplicateHandler that names the kinds
 // registered more than once, nil if none was.
 func (ws *Workers) check() error {
