@@ -18,12 +18,11 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-// EnvURL and EnvDatabaseURL name the variables Pool reads, in this order,
-// for the server to test on. Its role must be allowed to create schemas.
-const (
-	EnvURL         = pgtest.EnvURL // LEASEHOLD_TEST_DATABASE_URL
-	EnvDatabaseURL = "DATABASE_URL"
-)
+// EnvURL names the variable Pool reads for the server to test on. Its
+// role must be allowed to create schemas. DATABASE_URL is deliberately not
+// read: it often names a developer's working database, in which tests
+// would create and drop schemas.
+const EnvURL = pgtest.EnvURL // LEASEHOLD_TEST_DATABASE_URL
 
 // Run runs the tests of m and then removes the throwaway PostgreSQL
 // cluster Pool started, if it started one. Use it as
@@ -33,8 +32,8 @@ const (
 func Run(m *testing.M) int { return pgtest.Run(m) }
 
 // Pool returns a pool, closed when the test ends, on the database that
-// LEASEHOLD_TEST_DATABASE_URL or else DATABASE_URL names; when neither is
-// set, on a throwaway PostgreSQL cluster started once per test binary from
+// LEASEHOLD_TEST_DATABASE_URL names (DATABASE_URL is not read); when it is
+// not set, on a throwaway PostgreSQL cluster started once per test binary from
 // the installed server binaries (initdb and postgres on PATH or under
 // /usr/lib/postgresql/*/bin; as the "postgres" user when run as root),
 // removed by Run. The test fails if no server can be had. Use DB for a
@@ -42,9 +41,6 @@ func Run(m *testing.M) int { return pgtest.Run(m) }
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	url := os.Getenv(EnvURL)
-	if url == "" {
-		url = os.Getenv(EnvDatabaseURL)
-	}
 	if url == "" {
 		var err error
 		if url, err = pgtest.ServerURL(); err != nil {

@@ -73,3 +73,14 @@ func TestTx(t *testing.T) {
 		t.Fatal("the table outlived the test's transaction")
 	}
 }
+
+// Pool does not read DATABASE_URL, which often names a developer's working
+// database: pointed at no server, it is ignored.
+func TestPoolIgnoresDatabaseURL(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://nobody@127.0.0.1:1/not_for_tests?connect_timeout=2")
+	pool := leaseholdtest.Pool(t)
+	ctx := context2m(t)
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+}

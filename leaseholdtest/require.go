@@ -19,8 +19,10 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-// maxJobs is the most jobs of one kind an assertion reads.
-const maxJobs = 10_000
+// maxJobs is the most jobs of one kind (in any state) an assertion reads:
+// with more, it fails rather than judge on some of them. A variable for
+// the package's tests.
+var maxJobs = 10_000
 
 // maxListed is the most jobs a failure message lists.
 const maxListed = 10
@@ -217,12 +219,17 @@ func jobsOf(ctx context.Context, t testing.TB, db *leasehold.DB, q fence.Querier
 		t.Fatalf("leaseholdtest: a nil *leasehold.DB or querier")
 		return nil, false
 	}
-	v, err := queuehook.Jobs(ctx, db, q, kind, maxJobs)
+	v, err := queuehook.Jobs(ctx, db, q, kind, maxJobs+1)
 	if err != nil {
 		t.Fatalf("leaseholdtest: read the jobs of kind %q: %v", kind, err)
 		return nil, false
 	}
 	js, _ := v.([]queue.JobInfo)
+	if len(js) > maxJobs {
+		t.Fatalf("leaseholdtest: more than %d jobs of kind %q (in any state) in schema %s: "+
+			"the assertions read at most %d jobs of a kind, and would judge on some of them only", maxJobs, kind, db.Schema(), maxJobs)
+		return nil, false
+	}
 	return js, true
 }
 

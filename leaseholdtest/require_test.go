@@ -182,3 +182,27 @@ func TestRequireEnqueuedTx(t *testing.T) {
 	}
 	mustFail(t, func(tb testing.TB) { leaseholdtest.RequireEnqueued[Greeting](ctx, tb, db, nil) }, `no job of kind "greeting"`)
 }
+
+// The assertions read a bounded number of jobs of a kind: beyond it they
+// fail, saying so, rather than judge on the oldest jobs only (where
+// RequireNotEnqueued would pass and RequireEnqueued fail wrongly).
+func TestRequireTooManyJobs(t *testing.T) {
+	ctx := context2m(t)
+	db := leaseholdtest.DB(t, leaseholdtest.Pool(t))
+	defer leaseholdtest.SetMaxJobs(2)()
+	enqueue(t, db, queue.Job{Group: "g", Args: Greeting{"Ada"}}, queue.Job{Group: "g", Args: Greeting{"Grace"}})
+	// At the limit: read in full.
+	leaseholdtest.RequireEnqueued[Greeting](ctx, t, db, &leaseholdtest.RequireOpts{Args: Greeting{"Grace"}})
+
+	enqueue(t, db, queue.Job{Group: "g", Args: Greeting{"Zed"}})
+	const want = `more than 2 jobs of kind "greeting"`
+	mustFail(t, func(tb testing.TB) {
+		leaseholdtest.RequireNotEnqueued[Greeting](ctx, tb, db, &leaseholdtest.RequireOpts{Args: Greeting{"Zed"}})
+	}, want)
+	mustFail(t, func(tb testing.TB) {
+		leaseholdtest.RequireEnqueued[Greeting](ctx, tb, db, &leaseholdtest.RequireOpts{Args: Greeting{"Zed"}})
+	}, want)
+	mustFail(t, func(tb testing.TB) {
+		leaseholdtest.RequireManyEnqueued(ctx, tb, db, []leaseholdtest.Expected{{Kind: "greeting"}, {Kind: "greeting"}, {Kind: "greeting"}})
+	}, want)
+}
