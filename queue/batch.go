@@ -94,8 +94,12 @@ type FollowUp struct {
 	Args Args
 	// Key is the job's key (see Job.Key). Defaults to none.
 	Key string
-	// MaxAttempts is the job's attempt limit. Defaults to Config.MaxAttempts.
+	// MaxAttempts is the job's attempt limit. Defaults to the kind's
+	// Policy.MaxAttempts (see WithPolicy), else Config.MaxAttempts.
 	MaxAttempts int
+	// Priority is the job's priority, as Job.Priority: 1 (the highest) to
+	// MaxPriority. Defaults to 1.
+	Priority int
 }
 
 // BatchSpec describes a batch to create.
@@ -127,6 +131,11 @@ type followSpec struct {
 	Key         string          `json:"key"`
 	Partition   int             `json:"partition"`
 	MaxAttempts int             `json:"max_attempts"`
+	// DefaultMax: MaxAttempts is Config.MaxAttempts, the FollowUp having
+	// none, so the kind's policy may replace it. (Omitted: set, as stored
+	// before the field existed.)
+	DefaultMax bool `json:"default_max,omitempty"`
+	Priority   int  `json:"priority,omitempty"` // omitted: 1
 }
 
 // CreateBatch creates a batch, unsealed and empty. Creating it again with
@@ -153,7 +162,7 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (BatchInfo, er
 		}
 		which := [...]string{"complete", "success"}[i]
 		field := [...]string{"OnComplete", "OnSuccess"}[i]
-		j := Job{Group: spec.Group, Key: f.Key, Args: f.Args, MaxAttempts: f.MaxAttempts}
+		j := Job{Group: spec.Group, Key: f.Key, Args: f.Args, MaxAttempts: f.MaxAttempts, Priority: f.Priority}
 		if err := c.check(i, j); err != nil {
 			return BatchInfo{}, fmt.Errorf("%w: %s: %w", ErrInvalidBatch, field, err)
 		}
@@ -164,9 +173,12 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (BatchInfo, er
 		if strings.ContainsRune(f.Key, 0) || hasNUL(args) {
 			return BatchInfo{}, fmt.Errorf("%w: %s: Key or Args hold a NUL character, which PostgreSQL cannot store", ErrInvalidBatch, field)
 		}
-		fs := followSpec{Kind: f.Args.Kind(), Args: args, Key: f.Key, MaxAttempts: c.cfg.MaxAttempts}
+		fs := followSpec{Kind: f.Args.Kind(), Args: args, Key: f.Key, MaxAttempts: c.cfg.MaxAttempts, DefaultMax: true}
 		if f.MaxAttempts > 0 {
-			fs.MaxAttempts = f.MaxAttempts
+			fs.MaxAttempts, fs.DefaultMax = f.MaxAttempts, false
+		}
+		if f.Priority > 1 {
+			fs.Priority = f.Priority
 		}
 		// A keyless follow-up's partition follows from the batch's name, so
 		// that creating the batch again resolves it the same.

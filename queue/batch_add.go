@@ -30,8 +30,12 @@ type Item struct {
 	// Args are the job's arguments. Required.
 	Args Args
 	// MaxAttempts is how many times the item may run before it is
-	// discarded. Defaults to Config.MaxAttempts.
+	// discarded. Defaults to the kind's Policy.MaxAttempts (see
+	// WithPolicy), else Config.MaxAttempts.
 	MaxAttempts int
+	// Priority orders the item among its partition's due jobs, as
+	// Job.Priority: 1 (the highest) to MaxPriority. Defaults to 1.
+	Priority int
 }
 
 // Added counts what adding items did.
@@ -127,6 +131,8 @@ type chunk struct {
 	maxes       []int32
 	ids         []string
 	holds       []bool
+	prios       []int16
+	maxSet      []bool         // the producer set the item's MaxAttempts
 	at          []int          // each item's index in the call
 	seen        map[string]int // item key -> position in the chunk
 	dups        int            // items repeated within the chunk
@@ -138,7 +144,8 @@ func (c *Client) newChunk(group, name string, size int) (*chunk, error) {
 	}
 	return &chunk{group: group, name: name, parts: make([]int32, 0, size), keys: make([]string, 0, size),
 		kinds: make([]string, 0, size), args: make([][]byte, 0, size), maxes: make([]int32, 0, size),
-		ids: make([]string, 0, size), holds: make([]bool, 0, size), at: make([]int, 0, size), seen: make(map[string]int, size)}, nil
+		ids: make([]string, 0, size), holds: make([]bool, 0, size), prios: make([]int16, 0, size), maxSet: make([]bool, 0, size),
+		at: make([]int, 0, size), seen: make(map[string]int, size)}, nil
 }
 
 func (ch *chunk) n() int { return len(ch.ids) + ch.dups }
@@ -147,6 +154,7 @@ func (ch *chunk) reset(base int) {
 	ch.base = base
 	ch.parts, ch.keys, ch.kinds, ch.args = ch.parts[:0], ch.keys[:0], ch.kinds[:0], ch.args[:0]
 	ch.maxes, ch.ids, ch.holds, ch.at = ch.maxes[:0], ch.ids[:0], ch.holds[:0], ch.at[:0]
+	ch.prios, ch.maxSet = ch.prios[:0], ch.maxSet[:0]
 	clear(ch.seen)
 	ch.dups = 0
 }
@@ -162,7 +170,7 @@ func (ch *chunk) add(c *Client, i int, it Item) error {
 	case strings.ContainsRune(it.Key, 0):
 		return bad(ErrInvalidItem, "Key: contains NUL")
 	}
-	if err := c.check(i, Job{Group: ch.group, Key: it.Key, Args: it.Args, MaxAttempts: it.MaxAttempts}); err != nil {
+	if err := c.check(i, Job{Group: ch.group, Key: it.Key, Args: it.Args, MaxAttempts: it.MaxAttempts, Priority: it.Priority}); err != nil {
 		return bad(errors.Join(ErrInvalidItem, err), "%v", err)
 	}
 	b, err := json.Marshal(it.Args)
@@ -187,6 +195,11 @@ func (ch *chunk) add(c *Client, i int, it Item) error {
 	ch.seen[it.ID] = len(ch.ids)
 	ch.keys, ch.kinds, ch.args = append(ch.keys, it.Key), append(ch.kinds, it.Args.Kind()), append(ch.args, b)
 	ch.maxes, ch.ids, ch.holds = append(ch.maxes, max), append(ch.ids, it.ID), append(ch.holds, true)
+	prio := int16(1)
+	if it.Priority > 1 {
+		prio = int16(it.Priority)
+	}
+	ch.prios, ch.maxSet = append(ch.prios, prio), append(ch.maxSet, it.MaxAttempts > 0)
 	ch.at = append(ch.at, i)
 	return nil
 }
@@ -229,7 +242,7 @@ func (c *Client) addChunk(ctx context.Context, ch *chunk) (Added, error) {
 	case sealed:
 		return Added{}, fmt.Errorf("%w: %q in group %q: no items can be added", ErrBatchSealed, ch.name, ch.group)
 	}
-	rows, err := tx.Query(ctx, c.batches.q.Add, id, ch.group, ch.parts, ch.keys, ch.kinds, ch.args, ch.maxes, ch.ids, ch.holds, c.q.Channel)
+	rows, err := tx.Query(ctx, c.batches.q.Add, id, ch.group, ch.parts, ch.keys, ch.kinds, ch.args, ch.maxes, ch.ids, ch.holds, c.q.Channel, ch.prios, ch.maxSet)
 	if err != nil {
 		return Added{}, store.Classify("queue", "add items", ch.name, err)
 	}

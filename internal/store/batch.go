@@ -73,20 +73,22 @@ FOR KEY SHARE`
 
 // batchAdd adds items to batch $1 of group $2, in input order ($3
 // partitions, $4 keys, $5 kinds, $6 args, $7 max attempts, $8 item keys,
-// $9 holds), due now. An item whose key the batch has already is skipped.
+// $9 holds, $11 priorities, $12 whether each max attempts was set by the
+// producer, else the kind's policy may replace it), due now. An item whose key the batch has already is skipped.
 // The totals of the partitions that got items grow; each is notified on
 // channel $10 (at commit). It returns the input ordinals of the skipped
 // items.
 const batchAdd = `
 WITH t AS MATERIALIZED (
-    SELECT nextval('{{schema}}.jobs_id_seq') AS id, p, k, kind, a, m, item, h, n
-    FROM unnest($3::int[], $4::text[], $5::text[], $6::jsonb[], $7::int[], $8::text[], $9::bool[])
-         WITH ORDINALITY AS t(p, k, kind, a, m, item, h, n)
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, p, k, kind, a, m, item, h, pr, ms, n
+    FROM unnest($3::int[], $4::text[], $5::text[], $6::jsonb[], $7::int[], $8::text[], $9::bool[], $11::smallint[], $12::bool[])
+         WITH ORDINALITY AS t(p, k, kind, a, m, item, h, pr, ms, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds, batch_id, batch_item)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds, batch_id, batch_item,
+                                 priority, max_attempts_set)
     OVERRIDING SYSTEM VALUE
-    SELECT id, $2, p, k, kind, a, m, clock_timestamp(), h, $1, item FROM t ORDER BY n
+    SELECT id, $2, p, k, kind, a, m, clock_timestamp(), h, $1, item, pr, ms FROM t ORDER BY n
     ON CONFLICT (batch_id, batch_item) WHERE batch_item IS NOT NULL DO NOTHING
     RETURNING id, partition),
 tot AS (
@@ -241,9 +243,11 @@ f AS MATERIALIZED (
          AS w(which, spec, due)
     WHERE w.due AND w.spec IS NOT NULL),
 ins AS (
-    INSERT INTO {{schema}}.jobs (group_name, partition, key, kind, args, max_attempts, run_at, holds, batch_id, followup)
+    INSERT INTO {{schema}}.jobs (group_name, partition, key, kind, args, max_attempts, run_at, holds, batch_id, followup,
+                                 priority, max_attempts_set)
     SELECT f.group_name, (f.spec->>'partition')::int, f.spec->>'key', f.spec->>'kind', f.spec->'args',
-           (f.spec->>'max_attempts')::int, clock_timestamp(), true, f.id, f.which
+           (f.spec->>'max_attempts')::int, clock_timestamp(), true, f.id, f.which,
+           coalesce((f.spec->>'priority')::smallint, 1), NOT coalesce((f.spec->>'default_max')::bool, false)
     FROM f
     RETURNING id, group_name, partition, batch_id, followup),
 up AS (
