@@ -84,7 +84,11 @@ func printJob(w io.Writer, v admin.JobView) {
 	if v.WaitingBehind != 0 {
 		t.row("waits behind", fmt.Sprintf("job %d (key %q)", v.WaitingBehind, v.Key))
 	}
-	t.row("attempts", fmt.Sprintf("%d of %d", v.Attempt, v.MaxAttempts))
+	attempts := fmt.Sprintf("%d of %d", v.Attempt, v.MaxAttempts)
+	if v.DefaultMaxAttempts {
+		attempts += " (default; a kind's policy may override)"
+	}
+	t.row("attempts", attempts)
 	t.row("priority", v.Priority)
 	t.row("run at", v.RunAt.Format(time.RFC3339Nano))
 	t.row("created at", v.CreatedAt.Format(time.RFC3339Nano))
@@ -155,11 +159,12 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 					fin = j.FinishedAt.Format(time.RFC3339)
 				}
 				t.row(j.ID, j.Partition, fmt.Sprintf("%q", j.Key), j.Kind, j.State, j.Priority,
-					fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), j.RunAt.Format(time.RFC3339), fin)
+					attempts(j.Attempt, j), j.RunAt.Format(time.RFC3339), fin)
 			}
 			if err := t.flush(); err != nil {
 				return err
 			}
+			defaultNote(w, jobs)
 			if limit := orDefault(f.Limit, 50); len(jobs) == limit {
 				fmt.Fprintf(w, "(%d jobs, the limit: --before %d lists the next ones)\n", limit, jobs[len(jobs)-1].ID)
 			}
@@ -185,11 +190,12 @@ func printRunning(w io.Writer, jobs []admin.JobView, limit int) error {
 		if r := j.Running; r != nil {
 			worker, since = r.Worker, r.Since.Format(time.RFC3339)
 		}
-		t.row(j.ID, j.Partition, fmt.Sprintf("%q", j.Key), j.Kind, worker, since, fmt.Sprintf("%d/%d", j.Attempt+1, j.MaxAttempts))
+		t.row(j.ID, j.Partition, fmt.Sprintf("%q", j.Key), j.Kind, worker, since, attempts(j.Attempt+1, j))
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
+	defaultNote(w, jobs)
 	if limit = orDefault(limit, 50); len(jobs) == limit {
 		fmt.Fprintf(w, "(%d jobs, the limit: --before %d lists the next ones)\n", limit, jobs[len(jobs)-1].ID)
 	}
@@ -202,4 +208,25 @@ func orDefault(v, def int) int {
 		return def
 	}
 	return v
+}
+
+// attempts renders attempt n of job j's limit, "3/25", marked "3/25*" when
+// the limit is the client's default, which a kind's policy may replace
+// (the CLI does not know the workers' policies).
+func attempts(n int, j admin.JobView) string {
+	s := fmt.Sprintf("%d/%d", n, j.MaxAttempts)
+	if j.DefaultMaxAttempts {
+		s += "*"
+	}
+	return s
+}
+
+// defaultNote explains the mark of attempts, if a job has it.
+func defaultNote(w io.Writer, jobs []admin.JobView) {
+	for _, j := range jobs {
+		if j.DefaultMaxAttempts {
+			fmt.Fprintln(w, "(*: the default attempt limit; a kind's policy may override it)")
+			return
+		}
+	}
 }

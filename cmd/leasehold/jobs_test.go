@@ -211,3 +211,31 @@ func TestJobsShowWaitingBehind(t *testing.T) {
 		t.Errorf("human output of the keyless job: %q", rows)
 	}
 }
+
+// The attempt limit a job was enqueued without is marked as the default,
+// which a kind's policy may override; an explicit one is not.
+func TestJobsMarkTheDefaultAttemptLimit(t *testing.T) {
+	t.Parallel()
+	url, _ := adminDB(t)
+	var res []admin.EnqueueResult
+	pgtest.Must(t, runJSON(t, &res, `{"group":"g","kind":"a","args":{}}`+"\n"+`{"group":"g","kind":"a","args":{},"max_attempts":5}`+"\n",
+		"enqueue", "--database-url", url, "-"))
+	var views []admin.JobView
+	pgtest.Must(t, runJSON(t, &views, "", "jobs", "show", "--database-url", url, fmt.Sprint(res[0].ID), fmt.Sprint(res[1].ID)))
+	if len(views) != 2 || !views[0].DefaultMaxAttempts || views[1].DefaultMaxAttempts || views[1].MaxAttempts != 5 {
+		t.Fatalf("show --json: %+v; want the first job's limit default, the second's 5 and not", views)
+	}
+	const note = "(default; a kind's policy may override)"
+	out, err := runIn(t, "", "jobs", "show", "--database-url", url, fmt.Sprint(res[0].ID))
+	if err != nil || !strings.Contains(out, "0 of 25 "+note) {
+		t.Errorf("show of a default limit: %v\n%s", err, out)
+	}
+	out, err = runIn(t, "", "jobs", "show", "--database-url", url, fmt.Sprint(res[1].ID))
+	if err != nil || !strings.Contains(out, "0 of 5") || strings.Contains(out, note) {
+		t.Errorf("show of an explicit limit: %v\n%s", err, out)
+	}
+	out, err = runIn(t, "", "jobs", "list", "--database-url", url, "--group", "g")
+	if err != nil || !strings.Contains(out, "0/25*") || !strings.Contains(out, "0/5 ") || !strings.Contains(out, "(*: the default attempt limit") {
+		t.Errorf("list: %v\n%s", err, out)
+	}
+}

@@ -23,6 +23,10 @@ type JobView struct {
 	State       string          `json:"state"`
 	Attempt     int             `json:"attempt"`
 	MaxAttempts int             `json:"max_attempts"`
+	// DefaultMaxAttempts reports that MaxAttempts is the enqueuing client's
+	// default, the job having been enqueued without a limit: the kind's
+	// policy (queue.Policy.MaxAttempts), which workers apply, may replace it.
+	DefaultMaxAttempts bool `json:"default_max_attempts"`
 	// Priority is 1 (first) to 4.
 	Priority   int        `json:"priority"`
 	RunAt      time.Time  `json:"run_at"`
@@ -56,7 +60,7 @@ type RunningView struct {
 
 func viewOf(j queue.JobInfo) JobView {
 	v := JobView{ID: j.ID, Group: j.Group, Partition: j.Partition, Key: j.Key, Kind: j.Kind, Args: json.RawMessage(j.Args),
-		State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Priority: j.Priority, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
+		State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, DefaultMaxAttempts: j.DefaultMaxAttempts, Priority: j.Priority, RunAt: j.RunAt, CreatedAt: j.CreatedAt,
 		FinishedAt: j.FinishedAt, Errors: j.Errors, UniqueKey: j.UniqueKey, Ordering: j.Ordering.String(),
 		WaitingBehind: j.WaitingBehind}
 	if j.FinishedToken != nil {
