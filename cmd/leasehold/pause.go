@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,10 +26,16 @@ func newPauseCmd() *cobra.Command {
 				return err
 			}
 			defer done()
-			if err := admin.Pause(ctx, h, args[0], kind, reason); err != nil {
+			known, err := admin.Pause(ctx, h, args[0], kind, reason)
+			if err != nil {
 				return admin.Explain(ctx, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "paused %s\n", what(args[0], kind))
+			if !known {
+				// Paused all the same: the handler may not be deployed yet.
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: no worker of group %s has recorded a handler for kind %q "+
+					"(a typo?); it is paused, and stays paused until `leasehold resume %s --kind %s`\n", args[0], kind, args[0], kind)
+			}
 			return nil
 		},
 	}
@@ -80,7 +87,7 @@ func printPauses(w io.Writer, ps []admin.PauseStatus) {
 		if p.Kind != "" {
 			what = "PAUSED: kind " + p.Kind
 		}
-		fmt.Fprintf(w, "%s since %s by %s", what, p.At, orDash(p.By))
+		fmt.Fprintf(w, "%s since %s by %s", what, p.At.Format(time.RFC3339), orDash(p.By))
 		if p.Reason != "" {
 			fmt.Fprintf(w, ": %s", p.Reason)
 		}

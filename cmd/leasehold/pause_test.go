@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/admin"
 	"github.com/leasehold/leasehold/internal/pgtest"
@@ -65,5 +66,37 @@ func TestEnqueuePriority(t *testing.T) {
 	}
 	if _, err := runIn(t, `{"kind": "welcome", "priority": 9}`+"\n", "enqueue", "--stdin", "--group", "mail", "--database-url", url); !errors.Is(err, queue.ErrInvalidJob) {
 		t.Fatalf("a line with priority 9: %v; want ErrInvalidJob", err)
+	}
+}
+
+// pause --kind warns on stderr when no worker of the group recorded a
+// handler for the kind (a typo pauses nothing that runs), and pauses it
+// all the same; status --json gives the pause's time to the microsecond.
+func TestPauseUnknownKindWarns(t *testing.T) {
+	t.Parallel()
+	url := pgtest.MigratedURL(t)
+	pgtest.Must(t, ignoreOut(runIn(t, "", "groups", "create", "mail", "--partitions", "4", "--database-url", url)))
+	pool := pgtest.PoolURL(t, url)
+	ctx := pgtest.Context(t)
+	_, err := pool.Exec(ctx, `INSERT INTO leasehold.group_kinds (group_name, kind) VALUES ('mail', 'welcome')`)
+	pgtest.Must(t, err)
+	const warning = "warning: no worker of group mail has recorded a handler for kind"
+	out, err := run(t, "pause", "mail", "--kind", "welcome", "--database-url", url)
+	if err != nil || !strings.Contains(out, "paused kind welcome") || strings.Contains(out, "warning") {
+		t.Fatalf("pause of a known kind: %v\n%s", err, out)
+	}
+	out, err = run(t, "pause", "mail", "--kind", "welcom", "--database-url", url)
+	if err != nil || !strings.Contains(out, "paused kind welcom") || !strings.Contains(out, warning+` "welcom"`) {
+		t.Fatalf("pause of an unknown kind: %v\n%s", err, out)
+	}
+	var st admin.Status
+	pgtest.Must(t, runJSON(t, &st, "", "status", "--database-url", url))
+	if ps := st.Groups[0].Paused; len(ps) != 2 || ps[0].Kind != "welcom" || ps[1].Kind != "welcome" {
+		t.Fatalf("status --json: %+v; want both kinds paused", ps)
+	}
+	var at time.Time
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT paused_at FROM leasehold.pauses WHERE kind = 'welcome'`).Scan(&at))
+	if p := st.Groups[0].Paused[1]; !p.At.Equal(at) {
+		t.Errorf("status --json paused_at %v; stored %v", p.At, at)
 	}
 }
