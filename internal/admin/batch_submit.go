@@ -112,6 +112,7 @@ type itemLine struct {
 	Key         string          `json:"key"`
 	Args        json.RawMessage `json:"args"`
 	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
 }
 
 // parseItem parses one line of `leasehold batch submit`.
@@ -127,12 +128,14 @@ func parseItem(text []byte) (queue.Item, error) {
 		return queue.Item{}, errors.New("no kind")
 	case l.MaxAttempts < 0 || l.MaxAttempts > queue.MaxAttempts:
 		return queue.Item{}, fmt.Errorf("max_attempts %d is not in 0..%d", l.MaxAttempts, queue.MaxAttempts)
+	case l.Priority < 0 || l.Priority > queue.MaxPriority:
+		return queue.Item{}, fmt.Errorf("priority %d is not in 1..%d (0: the default, 1)", l.Priority, queue.MaxPriority)
 	}
 	args, err := objectArgs("args", l.Args)
 	if err != nil {
 		return queue.Item{}, err
 	}
-	return queue.Item{ID: l.Item, Key: l.Key, Args: rawArgs{l.Kind, args}, MaxAttempts: l.MaxAttempts}, nil
+	return queue.Item{ID: l.Item, Key: l.Key, Args: rawArgs{l.Kind, args}, MaxAttempts: l.MaxAttempts, Priority: l.Priority}, nil
 }
 
 // objectArgs checks that raw, arguments named what, is a JSON object;

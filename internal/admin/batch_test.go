@@ -12,12 +12,12 @@ import (
 // A line of `batch submit` is an item with its kind, key, args (default
 // {}) and attempt limit; a malformed one is refused, naming why.
 func TestParseItem(t *testing.T) {
-	it, err := parseItem([]byte(`{"item":"user-42","kind":"reprice","key":"k","args":{"user":42},"max_attempts":3}`))
+	it, err := parseItem([]byte(`{"item":"user-42","kind":"reprice","key":"k","args":{"user":42},"max_attempts":3,"priority":2}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	args, _ := json.Marshal(it.Args)
-	if it.ID != "user-42" || it.Args.Kind() != "reprice" || it.Key != "k" || string(args) != `{"user":42}` || it.MaxAttempts != 3 {
+	if it.ID != "user-42" || it.Args.Kind() != "reprice" || it.Key != "k" || string(args) != `{"user":42}` || it.MaxAttempts != 3 || it.Priority != 2 {
 		t.Fatalf("parsed as %+v, args %s", it, args)
 	}
 	for _, in := range []string{`{"item":"a","kind":"k"}`, `{"item":"a","kind":"k","args":null}`} {
@@ -36,6 +36,7 @@ func TestParseItem(t *testing.T) {
 		`{"item":"a","kind":"k","args":[1]}`:        "args [1]: not a JSON object",
 		`{"item":"a","kind":"k","args":{"a":}}`:     "invalid JSON",
 		`{"item":"a","kind":"k","max_attempts":-1}`: "max_attempts -1 is not in 0..",
+		`{"item":"a","kind":"k","priority":5}`:      "priority 5 is not in 1..4",
 		`["a","k"]`:                                 "not a JSON object",
 		`{"item":"a","kind":"k"} {}`:                "more than one value",
 	} {
