@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
@@ -329,5 +332,42 @@ func TestWorkHonoursHandlerOptions(t *testing.T) {
 	}
 	if len(runs) != 3 || runs[2].ID != res.Job.ID {
 		t.Fatalf("the middleware saw %+v; want the farewell run last", runs)
+	}
+}
+
+// With a TracerProvider, an inline run's span joins the trace the job was
+// enqueued under, as a worker's run does.
+func TestWorkJoinsTheEnqueuersTrace(t *testing.T) {
+	ctx, db := setupWork(t)
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	prop := propagation.TraceContext{}
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[Greeting]) error { return nil })
+	w := leaseholdtest.NewWorker(t, db, queue.ProcessorConfig{Workers: ws, TracerProvider: tp, Propagator: prop})
+	c, err := queue.New(db, queue.Config{TracerProvider: tp, Propagator: prop})
+	must(t, err)
+	enq, err := c.Enqueue(ctx, queue.Job{Group: "g", Args: Greeting{"Ada"}})
+	must(t, err)
+	res, err := w.WorkJob(ctx, t, enq.ID)
+	if err != nil || res.Outcome != queue.OutcomeCompleted {
+		t.Fatalf("WorkJob: %+v, %v", res, err)
+	}
+	var enqueue, run sdktrace.ReadOnlySpan
+	for _, s := range sr.Ended() {
+		switch s.Name() {
+		case "leasehold.enqueue":
+			enqueue = s
+		case "leasehold.run":
+			run = s
+		}
+	}
+	if enqueue == nil || run == nil {
+		t.Fatalf("spans: enqueue %v, run %v; want both", enqueue, run)
+	}
+	if run.SpanContext().TraceID() != enqueue.SpanContext().TraceID() || run.Parent().SpanID() != enqueue.SpanContext().SpanID() {
+		t.Errorf("the run's span is in trace %s under %s; want a child of the enqueue span %s",
+			run.SpanContext().TraceID(), run.Parent().SpanID(), enqueue.SpanContext().SpanID())
 	}
 }

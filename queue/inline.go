@@ -58,6 +58,11 @@ func runInline(ctx context.Context, r queuehook.Request) (queuehook.Result, erro
 	f := fetched{id: j.ID, key: j.Key, kind: j.Kind, args: j.Args, attempt: j.Attempt, maxSet: !j.DefaultMaxAttempts,
 		created: j.CreatedAt, holds: j.Ordering == OrderStrict, batch: j.Batch, item: j.Item}
 	f.max = p.cfg.Workers.maxAttempts(j.Kind, j.MaxAttempts, f.maxSet)
+	if p.trace.tracer != nil { // the run's span joins the enqueuer's trace, as fetch reads it
+		if err := q.QueryRow(ctx, p.q.Trace, j.ID).Scan(&f.trace); err != nil {
+			return queuehook.Result{}, fmt.Errorf("queue: read job %d: %w", j.ID, err)
+		}
+	}
 	rn := &run{p: p, o: o, log: p.log.With("group", o.Group, "partition", o.Partition, "token", int64(o.Token))}
 	hctx, cancel := handlerContext(ctx, o, p.cfg.StopGrace)
 	defer cancel()

@@ -18,6 +18,10 @@ WHERE kind = $1
 ORDER BY id
 LIMIT $2`
 
+// queueTrace reads the trace context job $1 was enqueued under (NULL:
+// none), for an inline run's span.
+const queueTrace = `SELECT trace FROM {{schema}}.jobs WHERE id = $1`
+
 // queuePendingKinds counts the pending jobs of each kind: what a failed
 // assertion reports as found instead.
 const queuePendingKinds = `

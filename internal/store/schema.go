@@ -85,7 +85,7 @@ func For(schema string) (*Statements, error) {
 			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced), CompleteItems: r(queueCompleteItems),
 			Retain: r(queueRetain), RetainItems: r(queueRetainItems), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits), ReleaseUnique: r(queueReleaseUnique),
-			ByKind: r(queueByKind), PendingKinds: r(queuePendingKinds),
+			ByKind: r(queueByKind), PendingKinds: r(queuePendingKinds), Trace: r(queueTrace),
 			Channel: QueueChannel(schema),
 		},
 		Batch: BatchSQL{
@@ -154,9 +154,9 @@ type QueueSQL struct {
 	// FetchBefore12 and Complete are not run by the queue: they are the
 	// baselines of tests and benchmarks.
 	FetchBefore12, Complete string
-	// ByKind and PendingKinds are run only by the test helpers
-	// (leaseholdtest's assertions).
-	ByKind, PendingKinds string
+	// ByKind, PendingKinds and Trace are run only by the test helpers
+	// (leaseholdtest's assertions and inline runs).
+	ByKind, PendingKinds, Trace string
 	// Channel is the LISTEN/NOTIFY channel of new jobs.
 	Channel string
 }
