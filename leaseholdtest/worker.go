@@ -57,9 +57,10 @@ type Result struct {
 
 // NewWorker returns a Worker for the handlers and configuration of cfg,
 // as queue.NewProcessor takes them (cfg.Workers is required; MinRetry,
-// MaxRetry, Rand, JobTimeout, UnknownKindDelay, Fence and Hooks apply to
-// the runs). The test fails on an invalid cfg. Its lease client is closed,
-// releasing the partitions it holds, when the test ends.
+// MaxRetry, Rand, JobTimeout, UnknownKindDelay, Fence, Hooks,
+// TracerProvider and Propagator apply to the runs). The test fails on an
+// invalid cfg. Its lease client is closed, releasing the partitions it
+// holds, when the test ends.
 func NewWorker(t testing.TB, db *leasehold.DB, cfg queue.ProcessorConfig) *Worker {
 	t.Helper()
 	p, err := queue.NewProcessor(db, cfg)
