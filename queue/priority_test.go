@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,5 +188,24 @@ func TestFetchCostDoesNotGrowWithPriorityBacklog(t *testing.T) {
 	if naiveCost[2] < 5*naiveCost[1] {
 		t.Errorf("control: the naive fetch touched %d and %d buffers; want it to grow with the backlog, or this test cannot tell",
 			naiveCost[2], naiveCost[1])
+	}
+}
+
+// The priority's CHECK, added NOT VALID by migration 0010 so that it does
+// not scan the table, is enforced on new and updated rows.
+func TestPriorityCheckEnforced(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	_, err := pool.Exec(ctx, `INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at, priority)
+		VALUES ('emails', 0, '', 'step', '{}', 25, now(), 5)`)
+	if err == nil || !strings.Contains(err.Error(), "jobs_priority_check") {
+		t.Fatalf("inserting priority 5: %v; want the check refusing it", err)
+	}
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: step{}})
+	pgtest.Must(t, err)
+	_, err = pool.Exec(ctx, `UPDATE leasehold.jobs SET priority = 0 WHERE id = $1`, res.ID)
+	if err == nil || !strings.Contains(err.Error(), "jobs_priority_check") {
+		t.Fatalf("updating to priority 0: %v; want the check refusing it", err)
 	}
 }
