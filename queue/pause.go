@@ -182,8 +182,8 @@ func (ps *pauses) watch(ctx context.Context, group string) bool {
 		ps.watched, ps.loads = make(map[string]int), make(map[string]chan struct{})
 	}
 	ps.watched[group]++
-	loaded, ok := ps.loads[group]
-	if !ok {
+	loaded := ps.loads[group]
+	if loaded == nil {
 		loaded = make(chan struct{})
 		ps.loads[group] = loaded
 	}
@@ -198,14 +198,14 @@ func (ps *pauses) watch(ctx context.Context, group string) bool {
 		}(ps.kick, ps.polling)
 	}
 	ps.mu.Unlock()
-	if ok {
-		// Another partition of the group read them, or is reading them.
-		select {
-		case <-loaded:
-			return true
-		case <-ctx.Done():
-			return false
-		}
+	// Every partition waiting for the group's pauses may read them: the
+	// first to take the lock reads, the others find them loaded. (Left to
+	// the first partition alone, a handoff ending its run during the read
+	// would leave the others waiting for the poll, up to PauseInterval.)
+	select {
+	case <-loaded:
+		return true
+	default:
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -213,11 +213,11 @@ func (ps *pauses) watch(ctx context.Context, group string) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-loaded: // a poll read them meanwhile
+		case <-loaded: // read by another partition, or a poll
 			return true
 		case <-t.C:
 		}
-		err := ps.refresh(ctx)
+		err := ps.load(ctx, loaded)
 		if err == nil {
 			return true
 		}
@@ -305,9 +305,22 @@ func (ps *pauses) poll(ctx context.Context, kick <-chan struct{}) {
 // if they changed, publishes them and wakes the partitions. The groups
 // read are marked loaded only once their pauses are published.
 func (ps *pauses) refresh(ctx context.Context) error {
+	return ps.load(ctx, nil)
+}
+
+// load is refresh, unless loaded (if not nil) is closed once the lock is
+// taken: another read loaded the pauses meanwhile.
+func (ps *pauses) load(ctx context.Context, loaded <-chan struct{}) error {
 	ps.hook("lock", nil)
 	ps.refreshing.Lock()
 	defer ps.refreshing.Unlock()
+	if loaded != nil {
+		select {
+		case <-loaded:
+			return nil
+		default:
+		}
+	}
 	ps.mu.Lock()
 	groups := make([]string, 0, len(ps.watched))
 	for g := range ps.watched {

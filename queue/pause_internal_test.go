@@ -154,3 +154,48 @@ func TestPausePollLifetime(t *testing.T) {
 		t.Fatal("the poll did not end with the last partition")
 	}
 }
+
+// The partition reading its group's pauses ends (a handoff) during the
+// read: another partition of the group waiting for them reads them itself
+// instead of waiting for the poll (an hour here). Without that, the second
+// watch waits until the test's context ends.
+func TestPauseWatchReadsWhenTheReaderEnds(t *testing.T) {
+	t.Parallel()
+	p, ctx := pauseFixture(t)
+	ps := &p.pauses
+	reading := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	ps.testHook = func(step string, groups []string) {
+		if step == "read" {
+			once.Do(func() {
+				close(reading)
+				<-release
+			})
+		}
+	}
+	first, cancel := context.WithCancel(ctx)
+	okA := make(chan bool, 1)
+	go func() { okA <- ps.watch(first, "g") }()
+	<-reading
+	okB := make(chan bool, 1)
+	go func() { okB <- ps.watch(ctx, "g") }()
+	cancel()
+	close(release)
+	if <-okA {
+		t.Fatal("the cancelled watch reports the pauses read")
+	}
+	ps.unwatch("g")
+	defer ps.unwatch("g")
+	select {
+	case ok := <-okB:
+		if !ok {
+			t.Fatal("the second watch failed")
+		}
+	case <-ctx.Done():
+		t.Fatal("the second partition waited for the poll after the reader ended")
+	}
+	if s := ps.of("g"); s == nil || !s.all {
+		t.Fatal("g not paused")
+	}
+}
