@@ -24,11 +24,36 @@ type fetchResult struct {
 	// scanned is how many due jobs the fetch looked at: less than it was
 	// asked to, and the partition has no more due jobs it could see.
 	scanned int
+	// walking reports, with kinds paused, that a level's walk stopped at
+	// its cap (queueFetchPaused): more due jobs may lie past it.
+	walking bool
+}
+
+// pausedWalk is how many rows of each priority level a fetch walks, per
+// job it asks for, while kinds of the group are paused (see
+// queueFetchPaused): the paused kinds' rows are walked past, at most this
+// many times the fetch's size per level per fetch.
+const pausedWalk = 8
+
+// walkPos is where a fetch's walk of each priority level resumes while
+// kinds are paused (see queueFetchPaused); the zero value starts every
+// level from its beginning.
+type walkPos struct {
+	at  [4]*time.Time
+	id  [4]*int64
+	gen uint64 // the pauses' generation the positions were taken under
 }
 
 // fetch reads up to n due jobs of the partition (see queueFetch in internal/store),
 // leaving out the jobs in flight, the keys in skip and the paused kinds.
 func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string) (res fetchResult, err error) {
+	return p.fetchFrom(ctx, o, n, inFlight, skip, nil)
+}
+
+// fetchFrom is fetch; with kinds of the group paused, each level's walk
+// resumes at pos (nil: from the beginning) and is capped (see
+// queueFetchPaused), and pos is moved on.
+func (p *Processor) fetchFrom(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string, pos *walkPos) (res fetchResult, err error) {
 	if p.trace.tracer != nil {
 		defer p.trace.fetched(ctx, time.Now(), o, n, &res, &err)
 	}
@@ -52,7 +77,18 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 	if ps := p.pauses.of(o.Group); ps != nil {
 		paused = ps.kinds
 	}
-	rows, err := tx.Query(ctx, p.q.Fetch, o.Group, o.Partition, n, inFlight, skip, paused)
+	var rows pgx.Rows
+	if len(paused) == 0 {
+		rows, err = tx.Query(ctx, p.q.Fetch, o.Group, o.Partition, n, inFlight, skip, paused)
+	} else {
+		if pos == nil {
+			pos = &walkPos{}
+		}
+		if g := p.pauses.gen.Load(); pos.gen != g {
+			*pos = walkPos{gen: g} // other kinds paused or resumed: walk from the beginning
+		}
+		rows, err = tx.Query(ctx, p.q.FetchPaused, o.Group, o.Partition, n, inFlight, skip, paused, pausedWalk*n, pos.at[:], pos.id[:])
+	}
 	if err != nil {
 		return fetchResult{}, err
 	}
@@ -71,6 +107,17 @@ func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inF
 	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item,
 		&prio, &maxSet, &f.trace}, func() error {
 		res.scanned = scanned
+		if kind == nil && wait == nil { // a level's walk position (queueFetchPaused)
+			l := *prio - 1
+			if *holds {
+				pos.at[l], pos.id[l] = nil, nil
+			} else {
+				at, id := runAt, f.id
+				pos.at[l], pos.id[l] = &at, &id
+				res.walking = true
+			}
+			return nil
+		}
 		if kind == nil {
 			res.waiting = append(res.waiting, waiting{key: f.key, id: f.id, wait: time.Duration(*wait) * time.Microsecond})
 			return nil

@@ -136,7 +136,8 @@ func (ps *paused) kind(k string) bool {
 // polled by one goroutine per Processor every PauseInterval, and at once
 // when Listen hears a pause or resume. The pipelines read it without a
 // lock (an atomic pointer: nothing per job beyond a load when no group is
-// paused).
+// paused). The poll runs while the Processor runs a partition: it starts
+// with the first Serve and ends with the last, on a context of its own.
 type pauses struct {
 	p     *Processor
 	state atomic.Pointer[map[string]*paused] // groups with a pause
@@ -144,13 +145,22 @@ type pauses struct {
 	skips atomic.Int64                       // fetches left out because a group was paused (for tests)
 	polls atomic.Int64                       // polls done (for tests)
 
-	refreshing sync.Mutex // one read at a time, published in order
+	// refreshing serializes the reads: a read takes the watched groups
+	// under it, so that a read of fewer groups never publishes after one
+	// of more (it would drop the pauses of the groups it did not read).
+	refreshing sync.Mutex
 
 	mu      sync.Mutex
-	watched map[string]int  // group -> partitions running
-	seen    map[string]bool // watched groups whose pauses were read
+	watched map[string]int           // group -> partitions running
+	loads   map[string]chan struct{} // watched group -> closed once its pauses are in state
 	stop    context.CancelFunc
 	kick    chan struct{}
+	polling chan struct{} // closed when the running poll returns (for tests)
+
+	// testHook, when set (by tests), is called at the named steps of a
+	// refresh ("lock": before taking refreshing; "read": after taking the
+	// watched groups; "loaded": after marking them loaded).
+	testHook func(step string, groups []string)
 }
 
 // of returns the pauses of group, nil if none.
@@ -169,20 +179,33 @@ func (ps *pauses) of(group string) *paused {
 func (ps *pauses) watch(ctx context.Context, group string) bool {
 	ps.mu.Lock()
 	if ps.watched == nil {
-		ps.watched = make(map[string]int)
+		ps.watched, ps.loads = make(map[string]int), make(map[string]chan struct{})
 	}
 	ps.watched[group]++
-	first := ps.watched[group] == 1
+	loaded := ps.loads[group]
+	if loaded == nil {
+		loaded = make(chan struct{})
+		ps.loads[group] = loaded
+	}
 	if ps.stop == nil {
-		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		ps.stop, ps.kick = cancel, make(chan struct{}, 1)
-		go ps.poll(pctx, ps.kick)
+		// The poll's context is its own, not the caller's: it outlives
+		// this partition's run when others still run.
+		pctx, cancel := context.WithCancel(context.Background())
+		ps.stop, ps.kick, ps.polling = cancel, make(chan struct{}, 1), make(chan struct{})
+		go func(kick, done chan struct{}) {
+			defer close(done)
+			ps.poll(pctx, kick)
+		}(ps.kick, ps.polling)
 	}
 	ps.mu.Unlock()
-	if !first {
-		// Another partition of the group read them, or is reading them: the
-		// first poll after it covers this one too.
-		return ps.loaded(ctx, group)
+	// Every partition waiting for the group's pauses may read them: the
+	// first to take the lock reads, the others find them loaded. (Left to
+	// the first partition alone, a handoff ending its run during the read
+	// would leave the others waiting for the poll, up to PauseInterval.)
+	select {
+	case <-loaded:
+		return true
+	default:
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -190,9 +213,11 @@ func (ps *pauses) watch(ctx context.Context, group string) bool {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-loaded: // read by another partition, or a poll
+			return true
 		case <-t.C:
 		}
-		err := ps.refresh(ctx)
+		err := ps.load(ctx, loaded)
 		if err == nil {
 			return true
 		}
@@ -200,25 +225,6 @@ func (ps *pauses) watch(ctx context.Context, group string) bool {
 			ps.p.fails.Fail("pauses", "queue: cannot read the group's pauses; its partitions wait", "group", group, "err", err)
 		}
 		t.Reset(ps.p.cfg.PollInterval)
-	}
-}
-
-// loaded waits until group's pauses were read once.
-func (ps *pauses) loaded(ctx context.Context, group string) bool {
-	for {
-		ps.mu.Lock()
-		_, ok := ps.seen[group]
-		ps.mu.Unlock()
-		if ok {
-			return true
-		}
-		t := time.NewTimer(10 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-		}
 	}
 }
 
@@ -248,7 +254,7 @@ func (ps *pauses) unwatch(group string) {
 	defer ps.mu.Unlock()
 	if ps.watched[group]--; ps.watched[group] <= 0 {
 		delete(ps.watched, group)
-		delete(ps.seen, group)
+		delete(ps.loads, group)
 	}
 	if len(ps.watched) == 0 && ps.stop != nil {
 		ps.stop()
@@ -296,16 +302,32 @@ func (ps *pauses) poll(ctx context.Context, kick <-chan struct{}) {
 }
 
 // refresh reads the pauses of the watched groups (one statement), and
-// if they changed, publishes them and wakes the partitions.
+// if they changed, publishes them and wakes the partitions. The groups
+// read are marked loaded only once their pauses are published.
 func (ps *pauses) refresh(ctx context.Context) error {
+	return ps.load(ctx, nil)
+}
+
+// load is refresh, unless loaded (if not nil) is closed once the lock is
+// taken: another read loaded the pauses meanwhile.
+func (ps *pauses) load(ctx context.Context, loaded <-chan struct{}) error {
+	ps.hook("lock", nil)
+	ps.refreshing.Lock()
+	defer ps.refreshing.Unlock()
+	if loaded != nil {
+		select {
+		case <-loaded:
+			return nil
+		default:
+		}
+	}
 	ps.mu.Lock()
 	groups := make([]string, 0, len(ps.watched))
 	for g := range ps.watched {
 		groups = append(groups, g)
 	}
 	ps.mu.Unlock()
-	ps.refreshing.Lock()
-	defer ps.refreshing.Unlock()
+	ps.hook("read", groups)
 	rows, err := ps.p.pool.Query(ctx, ps.p.pz.Kinds, groups)
 	if err != nil {
 		return err
@@ -333,19 +355,28 @@ func (ps *pauses) refresh(ctx context.Context) error {
 		slices.Sort(s.kinds)
 	}
 	prev := ps.state.Load()
-	ps.mu.Lock()
-	if ps.seen == nil {
-		ps.seen = make(map[string]bool)
+	changed := !(prev != nil && samePauses(*prev, next) || prev == nil && len(next) == 0)
+	if changed {
+		ps.state.Store(&next)
+		ps.gen.Add(1)
 	}
+	// Loaded after the store: a partition waiting for its group's pauses
+	// must find them in state.
+	ps.mu.Lock()
 	for _, g := range groups {
-		ps.seen[g] = true
+		if c, ok := ps.loads[g]; ok {
+			select {
+			case <-c:
+			default:
+				close(c)
+			}
+		}
 	}
 	ps.mu.Unlock()
-	if prev != nil && samePauses(*prev, next) || prev == nil && len(next) == 0 {
+	ps.hook("loaded", groups)
+	if !changed {
 		return nil
 	}
-	ps.state.Store(&next)
-	ps.gen.Add(1)
 	for _, g := range groups {
 		var was map[string]*paused
 		if prev != nil {
@@ -361,6 +392,12 @@ func (ps *pauses) refresh(ctx context.Context) error {
 	}
 	ps.p.wake(wakeKey{}, true)
 	return nil
+}
+
+func (ps *pauses) hook(step string, groups []string) {
+	if ps.testHook != nil {
+		ps.testHook(step, groups)
+	}
 }
 
 func samePaused(a, b *paused) bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,5 +290,42 @@ func TestPauseInput(t *testing.T) {
 	}
 	if err := c.Pause(ctx, "emails", string(make([]byte, 101)), ""); !errors.Is(err, queue.ErrInvalidPause) {
 		t.Fatalf("long kind: %v; want ErrInvalidPause", err)
+	}
+}
+
+// Jobs of another kind queued behind a paused kind's backlog longer than a
+// fetch's capped walk are reached by walks that resume where the last one
+// stopped, and run; no job of the paused kind runs. With BatchSize 5 a
+// walk covers 40 rows per level; each partition has about 100 paused jobs
+// ahead of the others. Without the resume positions the walk would never
+// get past the first 40 and the test would time out.
+func TestPauseKindBacklogWalkedInSteps(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	pgtest.Must(t, c.Pause(ctx, "emails", "pausable", ""))
+	var ranPaused atomic.Int32
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[pausable]) error {
+		ranPaused.Add(1)
+		return nil
+	})
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[other]) error { return nil })
+	var jobs []queue.Job
+	for i := range 800 {
+		jobs = append(jobs, queue.Job{Group: "emails", Args: pausable{N: i}})
+	}
+	_, err := c.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+	jobs = jobs[:0]
+	for i := range 40 {
+		jobs = append(jobs, queue.Job{Group: "emails", Args: other{N: i}})
+	}
+	_, err = c.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+	pauseMember(t, pool, queue.ProcessorConfig{Workers: ws, BatchSize: 5, Window: 10, PollInterval: 20 * time.Millisecond}, false)
+	waitUntil(t, "the other kind's jobs complete", func() bool { return completed(t, pool, "other") == 40 })
+	if n := ranPaused.Load(); n != 0 {
+		t.Fatalf("%d jobs of the paused kind ran", n)
 	}
 }

@@ -69,6 +69,9 @@ type pipeline struct {
 	// pausedKeys are the keys in skip whose next job's kind is paused:
 	// skipped no longer once the pauses change.
 	pausedKeys map[string]bool
+	// walk is where the fetches' walks resume while kinds of the group are
+	// paused (see fetchFrom).
+	walk walkPos
 }
 
 // pipeline runs o's jobs until ctx or hctx ends or the fence refuses a
@@ -213,7 +216,7 @@ func (pl *pipeline) fetch() {
 		skip = append(skip, k)
 	}
 	pl.poke = false
-	res, err := pl.p.fetch(pl.ctx, pl.o, n, ids, skip[:min(len(skip), maxSkipKeys)])
+	res, err := pl.p.fetchFrom(pl.ctx, pl.o, n, ids, skip[:min(len(skip), maxSkipKeys)], &pl.walk)
 	if err != nil {
 		pl.more = false
 		if pl.ctx.Err() == nil {
@@ -249,9 +252,13 @@ func (pl *pipeline) fetch() {
 	for _, ln := range touched {
 		pl.advance(ln)
 	}
-	// More may be due when the window was full and the fetch got somewhere:
-	// took a job, or learned of a waiting key to skip next time.
-	pl.more = res.scanned == n && (len(pl.held) > before || fresh > 0)
+	// More may be due when the window was full, or (kinds paused) a walk
+	// stopped at its cap, and the fetch got somewhere: took a job, or
+	// learned of a waiting key to skip next time. A capped walk that found
+	// nothing (only paused jobs) goes on at the next poll or wakeup, from
+	// where it stopped: walking a paused backlog costs one capped walk per
+	// poll, not the backlog.
+	pl.more = (res.scanned == n || res.walking) && (len(pl.held) > before || fresh > 0)
 }
 
 // dispatch takes in a fetched job: ready at once if it has no key, else

@@ -86,9 +86,11 @@ func TestPolicyTimeout(t *testing.T) {
 	var mu sync.Mutex
 	deadlines := map[string]time.Duration{}
 	ws := queue.NewWorkers()
+	hasDeadline := false
 	queue.Handle(ws, func(ctx context.Context, w *queue.Work[slow]) error {
-		d, _ := ctx.Deadline()
+		d, ok := ctx.Deadline()
 		mu.Lock()
+		hasDeadline = ok
 		deadlines["slow"] = time.Until(d)
 		mu.Unlock()
 		<-ctx.Done()
@@ -113,8 +115,10 @@ func TestPolicyTimeout(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if d := deadlines["slow"]; d <= 0 || d > 50*time.Millisecond {
-		t.Errorf("the slow job's deadline was %v away; want at most the policy's 50ms", d)
+	// Only an upper bound: on a loaded machine the handler may start after
+	// its deadline passed (d <= 0).
+	if d := deadlines["slow"]; !hasDeadline || d > 50*time.Millisecond {
+		t.Errorf("the slow job's deadline was %v away (has one: %v); want at most the policy's 50ms", d, hasDeadline)
 	}
 	if d := deadlines["unslow"]; d < 30*time.Minute {
 		t.Errorf("control: the job's deadline was %v away; want JobTimeout's 1h", d)

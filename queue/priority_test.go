@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,5 +188,118 @@ func TestFetchCostDoesNotGrowWithPriorityBacklog(t *testing.T) {
 	if naiveCost[2] < 5*naiveCost[1] {
 		t.Errorf("control: the naive fetch touched %d and %d buffers; want it to grow with the backlog, or this test cannot tell",
 			naiveCost[2], naiveCost[1])
+	}
+}
+
+// The priority's CHECK, added NOT VALID by migration 0010 so that it does
+// not scan the table, is enforced on new and updated rows.
+func TestPriorityCheckEnforced(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	_, err := pool.Exec(ctx, `INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at, priority)
+		VALUES ('emails', 0, '', 'step', '{}', 25, now(), 5)`)
+	if err == nil || !strings.Contains(err.Error(), "jobs_priority_check") {
+		t.Fatalf("inserting priority 5: %v; want the check refusing it", err)
+	}
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: step{}})
+	pgtest.Must(t, err)
+	_, err = pool.Exec(ctx, `UPDATE leasehold.jobs SET priority = 0 WHERE id = $1`, res.ID)
+	if err == nil || !strings.Contains(err.Error(), "jobs_priority_check") {
+		t.Fatalf("updating to priority 0: %v; want the check refusing it", err)
+	}
+}
+
+// With a kind paused, the fetch's cost does not grow with that kind's due
+// backlog: a partition with 20,000 due jobs of the paused kind ahead of
+// 100 of another kind touches about as many buffers per fetch as one with
+// 1,000, and walking on from the positions the fetch returns reaches the
+// other kind's jobs, never returning a paused one. The control, the fetch
+// without the cap (filtering the paused kind inside each level's probe),
+// grows with the backlog.
+func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, _ := setup(t)
+	_, err := pool.Exec(ctx, `ALTER TABLE leasehold.jobs SET (autovacuum_enabled = false)`)
+	pgtest.Must(t, err)
+	backlogs := map[int]int{1: 1000, 2: 20000}
+	for p, n := range backlogs {
+		_, err := pool.Exec(ctx, `INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at)
+			SELECT 'emails', $1, '', 'slow', '{}', 25, clock_timestamp() - interval '2 hour' + i * interval '1 microsecond'
+			FROM generate_series(1, $2) AS i`, p, n)
+		pgtest.Must(t, err)
+		_, err = pool.Exec(ctx, `INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at)
+			SELECT 'emails', $1, '', 'step', '{}', 25, clock_timestamp() - interval '1 hour' + i * interval '1 microsecond'
+			FROM generate_series(1, 100) AS i`, p)
+		pgtest.Must(t, err)
+	}
+	st, err := store.For("")
+	pgtest.Must(t, err)
+	paused := []string{"slow"}
+	const n, walk = 100, 8 * 100
+	start := make([]*time.Time, 4)
+	startID := make([]*int64, 4)
+	cost, control := map[int]int{}, map[int]int{}
+	for p, backlog := range backlogs {
+		var plan string
+		cost[p], plan = explain(t, ctx, pool, st.Queue.FetchPaused, "emails", p, n, []int64{}, []string{}, paused, walk, start, startID)
+		if strings.Contains(plan, "Seq Scan") {
+			t.Errorf("the paused fetch plans a sequential scan:\n%s", plan)
+		}
+		control[p], _ = explain(t, ctx, pool, st.Queue.Fetch, "emails", p, n, []int64{}, []string{}, paused)
+		// Walk on until the other kind's 100 jobs are fetched.
+		at, ids := make([]*time.Time, 4), make([]*int64, 4)
+		got, fetches := 0, 0
+		for got < 100 {
+			fetches++
+			if fetches > backlog/walk+5 {
+				t.Fatalf("partition %d: %d fetches found %d of the 100 runnable jobs", p, fetches, got)
+			}
+			rows, err := pool.Query(ctx, st.Queue.FetchPaused, "emails", p, n, []int64{}, []string{}, paused, walk, at, ids)
+			pgtest.Must(t, err)
+			var seen []int64
+			for rows.Next() {
+				var id int64
+				var kind *string
+				var holds *bool
+				var wait *int64
+				var runAt time.Time
+				var prio *int16
+				pgtest.Must(t, rows.Scan(&id, nil, &kind, nil, nil, nil, nil, &holds, &wait, nil, &runAt, nil, nil, &prio, nil, nil))
+				switch {
+				case kind == nil && wait == nil:
+					if *holds {
+						at[*prio-1], ids[*prio-1] = nil, nil
+					} else {
+						a, i := runAt, id
+						at[*prio-1], ids[*prio-1] = &a, &i
+					}
+				case kind != nil && *kind == "slow":
+					t.Fatalf("partition %d: the fetch returned job %d of the paused kind", p, id)
+				case kind != nil:
+					seen = append(seen, id)
+				}
+			}
+			pgtest.Must(t, rows.Err())
+			got += len(seen)
+			if len(seen) > 0 {
+				// Completed, as the owner would.
+				_, err := pool.Exec(ctx, `UPDATE leasehold.jobs SET state = 'completed' WHERE id = ANY($1)`, seen)
+				pgtest.Must(t, err)
+			}
+		}
+		t.Logf("partition %d (%d paused jobs): %d fetches to reach the runnable ones", p, backlog, fetches)
+	}
+	t.Logf("buffers per fetch: 1,000 paused %d, 20,000: %d (control, the uncapped fetch: %d and %d)",
+		cost[1], cost[2], control[1], control[2])
+	if cost[2] > 2*cost[1]+20 {
+		t.Errorf("a fetch touches %d buffers with 20,000 paused jobs, %d with 1,000: it grows with the backlog", cost[2], cost[1])
+	}
+	// (Buffers count pages, not rows: the uncapped walk of 20,000 rows
+	// shows as about 400 more pages, not 20 times as many.)
+	if control[2] < control[1]+200 {
+		t.Errorf("control: the uncapped fetch touched %d and %d buffers; want it to grow with the backlog, or this test cannot tell",
+			control[2], control[1])
 	}
 }

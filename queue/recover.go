@@ -101,6 +101,10 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 // job of the batch was run (or skipped) and recorded: a batch cut short,
 // by an error or a handoff, is still to be recovered.
 func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, charged map[int64]bool) (n int, done bool, err error) {
+	if ps := p.pauses.of(o.Group); ps != nil && ps.all {
+		p.pauses.skips.Add(1)
+		return 0, false, nil // recovered once the group is resumed (a resume wakes the partition)
+	}
 	// Window jobs: as many as the previous run may have held (with the same
 	// configuration), so that the jobs it had running are among them.
 	res, err := p.fetch(ctx, o, p.cfg.Window, nil, nil)
@@ -115,6 +119,13 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 		}
 		if waits[f.key] {
 			continue
+		}
+		if ps := p.pauses.of(o.Group); ps.kind(f.kind) {
+			// Paused since the fetch (the group, or the job's kind): the
+			// batch is cut short, and fetched again (without the paused
+			// kinds) once the group is not paused.
+			p.pauses.skips.Add(1)
+			return i, false, nil
 		}
 		if charged[f.id] {
 			// Charged by this run already; its run's outcome was not

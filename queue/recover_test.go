@@ -468,3 +468,66 @@ func TestUnknownKindMessageIsRecordedOnce(t *testing.T) {
 		t.Fatalf("after %d looks the job has %d attempts and errors %+v; want 0 and one", looks.Load(), info.Attempt, info.Errors)
 	}
 }
+
+// A group paused while a recovered batch runs starts no further job of the
+// batch: the batch stops at the job after the pause was seen, and is
+// recovered once the group is resumed. The handler of the first job pauses
+// the group and waits until the Processor has seen it; the other jobs must
+// not run until Resume. Without the check before each recovered job, they
+// all run in the paused group.
+func TestRecoveryStopsWhenTheGroupIsPaused(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	a := newAfterCrash(t, ctx, pool, true)
+	keys := keysIn(0, 3, "recpause")
+	var ran atomic.Int32
+	var p atomic.Pointer[queue.Processor]
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
+		if ran.Add(1) == 1 {
+			if err := c.Pause(ctx, "emails", "", "mid-recovery"); err != nil {
+				return err
+			}
+			for !queue.PauseSeen(p.Load(), "emails", "") {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		}
+		return nil
+	})
+	var ids []int64
+	for i, k := range keys {
+		r, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: k, Args: step{Name: fmt.Sprint(i)}})
+		pgtest.Must(t, err)
+		ids = append(ids, r.ID)
+	}
+	proc, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond, PauseInterval: 10 * time.Millisecond})
+	pgtest.Must(t, err)
+	p.Store(proc)
+	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		proc.Run(rctx, partition.Ownership{Group: "emails", Partition: 0, Token: a.lease.Token(), Lease: a.lease})
+	}()
+	t.Cleanup(func() {
+		cancel(partition.ErrHandoff)
+		<-done
+	})
+	waitJob(t, ctx, c, ids[0], queue.StateCompleted)
+	// The Processor left the rest out at least once after the first job's
+	// outcome was recorded.
+	base := queue.PauseSkips(proc)
+	waitUntil(t, "a skipped recovery", func() bool { return queue.PauseSkips(proc) > base })
+	if n := ran.Load(); n != 1 {
+		t.Fatalf("%d jobs ran; want 1: the group was paused after the first", n)
+	}
+	pgtest.Must(t, c.Resume(ctx, "emails", ""))
+	for _, id := range ids[1:] {
+		waitJob(t, ctx, c, id, queue.StateCompleted)
+	}
+}

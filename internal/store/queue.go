@@ -80,9 +80,11 @@ SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 // yet recorded: never returned again), $5 keys to skip (the owner knows
 // they wait), $6 the paused kinds (see migration 0010): never returned.
 // A key whose first job is of a paused kind waits behind it, returned as
-// a waiting row with a wait of 0. The window walks past the due jobs of
-// paused kinds: pausing a kind with a large due backlog makes its
-// partitions' fetches read that backlog until it is resumed.
+// a waiting row with a wait of 0. The pipeline runs this statement only
+// while no kind of the group is paused ($6 empty); with kinds paused it
+// runs queueFetchPaused, whose walk past the paused kinds' due jobs is
+// capped (here the walk would read a paused kind's whole due backlog at
+// every fetch).
 //
 // A keyless job is returned as soon as it is in the window: it waits for no
 // other job. For each key in the window, the statement reads the key's first
@@ -150,6 +152,85 @@ SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
        greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
        NULL, NULL, NULL, NULL, NULL
 FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
+ORDER BY 14, 11, 1`
+
+// queueFetchPaused is queueFetch while kinds of the group are paused ($6
+// not empty); the pipeline runs queueFetch otherwise, so the common path's
+// statement and plan are untouched. kind is not in jobs_due: filtering the
+// paused kinds inside each level's probe (as queueFetch does) walks the
+// paused kinds' whole due backlog at every fetch. Here each level's probe
+// walks at most $7 rows of jobs_due, in (run_at, id) order, starting after
+// the level's resume position ($8[l], $9[l]; NULL: from the start), and
+// the paused kinds are filtered out of those rows only: the fetch's cost
+// is bounded by $7 per level, whatever the paused backlog.
+//
+// Besides queueFetch's rows, it returns a position row per level (kind
+// NULL, wait_us NULL, priority the level): holds false, id and run_at the
+// level's new resume position (the last walked row before the first
+// runnable one the window could not take); holds true when the level's
+// walk reached its end with nothing left behind (the next fetch starts it
+// from the beginning). No position row: the position stays. scanned counts
+// the window's jobs, as in queueFetch.
+const queueFetchPaused = `
+WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
+v AS MATERIALIZED (
+    SELECT x.id, x.key, x.priority, x.run_at, x.free, x.pos
+    FROM c CROSS JOIN unnest('{1,2,3,4}'::smallint[], $8::timestamptz[], $9::bigint[]) AS l(priority, at, after) CROSS JOIN LATERAL (
+        SELECT j.id, j.key, j.priority, j.run_at, j.kind <> ALL($6::text[]) AS free,
+               row_number() OVER (ORDER BY j.run_at, j.id) AS pos
+        FROM {{schema}}.jobs AS j
+        WHERE j.group_name = $1 AND j.partition = $2 AND j.priority = l.priority AND j.state = 'pending'
+          AND j.run_at <= c.now
+          AND (j.run_at, j.id) > (coalesce(l.at, '-infinity'::timestamptz), coalesce(l.after, 0))
+          AND j.id <> ALL($4::bigint[]) AND j.key <> ALL($5::text[])
+        ORDER BY j.run_at, j.id
+        LIMIT $7) AS x),
+w AS MATERIALIZED (
+    SELECT v.id, v.key, v.priority FROM v WHERE v.free
+    ORDER BY v.priority, v.run_at, v.id
+    LIMIT $3),
+cut AS MATERIALIZED (
+    SELECT v.priority, count(*) AS walked,
+           min(v.pos) FILTER (WHERE v.free AND NOT EXISTS (SELECT FROM w WHERE w.id = v.id)) AS cut
+    FROM v GROUP BY v.priority),
+pos AS (
+    SELECT v.id, v.run_at, v.priority, false AS exhausted
+    FROM cut JOIN v ON v.priority = cut.priority
+    WHERE v.pos = coalesce(cut.cut - 1, cut.walked) AND (cut.cut IS NOT NULL OR cut.walked = $7)
+    UNION ALL
+    SELECT 0, c.now, l.priority, true
+    FROM c CROSS JOIN unnest('{1,2,3,4}'::smallint[]) AS l(priority) LEFT JOIN cut ON cut.priority = l.priority
+    WHERE cut.priority IS NULL OR cut.cut IS NULL AND cut.walked < $7),
+k AS MATERIALIZED (
+    SELECT w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.key),
+f AS MATERIALIZED (
+    SELECT k.key, e.id, e.run_at, e.run_at <= c.now AND e.kind <> ALL($6::text[]) AS due,
+           bool_and(e.run_at <= c.now AND e.kind <> ALL($6::text[])) OVER (PARTITION BY k.key ORDER BY e.id) AS runs,
+           row_number() OVER (PARTITION BY k.key ORDER BY e.id) AS pos
+    FROM k CROSS JOIN c CROSS JOIN LATERAL (
+        SELECT e.id, e.run_at, e.kind FROM {{schema}}.jobs AS e
+        WHERE e.group_name = $1 AND e.partition = $2 AND e.key = k.key AND e.key <> ''
+          AND e.state = 'pending' AND e.id <> ALL($4::bigint[]) AND (e.holds OR e.run_at <= c.now)
+        ORDER BY e.id
+        LIMIT k.n) AS e),
+ok AS (
+    SELECT f.id FROM f WHERE f.runs
+    UNION ALL
+    SELECT w.id FROM w WHERE w.key = '')
+SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.holds,
+       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item,
+       j.priority, j.max_attempts_set, j.trace
+FROM ok CROSS JOIN LATERAL (
+    SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j
+UNION ALL
+SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
+       greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
+       NULL, NULL, NULL, NULL, NULL
+FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
+UNION ALL
+SELECT pos.id, '', NULL, NULL, NULL, NULL, NULL, pos.exhausted,
+       NULL, (SELECT count(*) FROM w), pos.run_at, NULL, NULL, pos.priority, NULL, NULL
+FROM pos
 ORDER BY 14, 11, 1`
 
 // queueFetchBefore12 is the fetch the pipeline replaced (issue 12), kept as the

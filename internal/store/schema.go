@@ -81,7 +81,7 @@ func For(schema string) (*Statements, error) {
 		},
 		Queue: QueueSQL{
 			CreateGroup: r(queueCreateGroup), Groups: r(queueGroups), Enqueue: r(queueEnqueue), EnqueuePlain: r(queueEnqueuePlain),
-			Fetch: r(queueFetch), FetchBefore12: r(queueFetchBefore12), OpenRun: r(queueOpenRun),
+			Fetch: r(queueFetch), FetchPaused: r(queueFetchPaused), FetchBefore12: r(queueFetchBefore12), OpenRun: r(queueOpenRun),
 			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced), CompleteItems: r(queueCompleteItems),
 			Retain: r(queueRetain), RetainItems: r(queueRetainItems), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits), ReleaseUnique: r(queueReleaseUnique),
@@ -146,7 +146,7 @@ type PartitionSQL struct {
 
 // QueueSQL are the statements of package queue.
 type QueueSQL struct {
-	CreateGroup, Groups, Enqueue, EnqueuePlain, Fetch, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
+	CreateGroup, Groups, Enqueue, EnqueuePlain, Fetch, FetchPaused, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
 	Retry, Stats, Cancel, List, Waits, ReleaseUnique string
 	// CompleteItems is CompleteFenced for outcomes of batch items;
 	// RetainItems is Retain for the items of finished batches.
