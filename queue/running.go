@@ -31,9 +31,11 @@ type runningJob struct {
 }
 
 // runningSet is the jobs one grant runs: handlers add and remove their
-// jobs (a map insert and delete under the set's own mutex, the only cost
-// on the path of a job), cancel notifications look jobs up in it, and the
-// Processor's publisher writes it to the running table when it changed.
+// jobs (a map insert and a delete, each under the set's own mutex),
+// cancel notifications look jobs up in it, and the Processor's publisher
+// writes it to the running table when it changed. With the job's
+// cancelable context (see jobContext), that is what a run pays for cancels
+// and publishing: about 100ns and no allocation beyond the map's growth.
 type runningSet struct {
 	o      partition.Ownership
 	worker string
@@ -47,8 +49,16 @@ type runningSet struct {
 	last      string // the jobs last published, as JSON
 }
 
-// add notes that jobs fs run under cancel since t.
-func (s *runningSet) add(r *run, fs []fetched, cancel context.CancelCauseFunc, t time.Time) {
+// add notes that job id of kind runs under cancel since t.
+func (s *runningSet) add(r *run, id int64, kind string, cancel context.CancelCauseFunc, t time.Time) {
+	s.mu.Lock()
+	s.jobs[id] = runningJob{kind: kind, since: t, r: r, cancel: cancel}
+	s.version++
+	s.mu.Unlock()
+}
+
+// addAll notes that jobs fs (a batch) run under cancel since t.
+func (s *runningSet) addAll(r *run, fs []fetched, cancel context.CancelCauseFunc, t time.Time) {
 	s.mu.Lock()
 	for _, f := range fs {
 		s.jobs[f.id] = runningJob{kind: f.kind, since: t, r: r, cancel: cancel}
@@ -57,8 +67,16 @@ func (s *runningSet) add(r *run, fs []fetched, cancel context.CancelCauseFunc, t
 	s.mu.Unlock()
 }
 
-// remove notes that jobs fs no longer run.
-func (s *runningSet) remove(fs []fetched) {
+// remove notes that job id no longer runs.
+func (s *runningSet) remove(id int64) {
+	s.mu.Lock()
+	delete(s.jobs, id)
+	s.version++
+	s.mu.Unlock()
+}
+
+// removeAll notes that jobs fs no longer run.
+func (s *runningSet) removeAll(fs []fetched) {
 	s.mu.Lock()
 	for _, f := range fs {
 		delete(s.jobs, f.id)

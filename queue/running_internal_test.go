@@ -21,8 +21,8 @@ func TestPublishTwoGrantsOfOnePartition(t *testing.T) {
 	pgtest.Must(t, err)
 	old := p.register(partition.Ownership{Group: "g", Partition: 1, Token: 4})
 	cur := p.register(partition.Ownership{Group: "g", Partition: 1, Token: 5})
-	old.add(&run{}, []fetched{{id: 10, kind: "a"}}, func(error) {}, time.Now())
-	cur.add(&run{}, []fetched{{id: 11, kind: "a"}}, func(error) {}, time.Now())
+	old.add(&run{}, 10, "a", func(error) {}, time.Now())
+	cur.add(&run{}, 11, "a", func(error) {}, time.Now())
 	old.published, old.last = old.version, "[...]" // published before: its end is written (empty)
 	p.unregister(old)
 	if n, _ := p.round(ctx); n != 1 {
