@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/store"
@@ -47,6 +48,12 @@ type runningSet struct {
 
 	published uint64 // the version last published (the publisher's only)
 	last      string // the jobs last published, as JSON
+
+	// notified are jobs a cancel notification named that were not
+	// running: the grant's pipeline drops those it holds before they start
+	// (see pipeline.takeCancels); noted says whether there are any.
+	notified map[int64]bool
+	noted    atomic.Bool
 }
 
 // add notes that job id of kind runs under cancel since t.
@@ -86,10 +93,18 @@ func (s *runningSet) removeAll(fs []fetched) {
 }
 
 // cancel cancels job id's handler, if it runs in s, with ErrJobCancelled;
-// it reports whether it did.
-func (s *runningSet) cancel(id int64) bool {
+// it reports whether it did. If it does not run and note is set, the id
+// is noted for the grant's pipeline, which drops the job if it holds it.
+func (s *runningSet) cancel(id int64, note bool) bool {
 	s.mu.Lock()
 	j, ok := s.jobs[id]
+	if !ok && note && !s.closed {
+		if s.notified == nil {
+			s.notified = make(map[int64]bool)
+		}
+		s.notified[id] = true
+		s.noted.Store(true)
+	}
 	s.mu.Unlock()
 	if !ok {
 		return false
@@ -97,6 +112,16 @@ func (s *runningSet) cancel(id int64) bool {
 	j.r.markCancelled(id) // before the context: the run's result must see it
 	j.cancel(ErrJobCancelled)
 	return true
+}
+
+// takeNotified returns the ids noted by cancel, and forgets them.
+func (s *runningSet) takeNotified() map[int64]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.notified
+	s.notified = nil
+	s.noted.Store(false)
+	return m
 }
 
 // register starts keeping o's running set, and the publisher if it is not
@@ -140,28 +165,41 @@ func (p *Processor) setOf(o partition.Ownership) *runningSet {
 	return nil
 }
 
-// cancelRunning cancels the handler of job id if one of the grants of
-// partition k runs it (k zero: any grant); it reports whether one did.
-func (p *Processor) cancelRunning(k wakeKey, id int64) bool {
+// cancelRunning cancels the handler of job id if one of the Processor's
+// grants runs it; it reports whether one did.
+func (p *Processor) cancelRunning(id int64) bool {
 	p.mu.Lock()
 	var sets []*runningSet
-	if k != (wakeKey{}) {
-		sets = slices.Clone(p.grants[k])
-	} else {
-		for _, ss := range p.grants {
-			sets = append(sets, ss...)
-		}
+	for _, ss := range p.grants {
+		sets = append(sets, ss...)
 	}
 	p.mu.Unlock()
 	done := false
 	for _, s := range sets {
-		if s.cancel(id) {
+		if s.cancel(id, false) {
 			p.log.Info("queue: running job cancelled", "group", s.o.Group, "partition", s.o.Partition,
 				"token", int64(s.o.Token), "job", id)
 			done = true
 		}
 	}
 	return done
+}
+
+// cancelJobs takes in the cancel of jobs ids of partition k, notified: the
+// handlers its grants run are cancelled, and the others are noted for the
+// grants' pipelines, which drop those they hold before they start.
+func (p *Processor) cancelJobs(k wakeKey, ids []int64) {
+	p.mu.Lock()
+	sets := slices.Clone(p.grants[k])
+	p.mu.Unlock()
+	for _, s := range sets {
+		for _, id := range ids {
+			if s.cancel(id, true) {
+				p.log.Info("queue: running job cancelled", "group", s.o.Group, "partition", s.o.Partition,
+					"token", int64(s.o.Token), "job", id)
+			}
+		}
+	}
 }
 
 // publisher publishes the running sets every PublishInterval while the
@@ -292,7 +330,7 @@ func (p *Processor) round(ctx context.Context) (statements int, gone []*runningS
 				c.s.mu.Unlock()
 			}
 			for _, id := range cancelled {
-				p.cancelRunning(wakeKey{}, id)
+				p.cancelRunning(id)
 			}
 		}
 	}

@@ -393,9 +393,19 @@ ORDER BY p`
 // cancels (see batchCount) and returns the ids it changed, each with the
 // batches of which it cancelled a partition's last item (the same array on
 // every row; NULL: none), for batchLock and batchFinish in the same
-// transaction. Each cancelled job's owner is notified on channel $2
-// ("cancel:<id>:<partition>:<group>", delivered at commit), so that it
-// cancels the job's handler if it runs it (see docs/running.md).
+// transaction. The owners of the cancelled jobs are notified on channel $2
+// at commit, once per partition and CancelNotifyChunk ids
+// ("cancel:<partition>:<id>,<id>,...:<group>", at most about 6.1kB, below
+// the 8000-byte payload limit), so that they cancel the jobs' handlers if
+// they run them, or drop them if they hold them (see docs/running.md).
+// cancelNotifyChunk is CancelNotifyChunk in SQL.
+const cancelNotifyChunk = "300"
+
+// CancelNotifyChunk is the most job ids one cancel notification names: 300
+// ids of at most 20 bytes each, with a group name of at most 100 bytes,
+// stay well below PostgreSQL's 8000-byte payload limit.
+const CancelNotifyChunk = 300
+
 const queueCancel = `
 WITH changed AS (
     UPDATE {{schema}}.jobs
@@ -407,8 +417,12 @@ WITH changed AS (
 counted AS (` + batchCount + `),
 drained AS (` + batchDrained + `),
 notified AS (
-    SELECT count(pg_notify($2, 'cancel:' || changed.id || ':' || changed.partition || ':' || changed.group_name)) AS n
-    FROM changed)
+    SELECT count(pg_notify($2, 'cancel:' || c.partition || ':' || c.ids || ':' || c.group_name)) AS n
+    FROM (SELECT r.group_name, r.partition, string_agg(r.id::text, ',' ORDER BY r.id) AS ids
+          FROM (SELECT changed.group_name, changed.partition, changed.id,
+                       (row_number() OVER (PARTITION BY changed.group_name, changed.partition ORDER BY changed.id) - 1) / ` + cancelNotifyChunk + ` AS chunk
+                FROM changed) AS r
+          GROUP BY r.group_name, r.partition, r.chunk) AS c)
 SELECT changed.id, (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained)
 FROM changed CROSS JOIN notified`
 
