@@ -41,3 +41,6 @@ func NotedCancels(p *Processor) int {
 	}
 	return n
 }
+
+// Publishers returns how many publisher goroutines of p run.
+func Publishers(p *Processor) int { return int(p.publishers.Load()) }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -136,10 +137,14 @@ type Processor struct {
 	mu    sync.Mutex
 	wakes map[wakeKey][]chan struct{} // by partition, for Listen
 	// grants are the running sets of the grants this Processor serves, by
-	// partition (see running.go); publishing says whether the publisher
-	// goroutine runs.
-	grants     map[wakeKey][]*runningSet
-	publishing bool
+	// partition (see running.go); serving counts the grants whose runs have
+	// not ended. The publisher runs while serving > 0: stopPublisher ends
+	// it, and pubDone is closed when it returned.
+	grants        map[wakeKey][]*runningSet
+	serving       int
+	stopPublisher context.CancelFunc
+	pubDone       chan struct{}
+	publishers    atomic.Int32 // publisher goroutines running (for tests)
 }
 
 // NewProcessor returns a Processor whose jobs and handlers' transactions

@@ -133,23 +133,41 @@ func (p *Processor) register(o partition.Ownership) *runningSet {
 	}
 	k := wakeKey{o.Group, o.Partition}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.grants[k] = append(p.grants[k], s)
-	start := !p.publishing
-	p.publishing = true
-	p.mu.Unlock()
-	if start {
-		go p.publisher()
+	p.serving++
+	if p.stopPublisher == nil {
+		ctx, stop := context.WithCancel(context.Background())
+		p.stopPublisher, p.pubDone = stop, make(chan struct{})
+		p.publishers.Add(1)
+		go p.publisher(ctx, p.pubDone)
 	}
 	return s
 }
 
 // unregister marks s closed: the publisher publishes it empty (if it ever
-// published it) and drops it.
+// published it) and drops it. When s was the last grant served, the
+// publisher is stopped instead (its statement in flight cancelled), and
+// unregister returns once it did: no goroutine of the Processor outlives
+// its last Serve, and none holds a connection of the pool. The sets left
+// are not cleared: readers ignore a row whose grant's lease ended.
 func (p *Processor) unregister(s *runningSet) {
 	s.mu.Lock()
 	s.closed = true
 	s.version++
 	s.mu.Unlock()
+	p.mu.Lock()
+	p.serving--
+	if p.serving > 0 {
+		p.mu.Unlock()
+		return
+	}
+	stop, done := p.stopPublisher, p.pubDone
+	p.stopPublisher, p.pubDone = nil, nil
+	clear(p.grants)
+	p.mu.Unlock()
+	stop()
+	<-done
 }
 
 // setOf returns o's running set (nil if none); for recovered runs, which
@@ -202,14 +220,19 @@ func (p *Processor) cancelJobs(k wakeKey, ids []int64) {
 	}
 }
 
-// publisher publishes the running sets every PublishInterval while the
-// Processor serves a grant (or has one to clear).
-func (p *Processor) publisher() {
+// publisher publishes the running sets every PublishInterval until ctx
+// is cancelled (see unregister); then it closes done.
+func (p *Processor) publisher(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	defer p.publishers.Add(-1)
 	t := time.NewTicker(p.cfg.PublishInterval)
 	defer t.Stop()
-	for range t.C {
-		if !p.publish(context.Background()) {
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-t.C:
+			p.publish(ctx)
 		}
 	}
 }
@@ -222,9 +245,8 @@ type publishedJob struct {
 }
 
 // publish runs one round of the publisher (see round) and drops the sets
-// closed before it. It reports whether the publisher should go on (false
-// once the Processor serves no grant).
-func (p *Processor) publish(ctx context.Context) bool {
+// closed before it.
+func (p *Processor) publish(ctx context.Context) {
 	_, gone := p.round(ctx)
 	// Sets closed before this round are dropped after one try: clearing
 	// them is best effort (readers ignore a row whose grant's lease ended).
@@ -238,11 +260,6 @@ func (p *Processor) publish(ctx context.Context) bool {
 			p.grants[k] = ss
 		}
 	}
-	if len(p.grants) == 0 {
-		p.publishing = false
-		return false
-	}
-	return true
 }
 
 // round is one round of publish: in one statement, it writes the running
@@ -312,14 +329,15 @@ func (p *Processor) round(ctx context.Context) (statements int, gone []*runningS
 	}
 	if len(changes) > 0 || len(ids) > 0 {
 		statements = 1
-		ctx, cancel := context.WithTimeout(ctx, max(p.cfg.PublishInterval, 5*time.Second))
+		qctx, cancel := context.WithTimeout(ctx, max(p.cfg.PublishInterval, 5*time.Second))
 		var cancelled []int64
 		var written int
-		err := p.pool.QueryRow(ctx, p.runq.Publish, groups, parts, tokens, workers, jobs, ids).Scan(&cancelled, &written)
+		err := p.pool.QueryRow(qctx, p.runq.Publish, groups, parts, tokens, workers, jobs, ids).Scan(&cancelled, &written)
 		cancel()
 		switch err = store.Classify("queue", "publish running jobs", "", err); {
-		case errors.Is(err, store.ErrClosed):
-			// The pool was closed under a stopping Processor: nothing to say.
+		case errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
+			// The pool was closed under a stopping Processor, or the
+			// publisher stopped: nothing to say.
 		case err != nil:
 			p.fails.Fail("publish", "queue: publishing the running jobs failed", "err", err)
 		default:

@@ -758,3 +758,33 @@ func TestBulkCancelNotifiesInChunks(t *testing.T) {
 		}
 	}
 }
+
+// The publisher runs while the Processor serves a grant, and no longer:
+// once the member stopped (every Serve returned), no publisher goroutine
+// is left, even with an hour's PublishInterval (it used to outlive Stop by
+// up to PublishInterval + 5s, holding a connection of the pool), and a
+// new grant starts one again. Checked to fail without the stop.
+func TestPublisherEndsWithTheLastServe(t *testing.T) {
+	t.Parallel()
+	pool, _ := setup(t)
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: queue.NewWorkers(),
+		PublishInterval: time.Hour})
+	pgtest.Must(t, err)
+	for round := range 2 {
+		m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, Run: p.Run,
+			PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: 5 * time.Second}})
+		pgtest.Must(t, err)
+		pgtest.Must(t, m.Start(pgtest.Context(t)))
+		waitOwned(t, m, 8)
+		waitUntil(t, "the publisher starts", func() bool { return queue.Publishers(p) > 0 })
+		if n := queue.Publishers(p); n != 1 {
+			t.Fatalf("round %d: %d publishers while serving; want 1", round, n)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m.Stop(ctx)
+		cancel()
+		if n := queue.Publishers(p); n != 0 {
+			t.Fatalf("round %d: %d publishers after Stop; want 0", round, n)
+		}
+	}
+}
