@@ -323,9 +323,7 @@ WHERE id = ANY(ARRAY(
 // that holds its place or is due (NULL: none; the job is its key's next);
 // then where it runs (see runningOfJob).
 const queueInspect = `
-SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at, j.created_at,
-       j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
-       coalesce(j.batch_id, 0), coalesce(j.batch_item, ''), coalesce(j.followup, ''), j.priority, j.max_attempts_set,
+SELECT ` + jobColumns + `,
        (SELECT e.id FROM {{schema}}.jobs AS e
         WHERE j.state = 'pending' AND j.key <> '' AND e.group_name = j.group_name AND e.partition = j.partition
           AND e.key = j.key AND e.key <> '' AND e.state = 'pending' AND e.id < j.id
@@ -433,7 +431,7 @@ FROM changed CROSS JOIN notified`
 // among recent jobs, a scan of the group's jobs when nothing matches.
 const queueList = `
 SELECT ` + listColumns + `
-FROM {{schema}}.jobs
+FROM {{schema}}.jobs AS j
 WHERE group_name = $1
   AND ($2::text IS NULL OR state = $2)
   AND ($3::text IS NULL OR kind = $3)
@@ -443,13 +441,20 @@ WHERE group_name = $1
 ORDER BY id DESC
 LIMIT $6`
 
-// listColumns are the columns of queueList (and of queueByKind), as
-// queue.scanJob reads them; no job is waited behind (List leaves
-// WaitingBehind 0), and none is known to be running (JobInfo.Running: the
-// running list reads its own).
-const listColumns = `id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
-       finished_at, finished_token, errors, coalesce(unique_key, ''), holds,
-       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), priority, max_attempts_set,
+// jobColumns are a job's own columns as queue.scanJob reads them first
+// (21 of its 25), from the jobs table aliased j: every statement that
+// reads jobs for scanJob (queueInspect, queueList, queueByKind,
+// runningList) selects them, then its own 4 (the job it waits behind, and
+// where it runs), so that the lists cannot drift apart.
+const jobColumns = `j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at,
+       j.created_at, j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
+       coalesce(j.batch_id, 0), coalesce(j.batch_item, ''), coalesce(j.followup, ''), j.priority, j.max_attempts_set`
+
+// listColumns are the columns of queueList (and of queueByKind), from the
+// jobs table aliased j, as queue.scanJob reads them; no job is waited
+// behind (List leaves WaitingBehind 0), and none is known to be running
+// (JobInfo.Running: the running list reads its own).
+const listColumns = jobColumns + `,
        NULL::bigint, NULL::text, NULL::timestamptz, NULL::bigint`
 
 // queueWaits lists the keys of group $1 whose next job waits (a job holding its
