@@ -27,16 +27,14 @@ func PauseSeen(p *Processor, group, kind string) bool {
 }
 
 // NotedCancels returns how many jobs cancel notifications named that p's
-// grants did not run, not yet taken in by their pipelines.
+// grants did not run (noted for their pipelines).
 func NotedCancels(p *Processor) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for _, ss := range p.grants {
 		for _, s := range ss {
-			s.mu.Lock()
-			n += len(s.notified)
-			s.mu.Unlock()
+			n += int(s.notes.Load())
 		}
 	}
 	return n

@@ -96,6 +96,9 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 			if g := p.pauses.gen.Load(); g != pl.pauseGen {
 				pl.pausesChanged(g)
 			}
+			if pl.set != nil && pl.set.noted.Load() {
+				pl.takeCancels() // (also at least every PollInterval: bounds the notes kept)
+			}
 			pl.thaw()
 			if pl.wantsFetch() {
 				pl.fetch()

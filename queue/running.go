@@ -55,6 +55,7 @@ type runningSet struct {
 	// (see pipeline.takeCancels); noted says whether there are any.
 	notified map[int64]bool
 	noted    atomic.Bool
+	notes    atomic.Int64 // ids ever noted (for tests)
 }
 
 // add notes that job id of kind runs under cancel since t.
@@ -99,12 +100,13 @@ func (s *runningSet) removeAll(fs []fetched) {
 func (s *runningSet) cancel(id int64, note bool) bool {
 	s.mu.Lock()
 	j, ok := s.jobs[id]
-	if !ok && note && !s.closed {
+	if !ok && note && !s.closed && len(s.notified) < maxNotified {
 		if s.notified == nil {
 			s.notified = make(map[int64]bool)
 		}
 		s.notified[id] = true
 		s.noted.Store(true)
+		s.notes.Add(1)
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -114,6 +116,12 @@ func (s *runningSet) cancel(id int64, note bool) bool {
 	j.cancel(ErrJobCancelled)
 	return true
 }
+
+// maxNotified bounds the ids a running set keeps for its pipeline between
+// two takes (a bulk cancel of a partition's many pending jobs, nearly all
+// not held): past it, a held job cancelled may start, and is cancelled as a
+// running job by the publisher's fallback.
+const maxNotified = 10000
 
 // takeNotified returns the ids noted by cancel, and forgets them.
 func (s *runningSet) takeNotified() map[int64]bool {
