@@ -333,7 +333,8 @@ func (c *Client) Retry(ctx context.Context, ids ...int64) ([]int64, error) {
 // commit, on the queue's NOTIFY channel; without Listen, or if the
 // notification is lost, its publisher finds out within about
 // ProcessorConfig.PublishInterval) and cancels the handler's context with
-// the cause ErrJobCancelled. Its completion only changes pending jobs, so
+// the cause ErrJobCancelled; a job it holds but has not started does not
+// start. Its completion only changes pending jobs, so
 // the job stays cancelled whatever the handler returns: a transactional
 // handler's effects roll back, whereas a plain handler's external effects
 // done before it stopped have happened. The run is reported as

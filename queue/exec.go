@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/fence"
@@ -59,6 +60,9 @@ type run struct {
 	results []jobResult
 	fenced  error          // a transactional run was refused by the fence
 	cancels map[int64]bool // jobs cancelled while they ran (see running.go)
+	// cancelled is whether cancels has any: read without the mutex by
+	// runs that were not cancelled, nearly all of them.
+	cancelled atomic.Bool
 }
 
 // markCancelled notes that job id was cancelled while it ran.
@@ -69,27 +73,46 @@ func (r *run) markCancelled(id int64) {
 		r.cancels = make(map[int64]bool)
 	}
 	r.cancels[id] = true
+	r.cancelled.Store(true)
 }
 
 // isCancelled reports whether job id was cancelled while it ran, and
 // whether some job of the run was.
 func (r *run) isCancelled(id int64) (job, some bool) {
+	if !r.cancelled.Load() {
+		return false, false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cancels[id], len(r.cancels) > 0
 }
 
-// track adds fs to the grant's running set, to be cancelled by cancel.
-func (r *run) track(fs []fetched, cancel context.CancelCauseFunc, t time.Time) {
+// track adds f to the grant's running set, to be cancelled by cancel.
+func (r *run) track(f fetched, cancel context.CancelCauseFunc, t time.Time) {
 	if r.set != nil {
-		r.set.add(r, fs, cancel, t)
+		r.set.add(r, f.id, f.kind, cancel, t)
 	}
 }
 
-// untrack removes fs from the grant's running set.
-func (r *run) untrack(fs []fetched) {
+// untrack removes f from the grant's running set.
+func (r *run) untrack(f fetched) {
 	if r.set != nil {
-		r.set.remove(fs)
+		r.set.remove(f.id)
+	}
+}
+
+// trackAll adds a batch to the grant's running set, to be cancelled by
+// cancel.
+func (r *run) trackAll(fs []fetched, cancel context.CancelCauseFunc, t time.Time) {
+	if r.set != nil {
+		r.set.addAll(r, fs, cancel, t)
+	}
+}
+
+// untrackAll removes a batch from the grant's running set.
+func (r *run) untrackAll(fs []fetched) {
+	if r.set != nil {
+		r.set.removeAll(fs)
 	}
 }
 
@@ -178,17 +201,15 @@ func (r *run) event(f fetched, oc Outcome, d time.Duration, err error) event {
 func (r *run) runOne(hctx context.Context, f fetched, h handler) {
 	p := r.p
 	w := r.work(f)
-	jctx, cancelJob, cancel := p.jobContext(hctx, h)
-	defer cancel()
-	defer cancelJob(nil)
-	jctx, span := p.trace.startRun(jctx, r.o, f)
+	jc := p.jobContext(hctx, h)
+	defer jc.release()
+	jctx, span := p.trace.startRun(jc.ctx, r.o, f)
 	start := time.Now()
-	one := []fetched{f}
-	r.track(one, cancelJob, start)
+	r.track(f, jc.cancel, start)
 	if !h.tx {
 		err := timedOut(jctx, call(jctx, h, nil, w))
 		d := time.Since(start)
-		r.untrack(one)
+		r.untrack(f)
 		if c, _ := r.isCancelled(f.id); c {
 			// Cancelled in the database already: whatever the handler
 			// returned, its completion would change nothing.
@@ -207,7 +228,7 @@ func (r *run) runOne(hctx context.Context, f fetched, h handler) {
 		return
 	}
 	err := p.runTx(jctx, r.o, f, h, w)
-	r.untrack(one)
+	r.untrack(f)
 	r.txResult(hctx, f, err, time.Since(start))
 	end(span, err, r.outcome())
 }
@@ -229,15 +250,14 @@ func (r *run) runBatch(hctx context.Context, fs []fetched, h handler) {
 	for i, f := range fs {
 		ws[i] = r.work(f)
 	}
-	jctx, cancelJob, cancel := r.p.jobContext(hctx, h)
-	defer cancel()
-	defer cancelJob(nil)
-	jctx, span := r.p.trace.startBatch(jctx, r.o, fs)
+	jc := r.p.jobContext(hctx, h)
+	defer jc.release()
+	jctx, span := r.p.trace.startBatch(jc.ctx, r.o, fs)
 	start := time.Now()
-	r.track(fs, cancelJob, start)
+	r.trackAll(fs, jc.cancel, start)
 	err := r.p.runTxBatch(jctx, r.o, fs, h, ws)
 	d := time.Since(start)
-	r.untrack(fs)
+	r.untrackAll(fs)
 	for _, f := range fs {
 		r.txResult(hctx, f, err, d)
 	}
@@ -316,7 +336,10 @@ func interrupted(hctx context.Context, err error) bool {
 
 // timedOut names the job timeout in err when it caused it.
 func timedOut(jctx context.Context, err error) error {
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && errors.Is(context.Cause(jctx), ErrJobTimeout) {
+	// A context the handler derived from jctx reports a timeout of the run
+	// as context.Canceled (see jobContext): its cause is the timeout's.
+	if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) &&
+		errors.Is(context.Cause(jctx), ErrJobTimeout) {
 		return fmt.Errorf("%w: %w", context.Cause(jctx), err)
 	}
 	return err

@@ -25,3 +25,20 @@ func PauseSeen(p *Processor, group, kind string) bool {
 	}
 	return s.kind(kind)
 }
+
+// NotedCancels returns how many jobs cancel notifications named that p's
+// grants did not run (noted for their pipelines).
+func NotedCancels(p *Processor) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, ss := range p.grants {
+		for _, s := range ss {
+			n += int(s.notes.Load())
+		}
+	}
+	return n
+}
+
+// Publishers returns how many publisher goroutines of p run.
+func Publishers(p *Processor) int { return int(p.publishers.Load()) }

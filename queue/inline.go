@@ -107,9 +107,9 @@ func runInline(ctx context.Context, r queuehook.Request) (queuehook.Result, erro
 // whose outcome is then recorded in tx. Nothing is committed.
 func (r *run) runInTx(hctx context.Context, tx pgx.Tx, f fetched, h handler) {
 	w := r.work(f)
-	jctx, cancelJob, cancel := r.p.jobContext(hctx, h)
-	defer cancel()
-	defer cancelJob(nil)
+	jc := r.p.jobContext(hctx, h)
+	defer jc.release()
+	jctx := jc.ctx
 	start := time.Now()
 	fn := func(tx pgx.Tx) error { return call(jctx, h, tx, w) }
 	if h.runBatch != nil {

@@ -17,8 +17,9 @@ import (
 // hex digits of XXH64 of the schema name. The payload is
 // "<partition>:<group>"; "pause:<group>" when a pause or resume of the
 // group changed (see Client.Pause); and, from Client.Cancel,
-// "cancel:<id>:<partition>:<group>" for each job it cancels, so that the
-// job's owner cancels its handler if it runs it.
+// "cancel:<partition>:<id>,<id>,...:<group>" for the jobs it cancels (one
+// per partition and at most store.CancelNotifyChunk ids), so that the
+// jobs' owner cancels their handlers if it runs them.
 func NotifyChannel(schema string) string { return store.QueueChannel(schema) }
 
 // wakeKey names one partition of one group.
@@ -109,17 +110,26 @@ func (p *Processor) Listen(ctx context.Context) error {
 	}
 }
 
-// cancelNotified cancels the handler of the job a cancel notification
-// names ("<id>:<partition>:<group>"), if this Processor runs it.
+// cancelNotified takes in a cancel notification
+// ("<partition>:<id>,<id>,...:<group>", see store's queueCancel): the jobs'
+// handlers this Processor runs are cancelled, and the jobs it holds but has
+// not started are dropped before they start.
 func (p *Processor) cancelNotified(payload string) {
-	id, rest, ok := strings.Cut(payload, ":")
-	part, group, ok2 := strings.Cut(rest, ":")
-	i, err := strconv.ParseInt(id, 10, 64)
-	n, err2 := strconv.Atoi(part)
-	if !ok || !ok2 || err != nil || err2 != nil {
+	part, rest, ok := strings.Cut(payload, ":")
+	list, group, ok2 := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(part)
+	if !ok || !ok2 || err != nil {
 		return // not ours to parse: ignored, as unknown payloads are
 	}
-	p.cancelRunning(wakeKey{group, n}, i)
+	ids := make([]int64, 0, strings.Count(list, ",")+1)
+	for s := range strings.SplitSeq(list, ",") {
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return
+		}
+		ids = append(ids, i)
+	}
+	p.cancelJobs(wakeKey{group, n}, ids)
 }
 
 // listen listens on one connection until it fails; listened reports whether

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,12 +66,7 @@ func (p *Processor) outcomeOf(f fetched, err error, log *slog.Logger) outcome {
 	log.Warn("queue: job failed; will retry", "job", f.id, "kind", f.kind, "attempt", f.attempt+1, "err", err)
 	o := failed(f.id, "pending", err)
 	pol := p.cfg.Workers.handlers[f.kind].opts.policy
-	var d int64
-	if pol.Backoff != nil {
-		d = max(pol.Backoff(f.attempt+1), 0).Microseconds()
-	} else {
-		d = p.retry.Delay(f.attempt).Microseconds()
-	}
+	d := p.backoff(f, pol, log).Microseconds()
 	o.delay = &d
 	switch {
 	case f.key == "":
@@ -83,6 +79,24 @@ func (p *Processor) outcomeOf(f fetched, err error, log *slog.Logger) outcome {
 }
 
 var holdTrue, holdFalse = true, false
+
+// backoff is the delay before failed job f runs again: its policy's
+// Backoff, else the Processor's. A Backoff that panics does not take the
+// worker down: the Processor's delay is used, and the panic logged at
+// ERROR.
+func (p *Processor) backoff(f fetched, pol Policy, log *slog.Logger) (d time.Duration) {
+	if pol.Backoff == nil {
+		return p.retry.Delay(f.attempt)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			log.Error("queue: the policy's Backoff panicked; using the Processor's backoff", "job", f.id,
+				"kind", f.kind, "attempt", f.attempt+1, "panic", v, "stack", string(debug.Stack()))
+			d = p.retry.Delay(f.attempt)
+		}
+	}()
+	return max(pol.Backoff(f.attempt+1), 0)
+}
 
 func failed(id int64, state string, err error) outcome {
 	msg := storable(err.Error())

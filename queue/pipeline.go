@@ -72,6 +72,9 @@ type pipeline struct {
 	// walk is where the fetches' walks resume while kinds of the group are
 	// paused (see fetchFrom).
 	walk walkPos
+	// cancelled are held jobs cancelled before they started (see
+	// takeCancels): start drops them.
+	cancelled map[int64]bool
 }
 
 // pipeline runs o's jobs until ctx or hctx ends or the fence refuses a
@@ -96,6 +99,9 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 			if g := p.pauses.gen.Load(); g != pl.pauseGen {
 				pl.pausesChanged(g)
 			}
+			if pl.set != nil && pl.set.noted.Load() {
+				pl.takeCancels() // (also at least every PollInterval: bounds the notes kept)
+			}
 			pl.thaw()
 			if pl.wantsFetch() {
 				pl.fetch()
@@ -113,6 +119,9 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 		}
 		select {
 		case slots <- struct{}{}:
+			if pl.set != nil && pl.set.noted.Load() {
+				pl.takeCancels()
+			}
 			pl.start()
 		case r := <-pl.done:
 			pl.finish(r)
@@ -330,6 +339,11 @@ func (pl *pipeline) start() {
 		pl.drop(f)
 		return
 	}
+	if pl.cancelled[f.id] {
+		<-p.slots
+		pl.dropCancelled(f)
+		return
+	}
 	pl.running++
 	r := &run{p: p, o: pl.o, log: pl.log, set: pl.set}
 	if r.settle(f) {
@@ -341,14 +355,20 @@ func (pl *pipeline) start() {
 	fs := []fetched{f}
 	if h.runBatch != nil {
 		rest := pl.ready[:0]
+		var gone []fetched // cancelled before they started
 		for _, g := range pl.ready {
-			if g.kind == f.kind && len(fs) < p.cfg.BatchSize && g.attempt < g.max && h.decodes(r.work(g)) == nil {
+			if pl.cancelled[g.id] {
+				gone = append(gone, g)
+			} else if g.kind == f.kind && len(fs) < p.cfg.BatchSize && g.attempt < g.max && h.decodes(r.work(g)) == nil {
 				fs = append(fs, g)
 			} else {
 				rest = append(rest, g)
 			}
 		}
 		pl.ready = rest
+		for _, g := range gone {
+			pl.dropCancelled(g) // may make the key's next job ready
+		}
 	}
 	p.spawn(func() {
 		if h.runBatch != nil {
@@ -481,6 +501,38 @@ func (pl *pipeline) pausesChanged(gen uint64) {
 	pl.ready = rest
 	for _, f := range drop {
 		pl.drop(f)
+	}
+}
+
+// takeCancels takes in the jobs cancel notifications named that were not
+// running (see runningSet.cancel): those the pipeline holds are dropped
+// before they start; the others it forgets (a job fetched after its cancel
+// committed is not fetched at all).
+func (pl *pipeline) takeCancels() {
+	for id := range pl.set.takeNotified() {
+		if pl.held[id] {
+			if pl.cancelled == nil {
+				pl.cancelled = make(map[int64]bool)
+			}
+			pl.cancelled[id] = true
+		}
+	}
+	for id := range pl.cancelled {
+		if !pl.held[id] {
+			delete(pl.cancelled, id) // let go meanwhile
+		}
+	}
+}
+
+// dropCancelled lets go of a held job cancelled before it started: it is
+// finished in the database, so its key's next job may run.
+func (pl *pipeline) dropCancelled(f fetched) {
+	delete(pl.cancelled, f.id)
+	delete(pl.held, f.id)
+	pl.log.Info("queue: held job cancelled before it started", "job", f.id, "kind", f.kind)
+	if ln := pl.lines[f.key]; ln != nil {
+		ln.busy = false
+		pl.advance(ln)
 	}
 }
 

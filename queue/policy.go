@@ -24,8 +24,9 @@ type Policy struct {
 	// MaxRetry) for the kind: the delay before the job runs again after
 	// failed attempt number attempt (1 for the first), added to the
 	// database's clock. Add your own jitter, from your own seeded source,
-	// if you want it. A negative delay counts as 0. Defaults to nil: the
-	// Processor's backoff.
+	// if you want it. A negative delay counts as 0. If it panics, the
+	// Processor's backoff is used and the panic logged at ERROR. Defaults
+	// to nil: the Processor's backoff.
 	Backoff func(attempt int) time.Duration
 	// FailureHold says whether a keyed job of the kind that failed and
 	// waits for its retry holds its key's later jobs, overriding the

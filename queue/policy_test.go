@@ -185,6 +185,39 @@ func TestPolicyBackoff(t *testing.T) {
 	}
 }
 
+type panicky struct{}
+
+func (panicky) Kind() string { return "panicky" }
+
+// A kind's Backoff that panics does not crash the worker (without the
+// recover, the test binary dies): the failed job gets the Processor's
+// backoff (MaxRetry 20ms at most) and runs again, and is discarded after
+// its last attempt.
+func TestPolicyBackoffPanics(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	var calls sync.Map
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[panicky]) error { return errAlways },
+		queue.WithPolicy(queue.Policy{Backoff: func(attempt int) time.Duration {
+			calls.Store(attempt, true)
+			panic("a bad backoff")
+		}}))
+	res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: panicky{}, MaxAttempts: 3})
+	pgtest.Must(t, err)
+	policyMember(t, pool, ws)
+	if d := retryDelay(t, pool, res.ID); d > time.Second {
+		t.Errorf("the retry is due %v after the failure; want the Processor's backoff (at most 20ms)", d)
+	}
+	if j := finished(t, c, res.ID); j.State != queue.StateDiscarded || j.Attempt != 3 {
+		t.Fatalf("job %+v; want discarded after 3 attempts", j)
+	}
+	if _, ok := calls.Load(2); !ok {
+		t.Error("Backoff was not called for attempt 2")
+	}
+}
+
 type released struct {
 	Fail bool `json:"fail"`
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -136,10 +137,14 @@ type Processor struct {
 	mu    sync.Mutex
 	wakes map[wakeKey][]chan struct{} // by partition, for Listen
 	// grants are the running sets of the grants this Processor serves, by
-	// partition (see running.go); publishing says whether the publisher
-	// goroutine runs.
-	grants     map[wakeKey][]*runningSet
-	publishing bool
+	// partition (see running.go); serving counts the grants whose runs have
+	// not ended. The publisher runs while serving > 0: stopPublisher ends
+	// it, and pubDone is closed when it returned.
+	grants        map[wakeKey][]*runningSet
+	serving       int
+	stopPublisher context.CancelFunc
+	pubDone       chan struct{}
+	publishers    atomic.Int32 // publisher goroutines running (for tests)
 }
 
 // NewProcessor returns a Processor whose jobs and handlers' transactions
@@ -360,24 +365,70 @@ func handlerContext(ctx context.Context, o partition.Ownership, grace time.Durat
 }
 
 // jobContext returns the context of one run of h: hctx with the timeout
-// of h's policy, else JobTimeout; and its cancel func taking a cause, for
-// a job cancelled while it runs (ErrJobCancelled, see running.go); cancel
-// releases the timeout.
-func (p *Processor) jobContext(hctx context.Context, h handler) (jctx context.Context, cancelJob context.CancelCauseFunc, cancel context.CancelFunc) {
+// of h's policy, else JobTimeout, which its cancel cancels with a cause
+// (ErrJobCancelled for a job cancelled while it runs, see running.go).
+// Release it when the run ends.
+//
+// One cancelable context per run, not two: the timeout is a timer that
+// cancels it with the timeout's cause, and a small wrapper reports the
+// deadline (Deadline, and Err as context.DeadlineExceeded once the timer
+// fired), so that a run costs what a plain context.WithTimeoutCause did,
+// plus one small allocation.
+func (p *Processor) jobContext(hctx context.Context, h handler) jobCtx {
 	timeout, cause := p.cfg.JobTimeout, p.timeoutCause
 	if t := h.opts.policy.Timeout; t != 0 {
 		timeout, cause = t, h.opts.timeoutCause
 	}
+	ctx, cancel := context.WithCancelCause(hctx)
 	if timeout < 0 {
-		jctx, cancelJob = context.WithCancelCause(hctx)
-		return jctx, cancelJob, nothing
+		return jobCtx{ctx: ctx, cancel: cancel}
 	}
-	tctx, cancel := context.WithTimeoutCause(hctx, timeout, cause)
-	jctx, cancelJob = context.WithCancelCause(tctx)
-	return jctx, cancelJob, cancel
+	d := &deadlineCtx{Context: ctx, deadline: time.Now().Add(timeout), cancel: cancel, cause: cause}
+	if pd, ok := hctx.Deadline(); ok && pd.Before(d.deadline) {
+		d.deadline = pd // the parent's ends first: it cancels ctx
+	}
+	return jobCtx{ctx: d, cancel: cancel, timer: time.AfterFunc(timeout, d.expire)}
 }
 
-func nothing() {}
+// jobCtx is the context of one run and its controls (see jobContext).
+type jobCtx struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer // nil: no timeout
+}
+
+// release ends the run's context: its timer stopped, it cancelled.
+func (j jobCtx) release() {
+	if j.timer != nil {
+		j.timer.Stop()
+	}
+	j.cancel(context.Canceled)
+}
+
+// deadlineCtx is a job's context with its timeout: the context's own
+// deadline, reported as the standard library's timer contexts do.
+type deadlineCtx struct {
+	context.Context // the run's cancelable context
+	deadline        time.Time
+	cancel          context.CancelCauseFunc
+	cause           error // the timeout's
+}
+
+// Deadline is the run's deadline.
+func (d *deadlineCtx) Deadline() (time.Time, bool) { return d.deadline, true }
+
+// Err is context.DeadlineExceeded once the run timed out (its cause is the
+// timeout's), else the cancelable context's error.
+func (d *deadlineCtx) Err() error {
+	err := d.Context.Err()
+	if err != nil && context.Cause(d.Context) == d.cause {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// expire cancels the run with the timeout's cause.
+func (d *deadlineCtx) expire() { d.cancel(d.cause) }
 
 // runnerIdle is how long a runner goroutine waits for more work.
 const runnerIdle = 10 * time.Second

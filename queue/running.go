@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/store"
@@ -31,9 +32,12 @@ type runningJob struct {
 }
 
 // runningSet is the jobs one grant runs: handlers add and remove their
-// jobs (a map insert and delete under the set's own mutex, the only cost
-// on the path of a job), cancel notifications look jobs up in it, and the
-// Processor's publisher writes it to the running table when it changed.
+// jobs (a map insert and a delete, each under the set's own mutex),
+// cancel notifications look jobs up in it, and the Processor's publisher
+// writes it to the running table when it changed. With the job's
+// cancelable context (see jobContext), that is what a run pays for cancels
+// and publishing: no allocation beyond the map's growth here, one small
+// one there (BenchmarkJobContext).
 type runningSet struct {
 	o      partition.Ownership
 	worker string
@@ -45,10 +49,25 @@ type runningSet struct {
 
 	published uint64 // the version last published (the publisher's only)
 	last      string // the jobs last published, as JSON
+
+	// notified are jobs a cancel notification named that were not
+	// running: the grant's pipeline drops those it holds before they start
+	// (see pipeline.takeCancels); noted says whether there are any.
+	notified map[int64]bool
+	noted    atomic.Bool
+	notes    atomic.Int64 // ids ever noted (for tests)
 }
 
-// add notes that jobs fs run under cancel since t.
-func (s *runningSet) add(r *run, fs []fetched, cancel context.CancelCauseFunc, t time.Time) {
+// add notes that job id of kind runs under cancel since t.
+func (s *runningSet) add(r *run, id int64, kind string, cancel context.CancelCauseFunc, t time.Time) {
+	s.mu.Lock()
+	s.jobs[id] = runningJob{kind: kind, since: t, r: r, cancel: cancel}
+	s.version++
+	s.mu.Unlock()
+}
+
+// addAll notes that jobs fs (a batch) run under cancel since t.
+func (s *runningSet) addAll(r *run, fs []fetched, cancel context.CancelCauseFunc, t time.Time) {
 	s.mu.Lock()
 	for _, f := range fs {
 		s.jobs[f.id] = runningJob{kind: f.kind, since: t, r: r, cancel: cancel}
@@ -57,8 +76,16 @@ func (s *runningSet) add(r *run, fs []fetched, cancel context.CancelCauseFunc, t
 	s.mu.Unlock()
 }
 
-// remove notes that jobs fs no longer run.
-func (s *runningSet) remove(fs []fetched) {
+// remove notes that job id no longer runs.
+func (s *runningSet) remove(id int64) {
+	s.mu.Lock()
+	delete(s.jobs, id)
+	s.version++
+	s.mu.Unlock()
+}
+
+// removeAll notes that jobs fs no longer run.
+func (s *runningSet) removeAll(fs []fetched) {
 	s.mu.Lock()
 	for _, f := range fs {
 		delete(s.jobs, f.id)
@@ -68,10 +95,19 @@ func (s *runningSet) remove(fs []fetched) {
 }
 
 // cancel cancels job id's handler, if it runs in s, with ErrJobCancelled;
-// it reports whether it did.
-func (s *runningSet) cancel(id int64) bool {
+// it reports whether it did. If it does not run and note is set, the id
+// is noted for the grant's pipeline, which drops the job if it holds it.
+func (s *runningSet) cancel(id int64, note bool) bool {
 	s.mu.Lock()
 	j, ok := s.jobs[id]
+	if !ok && note && !s.closed && len(s.notified) < maxNotified {
+		if s.notified == nil {
+			s.notified = make(map[int64]bool)
+		}
+		s.notified[id] = true
+		s.noted.Store(true)
+		s.notes.Add(1)
+	}
 	s.mu.Unlock()
 	if !ok {
 		return false
@@ -79,6 +115,22 @@ func (s *runningSet) cancel(id int64) bool {
 	j.r.markCancelled(id) // before the context: the run's result must see it
 	j.cancel(ErrJobCancelled)
 	return true
+}
+
+// maxNotified bounds the ids a running set keeps for its pipeline between
+// two takes (a bulk cancel of a partition's many pending jobs, nearly all
+// not held): past it, a held job cancelled may start, and is cancelled as a
+// running job by the publisher's fallback.
+const maxNotified = 10000
+
+// takeNotified returns the ids noted by cancel, and forgets them.
+func (s *runningSet) takeNotified() map[int64]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.notified
+	s.notified = nil
+	s.noted.Store(false)
+	return m
 }
 
 // register starts keeping o's running set, and the publisher if it is not
@@ -90,23 +142,41 @@ func (p *Processor) register(o partition.Ownership) *runningSet {
 	}
 	k := wakeKey{o.Group, o.Partition}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.grants[k] = append(p.grants[k], s)
-	start := !p.publishing
-	p.publishing = true
-	p.mu.Unlock()
-	if start {
-		go p.publisher()
+	p.serving++
+	if p.stopPublisher == nil {
+		ctx, stop := context.WithCancel(context.Background())
+		p.stopPublisher, p.pubDone = stop, make(chan struct{})
+		p.publishers.Add(1)
+		go p.publisher(ctx, p.pubDone)
 	}
 	return s
 }
 
 // unregister marks s closed: the publisher publishes it empty (if it ever
-// published it) and drops it.
+// published it) and drops it. When s was the last grant served, the
+// publisher is stopped instead (its statement in flight cancelled), and
+// unregister returns once it did: no goroutine of the Processor outlives
+// its last Serve, and none holds a connection of the pool. The sets left
+// are not cleared: readers ignore a row whose grant's lease ended.
 func (p *Processor) unregister(s *runningSet) {
 	s.mu.Lock()
 	s.closed = true
 	s.version++
 	s.mu.Unlock()
+	p.mu.Lock()
+	p.serving--
+	if p.serving > 0 {
+		p.mu.Unlock()
+		return
+	}
+	stop, done := p.stopPublisher, p.pubDone
+	p.stopPublisher, p.pubDone = nil, nil
+	clear(p.grants)
+	p.mu.Unlock()
+	stop()
+	<-done
 }
 
 // setOf returns o's running set (nil if none); for recovered runs, which
@@ -122,22 +192,18 @@ func (p *Processor) setOf(o partition.Ownership) *runningSet {
 	return nil
 }
 
-// cancelRunning cancels the handler of job id if one of the grants of
-// partition k runs it (k zero: any grant); it reports whether one did.
-func (p *Processor) cancelRunning(k wakeKey, id int64) bool {
+// cancelRunning cancels the handler of job id if one of the Processor's
+// grants runs it; it reports whether one did.
+func (p *Processor) cancelRunning(id int64) bool {
 	p.mu.Lock()
 	var sets []*runningSet
-	if k != (wakeKey{}) {
-		sets = slices.Clone(p.grants[k])
-	} else {
-		for _, ss := range p.grants {
-			sets = append(sets, ss...)
-		}
+	for _, ss := range p.grants {
+		sets = append(sets, ss...)
 	}
 	p.mu.Unlock()
 	done := false
 	for _, s := range sets {
-		if s.cancel(id) {
+		if s.cancel(id, false) {
 			p.log.Info("queue: running job cancelled", "group", s.o.Group, "partition", s.o.Partition,
 				"token", int64(s.o.Token), "job", id)
 			done = true
@@ -146,14 +212,36 @@ func (p *Processor) cancelRunning(k wakeKey, id int64) bool {
 	return done
 }
 
-// publisher publishes the running sets every PublishInterval while the
-// Processor serves a grant (or has one to clear).
-func (p *Processor) publisher() {
+// cancelJobs takes in the cancel of jobs ids of partition k, notified: the
+// handlers its grants run are cancelled, and the others are noted for the
+// grants' pipelines, which drop those they hold before they start.
+func (p *Processor) cancelJobs(k wakeKey, ids []int64) {
+	p.mu.Lock()
+	sets := slices.Clone(p.grants[k])
+	p.mu.Unlock()
+	for _, s := range sets {
+		for _, id := range ids {
+			if s.cancel(id, true) {
+				p.log.Info("queue: running job cancelled", "group", s.o.Group, "partition", s.o.Partition,
+					"token", int64(s.o.Token), "job", id)
+			}
+		}
+	}
+}
+
+// publisher publishes the running sets every PublishInterval until ctx
+// is cancelled (see unregister); then it closes done.
+func (p *Processor) publisher(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	defer p.publishers.Add(-1)
 	t := time.NewTicker(p.cfg.PublishInterval)
 	defer t.Stop()
-	for range t.C {
-		if !p.publish(context.Background()) {
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-t.C:
+			p.publish(ctx)
 		}
 	}
 }
@@ -166,9 +254,8 @@ type publishedJob struct {
 }
 
 // publish runs one round of the publisher (see round) and drops the sets
-// closed before it. It reports whether the publisher should go on (false
-// once the Processor serves no grant).
-func (p *Processor) publish(ctx context.Context) bool {
+// closed before it.
+func (p *Processor) publish(ctx context.Context) {
 	_, gone := p.round(ctx)
 	// Sets closed before this round are dropped after one try: clearing
 	// them is best effort (readers ignore a row whose grant's lease ended).
@@ -182,11 +269,6 @@ func (p *Processor) publish(ctx context.Context) bool {
 			p.grants[k] = ss
 		}
 	}
-	if len(p.grants) == 0 {
-		p.publishing = false
-		return false
-	}
-	return true
 }
 
 // round is one round of publish: in one statement, it writes the running
@@ -256,14 +338,15 @@ func (p *Processor) round(ctx context.Context) (statements int, gone []*runningS
 	}
 	if len(changes) > 0 || len(ids) > 0 {
 		statements = 1
-		ctx, cancel := context.WithTimeout(ctx, max(p.cfg.PublishInterval, 5*time.Second))
+		qctx, cancel := context.WithTimeout(ctx, max(p.cfg.PublishInterval, 5*time.Second))
 		var cancelled []int64
 		var written int
-		err := p.pool.QueryRow(ctx, p.runq.Publish, groups, parts, tokens, workers, jobs, ids).Scan(&cancelled, &written)
+		err := p.pool.QueryRow(qctx, p.runq.Publish, groups, parts, tokens, workers, jobs, ids).Scan(&cancelled, &written)
 		cancel()
 		switch err = store.Classify("queue", "publish running jobs", "", err); {
-		case errors.Is(err, store.ErrClosed):
-			// The pool was closed under a stopping Processor: nothing to say.
+		case errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
+			// The pool was closed under a stopping Processor, or the
+			// publisher stopped: nothing to say.
 		case err != nil:
 			p.fails.Fail("publish", "queue: publishing the running jobs failed", "err", err)
 		default:
@@ -274,7 +357,7 @@ func (p *Processor) round(ctx context.Context) (statements int, gone []*runningS
 				c.s.mu.Unlock()
 			}
 			for _, id := range cancelled {
-				p.cancelRunning(wakeKey{}, id)
+				p.cancelRunning(id)
 			}
 		}
 	}

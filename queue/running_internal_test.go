@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +22,8 @@ func TestPublishTwoGrantsOfOnePartition(t *testing.T) {
 	pgtest.Must(t, err)
 	old := p.register(partition.Ownership{Group: "g", Partition: 1, Token: 4})
 	cur := p.register(partition.Ownership{Group: "g", Partition: 1, Token: 5})
-	old.add(&run{}, []fetched{{id: 10, kind: "a"}}, func(error) {}, time.Now())
-	cur.add(&run{}, []fetched{{id: 11, kind: "a"}}, func(error) {}, time.Now())
+	old.add(&run{}, 10, "a", func(error) {}, time.Now())
+	cur.add(&run{}, 11, "a", func(error) {}, time.Now())
 	old.published, old.last = old.version, "[...]" // published before: its end is written (empty)
 	p.unregister(old)
 	if n, _ := p.round(ctx); n != 1 {
@@ -45,5 +46,37 @@ func TestPublishTwoGrantsOfOnePartition(t *testing.T) {
 	cur.mu.Unlock()
 	if !published {
 		t.Fatal("the newer grant's set is not marked published")
+	}
+}
+
+// The statements read by scanJob (JobInfo, List, the running list, the
+// test package's jobs of a kind) return its 25 columns with the same
+// types: they share one column list (store's jobColumns).
+func TestScanJobStatementsAgree(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := pgtest.Context(t)
+	p, err := NewProcessor(pgtest.DBOn(t, pool), ProcessorConfig{Workers: NewWorkers()})
+	pgtest.Must(t, err)
+	conn, err := pool.Acquire(ctx)
+	pgtest.Must(t, err)
+	defer conn.Release()
+	var want []uint32
+	for name, sql := range map[string]string{"Inspect": p.q.Inspect, "List": p.q.List, "ByKind": p.q.ByKind,
+		"Running.List": p.runq.List} {
+		sd, err := conn.Conn().Prepare(ctx, "", sql)
+		pgtest.Must(t, err)
+		var got []uint32
+		for _, f := range sd.Fields {
+			got = append(got, f.DataTypeOID)
+		}
+		if len(got) != 25 {
+			t.Fatalf("%s returns %d columns; scanJob reads 25", name, len(got))
+		}
+		if want == nil {
+			want = got
+		} else if !slices.Equal(got, want) {
+			t.Fatalf("%s's column types %v differ from %v", name, got, want)
+		}
 	}
 }

@@ -623,3 +623,168 @@ func TestStaleRunningPublishIsRefused(t *testing.T) {
 		t.Fatalf("Running = %+v, %v with a stale row; want none", running, err)
 	}
 }
+
+// Jobs cancelled while held but not started (one waiting behind its key's
+// running job, one waiting for the only handler slot) never start: the
+// notification reaches the pipeline, which drops them when their turn
+// comes (the publisher never runs: PublishInterval is an hour). Checked to
+// fail without the pipeline's check: the handler then runs the jobs.
+func TestCancelHeldJobNeverStarts(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	var mu sync.Mutex
+	var ran []int64
+	first := make(chan int64, 1)
+	release := make(chan struct{})
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[hold]) error {
+		mu.Lock()
+		ran = append(ran, w.ID)
+		n := len(ran)
+		mu.Unlock()
+		if n == 1 {
+			first <- w.ID
+			<-release
+		}
+		return nil
+	})
+	var evs events
+	_, p := runningMember(t, pool, queue.ProcessorConfig{Workers: ws, Concurrency: 1, PublishInterval: time.Hour,
+		Hooks: queue.Hooks{OnJob: evs.hook}}, true)
+	waitListening(t, pool)
+	// In one statement: the first fetch holds them all.
+	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: "k", Args: hold{1}},
+		queue.Job{Group: "emails", Key: "k", Args: hold{2}}, queue.Job{Group: "emails", Args: hold{3}})
+	pgtest.Must(t, err)
+	started := receive(t, first, "the first job to start")
+	var others []int64
+	for _, r := range res {
+		if r.ID != started {
+			others = append(others, r.ID)
+		}
+	}
+	got, err := c.Cancel(ctx, others...)
+	pgtest.Must(t, err)
+	if len(got) != 2 {
+		t.Fatalf("Cancel(%v) = %v; want both", others, got)
+	}
+	for start := time.Now(); queue.NotedCancels(p) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the cancel notification noted %d jobs; want 2", queue.NotedCancels(p))
+		}
+	}
+	close(release)
+	evs.waitFor(t, started)
+	// Another job runs after them: the slot and the key's line were freed.
+	res2, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: hold{4}})
+	pgtest.Must(t, err)
+	evs.waitFor(t, res2.ID)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(ran, []int64{started, res2.ID}) {
+		t.Fatalf("handlers ran %v; want %v (the cancelled %v never)", ran, []int64{started, res2.ID}, others)
+	}
+	for _, id := range others {
+		info, err := c.JobInfo(ctx, id)
+		pgtest.Must(t, err)
+		if info.State != queue.StateCancelled || info.Attempt != 0 {
+			t.Fatalf("job %+v; want cancelled, no attempt spent", info)
+		}
+	}
+}
+
+// A bulk cancel notifies each partition once per store.CancelNotifyChunk
+// ids, not once per job, and every payload stays below PostgreSQL's
+// 8000-byte limit and names every job once. (With one notification per
+// job, as before, the count is 700.)
+func TestBulkCancelNotifiesInChunks(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	jobs := make([]queue.Job, 700)
+	for i := range jobs {
+		jobs[i] = queue.Job{Group: "emails", Key: "one-partition", Args: hold{i}}
+	}
+	res, err := c.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+	conn, err := pool.Acquire(ctx)
+	pgtest.Must(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{queue.NotifyChannel("")}.Sanitize())
+	pgtest.Must(t, err)
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	got, err := c.Cancel(ctx, ids...)
+	pgtest.Must(t, err)
+	if len(got) != len(ids) {
+		t.Fatalf("Cancel cancelled %d; want %d", len(got), len(ids))
+	}
+	seen := make(map[int64]int)
+	var payloads []string
+	for len(seen) < len(ids) {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		pgtest.Must(t, err)
+		rest, ok := strings.CutPrefix(n.Payload, "cancel:")
+		if !ok {
+			continue
+		}
+		payloads = append(payloads, n.Payload)
+		if len(n.Payload) >= 8000 {
+			t.Fatalf("payload of %d bytes", len(n.Payload))
+		}
+		parts := strings.Split(rest, ":")
+		if len(parts) != 3 || parts[2] != "emails" {
+			t.Fatalf("payload %q; want cancel:<partition>:<ids>:emails", n.Payload)
+		}
+		for _, s := range strings.Split(parts[1], ",") {
+			var id int64
+			if _, err := fmt.Sscan(s, &id); err != nil {
+				t.Fatalf("payload %q: %v", n.Payload, err)
+			}
+			seen[id]++
+		}
+	}
+	if want := (len(ids) + store.CancelNotifyChunk - 1) / store.CancelNotifyChunk; len(payloads) != want {
+		t.Fatalf("%d notifications; want %d", len(payloads), want)
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Fatalf("job %d named %d times; want once", id, seen[id])
+		}
+	}
+}
+
+// The publisher runs while the Processor serves a grant, and no longer:
+// once the member stopped (every Serve returned), no publisher goroutine
+// is left, even with an hour's PublishInterval (it used to outlive Stop by
+// up to PublishInterval + 5s, holding a connection of the pool), and a
+// new grant starts one again. Checked to fail without the stop.
+func TestPublisherEndsWithTheLastServe(t *testing.T) {
+	t.Parallel()
+	pool, _ := setup(t)
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: queue.NewWorkers(),
+		PublishInterval: time.Hour})
+	pgtest.Must(t, err)
+	for round := range 2 {
+		m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, Run: p.Run,
+			PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: 5 * time.Second}})
+		pgtest.Must(t, err)
+		pgtest.Must(t, m.Start(pgtest.Context(t)))
+		waitOwned(t, m, 8)
+		waitUntil(t, "the publisher starts", func() bool { return queue.Publishers(p) > 0 })
+		if n := queue.Publishers(p); n != 1 {
+			t.Fatalf("round %d: %d publishers while serving; want 1", round, n)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m.Stop(ctx)
+		cancel()
+		if n := queue.Publishers(p); n != 0 {
+			t.Fatalf("round %d: %d publishers after Stop; want 0", round, n)
+		}
+	}
+}

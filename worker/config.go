@@ -88,11 +88,13 @@ type Config struct {
 	Lease lease.Config
 	// Queue holds further processing settings: BatchSize, Window,
 	// CompleteInterval, PollInterval, retry delays, UnknownKindDelay,
-	// Retention, RetentionInterval, Fence timeouts, Hooks, Rand, and
-	// TracerProvider and Propagator (docs/tracing.md). Its
-	// Workers, Concurrency, PartitionConcurrency, JobTimeout and StopGrace
-	// must be zero: the fields above set them. Queue only (a Kafka consumer's settings are
-	// its kafka.Config). Defaults as in queue.ProcessorConfig.
+	// PauseInterval (docs/control.md), Retention, RetentionInterval,
+	// PublishInterval (docs/running.md), Fence timeouts, Hooks, Rand, and
+	// TracerProvider and Propagator (docs/tracing.md). Its Workers,
+	// Concurrency, PartitionConcurrency, JobTimeout and StopGrace must be
+	// zero: the fields above set them. Queue only (a Kafka consumer's
+	// settings are its kafka.Config). Defaults as in
+	// queue.ProcessorConfig.
 	Queue queue.ProcessorConfig
 	// MembershipPollInterval is how often the worker re-reads the group's
 	// membership when no notification arrives. Defaults to 1s.

@@ -404,9 +404,7 @@ WHERE id = ANY(ARRAY(
 // that holds its place or is due (NULL: none; the job is its key's next);
 // then where it runs (see runningOfJob).
 const queueInspect = `
-SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at, j.created_at,
-       j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
-       coalesce(j.batch_id, 0), coalesce(j.batch_item, ''), coalesce(j.followup, ''), j.priority, j.max_attempts_set,
+SELECT ` + jobColumns + `,
        (SELECT e.id FROM {{schema}}.jobs AS e
         WHERE j.state = 'pending' AND j.key <> '' AND e.group_name = j.group_name AND e.partition = j.partition
           AND e.key = j.key AND e.key <> '' AND e.state = 'pending' AND e.id < j.id
@@ -474,9 +472,19 @@ ORDER BY p`
 // cancels (see batchCount) and returns the ids it changed, each with the
 // batches of which it cancelled a partition's last item (the same array on
 // every row; NULL: none), for batchLock and batchFinish in the same
-// transaction. Each cancelled job's owner is notified on channel $2
-// ("cancel:<id>:<partition>:<group>", delivered at commit), so that it
-// cancels the job's handler if it runs it (see docs/running.md).
+// transaction. The owners of the cancelled jobs are notified on channel $2
+// at commit, once per partition and CancelNotifyChunk ids
+// ("cancel:<partition>:<id>,<id>,...:<group>", at most about 6.1kB, below
+// the 8000-byte payload limit), so that they cancel the jobs' handlers if
+// they run them, or drop them if they hold them (see docs/running.md).
+// cancelNotifyChunk is CancelNotifyChunk in SQL.
+const cancelNotifyChunk = "300"
+
+// CancelNotifyChunk is the most job ids one cancel notification names: 300
+// ids of at most 20 bytes each, with a group name of at most 100 bytes,
+// stay well below PostgreSQL's 8000-byte payload limit.
+const CancelNotifyChunk = 300
+
 const queueCancel = `
 WITH changed AS (
     UPDATE {{schema}}.jobs
@@ -488,8 +496,12 @@ WITH changed AS (
 counted AS (` + batchCount + `),
 drained AS (` + batchDrained + `),
 notified AS (
-    SELECT count(pg_notify($2, 'cancel:' || changed.id || ':' || changed.partition || ':' || changed.group_name)) AS n
-    FROM changed)
+    SELECT count(pg_notify($2, 'cancel:' || c.partition || ':' || c.ids || ':' || c.group_name)) AS n
+    FROM (SELECT r.group_name, r.partition, string_agg(r.id::text, ',' ORDER BY r.id) AS ids
+          FROM (SELECT changed.group_name, changed.partition, changed.id,
+                       (row_number() OVER (PARTITION BY changed.group_name, changed.partition ORDER BY changed.id) - 1) / ` + cancelNotifyChunk + ` AS chunk
+                FROM changed) AS r
+          GROUP BY r.group_name, r.partition, r.chunk) AS c)
 SELECT changed.id, (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained)
 FROM changed CROSS JOIN notified`
 
@@ -500,7 +512,7 @@ FROM changed CROSS JOIN notified`
 // among recent jobs, a scan of the group's jobs when nothing matches.
 const queueList = `
 SELECT ` + listColumns + `
-FROM {{schema}}.jobs
+FROM {{schema}}.jobs AS j
 WHERE group_name = $1
   AND ($2::text IS NULL OR state = $2)
   AND ($3::text IS NULL OR kind = $3)
@@ -510,13 +522,20 @@ WHERE group_name = $1
 ORDER BY id DESC
 LIMIT $6`
 
-// listColumns are the columns of queueList (and of queueByKind), as
-// queue.scanJob reads them; no job is waited behind (List leaves
-// WaitingBehind 0), and none is known to be running (JobInfo.Running: the
-// running list reads its own).
-const listColumns = `id, group_name, partition, key, kind, args, state, attempt, max_attempts, run_at, created_at,
-       finished_at, finished_token, errors, coalesce(unique_key, ''), holds,
-       coalesce(batch_id, 0), coalesce(batch_item, ''), coalesce(followup, ''), priority, max_attempts_set,
+// jobColumns are a job's own columns as queue.scanJob reads them first
+// (21 of its 25), from the jobs table aliased j: every statement that
+// reads jobs for scanJob (queueInspect, queueList, queueByKind,
+// runningList) selects them, then its own 4 (the job it waits behind, and
+// where it runs), so that the lists cannot drift apart.
+const jobColumns = `j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at,
+       j.created_at, j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
+       coalesce(j.batch_id, 0), coalesce(j.batch_item, ''), coalesce(j.followup, ''), j.priority, j.max_attempts_set`
+
+// listColumns are the columns of queueList (and of queueByKind), from the
+// jobs table aliased j, as queue.scanJob reads them; no job is waited
+// behind (List leaves WaitingBehind 0), and none is known to be running
+// (JobInfo.Running: the running list reads its own).
+const listColumns = jobColumns + `,
        NULL::bigint, NULL::text, NULL::timestamptz, NULL::bigint`
 
 // queueWaits lists the keys of group $1 whose next job waits (a job holding its

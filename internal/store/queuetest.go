@@ -13,7 +13,7 @@ import (
 // $2, with the columns of queueList.
 const queueByKind = `
 SELECT ` + listColumns + `
-FROM {{schema}}.jobs
+FROM {{schema}}.jobs AS j
 WHERE kind = $1
 ORDER BY id
 LIMIT $2`

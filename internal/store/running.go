@@ -70,9 +70,7 @@ LEFT JOIN LATERAL (
 // queueList's parameters.) It reads only the group's running rows and
 // their jobs by primary key.
 const runningList = `
-SELECT j.id, j.group_name, j.partition, j.key, j.kind, j.args, j.state, j.attempt, j.max_attempts, j.run_at, j.created_at,
-       j.finished_at, j.finished_token, j.errors, coalesce(j.unique_key, ''), j.holds,
-       coalesce(j.batch_id, 0), coalesce(j.batch_item, ''), coalesce(j.followup, ''), j.priority, j.max_attempts_set, NULL::bigint,
+SELECT ` + jobColumns + `, NULL::bigint,
        r.worker, e.started_at, r.token
 FROM {{schema}}.running AS r
 CROSS JOIN LATERAL jsonb_to_recordset(r.jobs) AS e(id bigint, started_at timestamptz)
