@@ -63,18 +63,7 @@ func (s *Scheduler) commit(ctx context.Context, token fence.Token, plan []planne
 			if p.Skip {
 				continue
 			}
-			j, err := s.job(p)
-			if err != nil {
-				return err
-			}
-			switch j.Group {
-			case "":
-				j.Group = s.cfg.Group
-			case s.cfg.Group:
-			default:
-				return &ScheduleError{Index: p.index, Name: p.Schedule,
-					Reason: fmt.Sprintf("Job returned the group %q, not the scheduler's %q", j.Group, s.cfg.Group)}
-			}
+			j := p.job
 			jobs, enq = append(jobs, j), append(enq, i)
 		}
 		if len(jobs) > 0 {
