@@ -24,17 +24,17 @@ func (s *Scheduler) commit(ctx context.Context, token fence.Token, plan []planne
 	}
 	err := s.tx(ctx, token, func(tx pgx.Tx) error {
 		n := len(plan)
-		names, ats, missed := make([]string, n), make([]time.Time, n), make([]int32, n)
+		names, ats, missed, skip := make([]string, n), make([]time.Time, n), make([]int32, n), make([]bool, n)
 		type key struct {
 			name string
 			us   int64
 		}
 		at := make(map[key]int, n)
 		for i, p := range plan {
-			names[i], ats[i], missed[i] = p.Schedule, p.At, int32(p.Missed)
+			names[i], ats[i], missed[i], skip[i] = p.Schedule, p.At, int32(p.Missed), p.Skip
 			at[key{p.Schedule, p.At.UnixMicro()}] = i
 		}
-		rows, err := tx.Query(ctx, s.q.Insert, s.cfg.Group, names, ats, missed, int64(token))
+		rows, err := tx.Query(ctx, s.q.Insert, s.cfg.Group, names, ats, missed, int64(token), skip)
 		if err != nil {
 			return err
 		}

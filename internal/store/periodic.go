@@ -28,11 +28,11 @@ FROM unnest($2::text[]) AS u(name)`
 // periodicInsert records slots for token $5 and returns those that no
 // earlier transaction recorded: the primary key makes a second record of a
 // slot a no-op, whatever the fence did. $1 group, $2 schedules, $3 slots,
-// $4 missed counts.
+// $4 missed counts, $6 skipped (not to be enqueued).
 const periodicInsert = `
-INSERT INTO {{schema}}.periodic_slots (group_name, schedule, slot, token, missed)
-SELECT $1, u.schedule, u.slot, $5, u.missed
-FROM unnest($2::text[], $3::timestamptz[], $4::integer[]) AS u(schedule, slot, missed)
+INSERT INTO {{schema}}.periodic_slots (group_name, schedule, slot, token, missed, skipped)
+SELECT $1, u.schedule, u.slot, $5, u.missed, u.skipped
+FROM unnest($2::text[], $3::timestamptz[], $4::integer[], $6::boolean[]) AS u(schedule, slot, missed, skipped)
 ON CONFLICT (group_name, schedule, slot) DO NOTHING
 RETURNING schedule, slot`
 
@@ -61,18 +61,19 @@ WHERE p.group_name = $1 AND p.slot < $2
 // periodicList returns the schedules of group $1 (all groups when NULL)
 // with their latest slot and the group's leader lease ($2 is the lease
 // name prefix, "periodic/"): group, name, spec, missed policy, since,
-// next slot, declared at, last slot, its job id, token and missed count,
+// next slot, declared at, last slot, its job id, token, missed count and
+// whether it was skipped,
 // total missed over the retained rows, leader owner, token, live, and the
 // database's time.
 const periodicList = `
 SELECT p.group_name, p.name, p.spec, p.policy, p.since, p.next_slot, p.declared_at,
-       s.slot, s.job_id, s.token, s.missed,
+       s.slot, s.job_id, s.token, s.missed, s.skipped,
        (SELECT coalesce(sum(m.missed), 0) FROM {{schema}}.periodic_slots AS m
         WHERE m.group_name = p.group_name AND m.schedule = p.name),
        l.owner, l.token, coalesce(l.expires_at > clock_timestamp(), false), clock_timestamp()
 FROM {{schema}}.periodic_schedules AS p
 LEFT JOIN LATERAL (
-    SELECT x.slot, x.job_id, x.token, x.missed FROM {{schema}}.periodic_slots AS x
+    SELECT x.slot, x.job_id, x.token, x.missed, x.skipped FROM {{schema}}.periodic_slots AS x
     WHERE x.group_name = p.group_name AND x.schedule = p.name
     ORDER BY x.slot DESC LIMIT 1) AS s ON true
 LEFT JOIN {{schema}}.leases AS l ON l.name = $2 || p.group_name

@@ -20,7 +20,9 @@ CREATE TABLE {{schema}}.periodic_schedules (
 );
 
 -- One row per slot a leader accounted for: job_id is the enqueued job (NULL
--- when the slot was skipped under the skip policy); missed counts the
+-- when the slot was skipped under the skip policy, skipped then true, or
+-- when its job was a duplicate of a pending job with the same UniqueKey,
+-- skipped then false); missed counts the
 -- slots between the schedule's previous row and this one that no leader
 -- enqueued (collapsed into this row, or skipped); token is the leader's
 -- lease token. Rows older than the leader's retention are pruned, except
@@ -30,6 +32,7 @@ CREATE TABLE {{schema}}.periodic_slots (
     schedule    text        NOT NULL,
     slot        timestamptz NOT NULL,
     job_id      bigint,
+    skipped     boolean     NOT NULL DEFAULT false,
     token       bigint      NOT NULL CHECK (token > 0),
     missed      integer     NOT NULL DEFAULT 0 CHECK (missed >= 0),
     enqueued_at timestamptz NOT NULL DEFAULT clock_timestamp(),
