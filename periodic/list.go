@@ -36,8 +36,8 @@ type Info struct {
 	LastSkipped bool
 	LastToken   fence.Token
 	LastMissed  int
-	// MissedTotal counts the slots no leader enqueued, over the retained
-	// slot records.
+	// MissedTotal counts the slots no leader enqueued since the schedule
+	// was first declared.
 	MissedTotal int64
 	// Leader is the holder of the group's leader lease and LeaderToken its
 	// token; LeaderLive is false when the lease has expired or was

@@ -75,6 +75,13 @@ func TestMissedPolicies(t *testing.T) {
 	if err := checkRecords(scheds, got, jobs); err != nil {
 		t.Fatal(err)
 	}
+	infos, err := periodic.List(ctx, db, "g")
+	pgtest.Must(t, err)
+	for _, in := range infos {
+		if in.MissedTotal != 9 {
+			t.Errorf("%s: List's MissedTotal %d; want 9", in.Name, in.MissedTotal)
+		}
+	}
 	for _, c := range []struct {
 		name           string
 		slots, enqueue []time.Time

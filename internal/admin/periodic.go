@@ -25,8 +25,8 @@ type ScheduleInfo struct {
 	LastOutcome string `json:"last_outcome,omitempty"`
 	LastToken   int64  `json:"last_token,omitempty"`
 	LastMissed  int    `json:"last_missed"`
-	// MissedTotal counts the slots no leader enqueued, over the retained
-	// slot records.
+	// MissedTotal counts the slots no leader enqueued since the schedule
+	// was first declared.
 	MissedTotal int64 `json:"missed_total"`
 	// Leader is the holder of the group's periodic lease ("" for none);
 	// LeaderLive is false when it expired or was released.

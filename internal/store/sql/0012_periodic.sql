@@ -5,7 +5,10 @@
 --
 -- periodic_schedules records the declared schedules (the leader upserts
 -- them when it takes the lease) for the CLI, and since: when the schedule
--- was first declared, the anchor of its first slot (no backfill before it).
+-- was first declared, the anchor of its first slot (no backfill before it);
+-- missed_total counts the slots no leader enqueued since then (the sum of
+-- the missed counts of its slot rows, kept so that reading it costs no
+-- walk over the retained rows).
 -- No foreign key to groups: a scheduler may declare before a worker has
 -- created the group's row.
 CREATE TABLE {{schema}}.periodic_schedules (
@@ -15,6 +18,7 @@ CREATE TABLE {{schema}}.periodic_schedules (
     policy      text        NOT NULL CHECK (policy IN ('run-once', 'skip')),
     since       timestamptz NOT NULL,
     next_slot   timestamptz,
+    missed_total bigint     NOT NULL DEFAULT 0 CHECK (missed_total >= 0),
     declared_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (group_name, name)
 );
