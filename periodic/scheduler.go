@@ -210,12 +210,11 @@ func (s *Scheduler) acquire(ctx context.Context) (*lease.Lease, time.Duration, e
 		if err != nil {
 			return nil, 0, err
 		}
-		switch {
-		case !known:
+		if !known {
 			return l, noGap, nil
-		case info.Held(): // its own earlier grant: no gap
-			return l, 0, nil
 		}
+		// The previous grant (this scheduler's own, when it was still live:
+		// its last renewal is recent) ended at its release or last renewal.
 		// Another scheduler may have led between the read and the grant;
 		// the slots it recorded are not counted missed (they are recorded).
 		return l, max(l.AcquiredAt().Sub(info.RenewedAt), 0), nil
