@@ -136,9 +136,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // Stop stops the scheduler, bounded by ctx: it cancels a slot transaction
 // in flight (it rolls back: its slots stay due, and the next leader
 // records them), waits for the leader to finish, then releases the leader
-// lease so that another scheduler takes over at its next poll. When ctx ends first, Stop returns its
-// error; the lease then expires after its TTL. A second Stop returns the
-// first one's result.
+// lease so that another scheduler takes over at its next read of the
+// lease. When ctx ends first, Stop returns its error; the lease then
+// expires after its TTL. A second Stop returns the first one's result.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	return s.life.Stop(ctx, func(ctx context.Context) error {
 		s.cancel()
