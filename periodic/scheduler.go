@@ -180,7 +180,7 @@ const noGap time.Duration = -1
 // acquire takes the leader lease: it reads the lease row every
 // Lease.MaxBackoff while another scheduler holds it, and tries to take it
 // once it has ended. It also returns how long no leader ran before the
-// grant, by the database's clock: from the previous leadership's end (its
+// grant, by the database's clock: from the previous grant's end (its
 // release, or its last renewal for a leader that vanished) to the grant;
 // noGap when no previous leadership is known. Measuring the gap on the
 // database's clock keeps the missed-slot accounting independent of the
@@ -251,10 +251,13 @@ func (s *Scheduler) lead(ctx context.Context, l *lease.Lease, gap time.Duration)
 	token := l.Token()
 	log := s.log.With("token", int64(token))
 	took := s.cfg.Clock.Now()
+	// The slots up to since that no leader recorded are missed, unless the
+	// database's clock says the lease passed on within the grace: then no
+	// slot is missed, whatever this clock says (it may run ahead of the
+	// previous leader's).
 	since := took.Add(-s.cfg.Grace)
-	var ledUntil time.Time // the previous leadership's end, on this clock
-	if gap != noGap {
-		ledUntil = took.Add(-gap)
+	if gap != noGap && gap <= s.cfg.Grace {
+		since = time.Time{}
 	}
 	s.setLeading(token)
 	defer s.setLeading(0)
@@ -274,7 +277,7 @@ func (s *Scheduler) lead(ctx context.Context, l *lease.Lease, gap time.Duration)
 			}
 		}
 		now := s.cfg.Clock.Now()
-		plan, caught := s.plan(st, retry, ledUntil, since, now)
+		plan, caught := s.plan(st, retry, since, now)
 		plan, failed := s.prepare(token, plan)
 		for i, err := range failed {
 			log.Error("periodic: schedule failed; retrying it alone", "schedule", s.scheds[i].Name, "err", err,
@@ -499,12 +502,10 @@ type planned struct {
 
 // plan returns the slots to record at now, earliest first per schedule,
 // and which schedules' catch-up it covers; a schedule whose retry time is
-// after now is left out. On the leader's first pass, the slots up to the
-// previous leadership's end (ledUntil, on this clock; zero when unknown)
-// that it did not record are recorded and enqueued as usual; the later ones
-// at or before since came due while no leader ran and are handled by the
-// schedule's MissedPolicy. Later slots are all recorded and enqueued.
-func (s *Scheduler) plan(st []state, retry []time.Time, ledUntil, since, now time.Time) ([]planned, []bool) {
+// after now is left out. Slots at or before since (zero for none) came due
+// while no leader ran and are handled by the schedule's MissedPolicy, on
+// the leader's first pass only; later ones are all recorded and enqueued.
+func (s *Scheduler) plan(st []state, retry []time.Time, since, now time.Time) ([]planned, []bool) {
 	var out []planned
 	caught := make([]bool, len(st))
 	for i, sc := range s.scheds {
@@ -514,14 +515,6 @@ func (s *Scheduler) plan(st []state, retry []time.Time, ledUntil, since, now tim
 		last := st[i].last
 		if !st[i].caught {
 			caught[i] = true
-			upto := since
-			if ledUntil.Before(upto) {
-				upto = ledUntil
-			}
-			for _, at := range sc.due(last, upto, maxPerPass) {
-				out = append(out, planned{Slot: Slot{Schedule: sc.Name, At: at}, index: i})
-				last = at
-			}
 			if n, latest := sc.missed(last, since); n > 0 {
 				out = append(out, planned{Slot: Slot{Schedule: sc.Name, At: latest, Missed: n - 1,
 					Skip: sc.Missed == MissedSkip}, index: i})
