@@ -14,10 +14,10 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
-// A Job that returns another group, or panics, fails the slot's
-// transaction with a *ScheduleError naming the schedule: nothing is
-// recorded, so the slot stays due (the leader retries it), and the process
-// does not crash.
+// A Job that returns another group, or panics, fails its schedule's pass
+// with a *ScheduleError naming the schedule (Job runs before the slot
+// transaction): nothing is recorded, so the slot stays due (the leader
+// retries the schedule after RetryDelay), and the process does not crash.
 func TestBadJobFailsTheSlotTransaction(t *testing.T) {
 	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)

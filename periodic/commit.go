@@ -11,6 +11,11 @@ import (
 	"github.com/leasehold/leasehold/queue"
 )
 
+// pruneBatch bounds the slot rows of each schedule one prune deletes
+// (pruning runs once a minute: 1000 keeps up with a schedule of every
+// 100ms, the shortest).
+const pruneBatch = 1000
+
 // commit records the slots of plan and enqueues their jobs in one
 // transaction fenced by token: the slots whose record already exists (the
 // primary key) enqueue nothing, and if the lease has moved on, nothing
@@ -24,17 +29,17 @@ func (s *Scheduler) commit(ctx context.Context, token fence.Token, plan []planne
 	}
 	err := s.tx(ctx, token, func(tx pgx.Tx) error {
 		n := len(plan)
-		names, ats, missed := make([]string, n), make([]time.Time, n), make([]int32, n)
+		names, ats, missed, skip := make([]string, n), make([]time.Time, n), make([]int32, n), make([]bool, n)
 		type key struct {
 			name string
 			us   int64
 		}
 		at := make(map[key]int, n)
 		for i, p := range plan {
-			names[i], ats[i], missed[i] = p.Schedule, p.At, int32(p.Missed)
+			names[i], ats[i], missed[i], skip[i] = p.Schedule, p.At, int32(p.Missed), p.Skip
 			at[key{p.Schedule, p.At.UnixMicro()}] = i
 		}
-		rows, err := tx.Query(ctx, s.q.Insert, s.cfg.Group, names, ats, missed, int64(token))
+		rows, err := tx.Query(ctx, s.q.Insert, s.cfg.Group, names, ats, missed, int64(token), skip)
 		if err != nil {
 			return err
 		}
@@ -63,18 +68,7 @@ func (s *Scheduler) commit(ctx context.Context, token fence.Token, plan []planne
 			if p.Skip {
 				continue
 			}
-			j, err := s.job(p)
-			if err != nil {
-				return err
-			}
-			switch j.Group {
-			case "":
-				j.Group = s.cfg.Group
-			case s.cfg.Group:
-			default:
-				return &ScheduleError{Index: p.index, Name: p.Schedule,
-					Reason: fmt.Sprintf("Job returned the group %q, not the scheduler's %q", j.Group, s.cfg.Group)}
-			}
+			j := p.job
 			jobs, enq = append(jobs, j), append(enq, i)
 		}
 		if len(jobs) > 0 {
@@ -97,20 +91,24 @@ func (s *Scheduler) commit(ctx context.Context, token fence.Token, plan []planne
 				}
 			}
 		}
-		// The next slot of each schedule after this transaction, for the CLI.
-		last := make(map[int]time.Time)
+		// The next slot of each schedule after this transaction, and the
+		// slots the ones recorded now count missed, for the CLI.
+		last, add := make(map[int]time.Time), make(map[int]int64)
 		for _, p := range plan {
 			last[p.index] = p.At
 		}
-		nn, nt := make([]string, 0, len(last)), make([]time.Time, 0, len(last))
-		for i, t := range last {
-			nn, nt = append(nn, s.scheds[i].Name), append(nt, s.scheds[i].next(t))
+		for _, i := range fresh {
+			add[plan[i].index] += int64(plan[i].Missed)
 		}
-		if _, err := tx.Exec(ctx, s.q.SetNext, s.cfg.Group, nn, nt); err != nil {
+		nn, nt, nm := make([]string, 0, len(last)), make([]time.Time, 0, len(last)), make([]int64, 0, len(last))
+		for i, t := range last {
+			nn, nt, nm = append(nn, s.scheds[i].Name), append(nt, s.scheds[i].next(t)), append(nm, add[i])
+		}
+		if _, err := tx.Exec(ctx, s.q.SetNext, s.cfg.Group, nn, nt, nm); err != nil {
 			return err
 		}
 		if prune {
-			if _, err := tx.Exec(ctx, s.q.Prune, s.cfg.Group, now.Add(-s.cfg.Retention)); err != nil {
+			if _, err := tx.Exec(ctx, s.q.Prune, s.cfg.Group, now.Add(-s.cfg.Retention), pruneBatch); err != nil {
 				return err
 			}
 		}

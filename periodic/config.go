@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/queue"
 )
 
 // MaxGroupLen is the longest group name, in bytes (as for partition groups).
@@ -36,11 +37,13 @@ type Config struct {
 	// Fence configures the leader's fenced transactions. Defaults as in
 	// lease.FenceConfig.
 	Fence lease.FenceConfig
-	// Grace is how long before a leader took the lease a slot may have come
-	// due and still be enqueued as usual rather than handled as missed: it
-	// covers a graceful hand-over (the old leader released the lease, the
-	// new one takes it within its acquire backoff). Defaults to 2s;
-	// negative means none.
+	// Grace is how long no leader may run before a takeover (measured on
+	// the database's clock, from the previous leader's release or last
+	// renewal to the grant) with the slots that came due meanwhile still
+	// enqueued as usual rather than handled as missed: it covers a graceful
+	// hand-over (the old leader released the lease, a follower takes it at
+	// its next poll, within Lease.MaxBackoff). Defaults to 2s or twice
+	// Lease.MaxBackoff, whichever is longer; negative means none.
 	Grace time.Duration
 	// Retention is how long slot records are kept (each schedule's latest
 	// is always kept). Defaults to 24h.
@@ -49,9 +52,14 @@ type Config struct {
 	// before it tries again (the slot stays due). Defaults to 1s.
 	RetryDelay time.Duration
 	// Clock is the clock slots are computed by (when a slot is due) and
-	// the leader's timers run on. The lease uses Lease.Clock. Defaults to
-	// lease.SystemClock.
+	// the leader's timers run on. The lease, and the follower's polls for
+	// it, use Lease.Clock; the time no leader ran is measured on the
+	// database's clock. Defaults to lease.SystemClock.
 	Clock lease.Clock
+	// Queue configures the client that enqueues the slots' jobs: set its
+	// TracerProvider and Propagator for leasehold.enqueue spans (see
+	// docs/tracing.md). Defaults as in queue.Config.
+	Queue queue.Config
 }
 
 // withDefaults validates c and returns it with defaults filled in and its
@@ -88,7 +96,11 @@ func (c Config) withDefaults() (Config, []*sched, error) {
 	}
 	switch {
 	case c.Grace == 0:
-		c.Grace = 2 * time.Second
+		mb := c.Lease.MaxBackoff
+		if mb <= 0 {
+			mb = time.Second // lease.Config's default
+		}
+		c.Grace = max(2*time.Second, 2*mb)
 	case c.Grace < 0:
 		c.Grace = 0
 	}

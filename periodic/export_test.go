@@ -64,3 +64,6 @@ func Missed(sc Schedule, a, b time.Time) (int, time.Time, error) {
 	n, latest := c.missed(a, b)
 	return n, latest, nil
 }
+
+// Grace returns s's Config.Grace, defaults applied.
+func Grace(s *Scheduler) time.Duration { return s.cfg.Grace }

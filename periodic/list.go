@@ -27,14 +27,17 @@ type Info struct {
 	// DeclaredAt is when a leader last declared the schedule.
 	DeclaredAt time.Time
 	// LastSlot is the latest slot recorded, zero for none; LastJobID its
-	// job (0 if it was skipped), LastToken the leader's token, and
-	// LastMissed the slots before it that no leader enqueued.
-	LastSlot   time.Time
-	LastJobID  int64
-	LastToken  fence.Token
-	LastMissed int
-	// MissedTotal counts the slots no leader enqueued, over the retained
-	// slot records.
+	// job (0 if it was skipped, or its job was a duplicate of a pending job
+	// with the same UniqueKey), LastSkipped whether it was skipped (under
+	// MissedSkip), LastToken the leader's token, and LastMissed the slots
+	// before it that no leader enqueued.
+	LastSlot    time.Time
+	LastJobID   int64
+	LastSkipped bool
+	LastToken   fence.Token
+	LastMissed  int
+	// MissedTotal counts the slots no leader enqueued since the schedule
+	// was first declared.
 	MissedTotal int64
 	// Leader is the holder of the group's leader lease and LeaderToken its
 	// token; LeaderLive is false when the lease has expired or was
@@ -69,10 +72,11 @@ func List(ctx context.Context, db *leasehold.DB, group string) ([]Info, error) {
 		var in Info
 		var next, last *time.Time
 		var job, token, missed, ltoken *int64
+		var skipped *bool
 		var owner *string
 		var now time.Time
 		if err := rows.Scan(&in.Group, &in.Name, &in.Spec, &in.Policy, &in.Since, &next, &in.DeclaredAt,
-			&last, &job, &token, &missed, &in.MissedTotal, &owner, &ltoken, &in.LeaderLive, &now); err != nil {
+			&last, &job, &token, &missed, &skipped, &in.MissedTotal, &owner, &ltoken, &in.LeaderLive, &now); err != nil {
 			return nil, store.ClassifyRead("periodic", "list", group, err)
 		}
 		if next != nil {
@@ -85,7 +89,7 @@ func List(ctx context.Context, db *leasehold.DB, group string) ([]Info, error) {
 			in.LastJobID = *job
 		}
 		if token != nil {
-			in.LastToken, in.LastMissed = fence.Token(*token), int(*missed)
+			in.LastToken, in.LastMissed, in.LastSkipped = fence.Token(*token), int(*missed), *skipped
 		}
 		if owner != nil {
 			in.Leader, in.LeaderToken = *owner, fence.Token(*ltoken)

@@ -14,7 +14,8 @@ import (
 // slots pass with no leader, and starts another: the run-once schedule
 // enqueues the latest missed slot once (counting the nine before it), the
 // skip schedule records it skipped and enqueues nothing until its next
-// slot. Before the gap, a brand-new schedule starts at the slot after the
+// slot. (The gap is measured on the database's clock: the test moves the
+// old leader's release back by it.) Before the gap, a brand-new schedule starts at the slot after the
 // leader took over (no backfill).
 func TestMissedPolicies(t *testing.T) {
 	ctx := pgtest.Context(t)
@@ -56,6 +57,11 @@ func TestMissedPolicies(t *testing.T) {
 	pgtest.Must(t, a.Stop(ctx))
 
 	clk.Advance(at(11, 30).Sub(clk.Now())) // no leader: slots 00:02 to 00:11 pass
+	// The gap a new leader counts is measured on the database's clock:
+	// move a's release back by the gap.
+	_, err := pool.Exec(ctx, `UPDATE leasehold.leases SET renewed_at = renewed_at - interval '10 min 30 s',
+		expires_at = expires_at - interval '10 min 30 s' WHERE name = 'periodic/g'`)
+	pgtest.Must(t, err)
 	b := newScheduler("b")
 	pgtest.Must(t, b.Start(ctx))
 	waitFor(t, 10*time.Second, "the catch-up", func() bool { return len(rows()) == 4 })
@@ -68,6 +74,13 @@ func TestMissedPolicies(t *testing.T) {
 	pgtest.Must(t, err)
 	if err := checkRecords(scheds, got, jobs); err != nil {
 		t.Fatal(err)
+	}
+	infos, err := periodic.List(ctx, db, "g")
+	pgtest.Must(t, err)
+	for _, in := range infos {
+		if in.MissedTotal != 9 {
+			t.Errorf("%s: List's MissedTotal %d; want 9", in.Name, in.MissedTotal)
+		}
 	}
 	for _, c := range []struct {
 		name           string

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/periodic"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -161,5 +163,29 @@ func TestBadConfig(t *testing.T) {
 	}
 	if err := s.Start(t.Context()); !errors.Is(err, periodic.ErrStopped) {
 		t.Fatalf("Start after Stop: %v", err)
+	}
+}
+
+// Grace defaults to 2s or twice the lease's MaxBackoff (a follower's wait
+// between reads of the lease row), whichever is longer; negative means none.
+func TestGraceDefault(t *testing.T) {
+	db := pgtest.DBOn(t, pgtest.Pool(t))
+	sc := []periodic.Schedule{{Name: "x", Every: time.Second, Job: tickJob("x")}}
+	for _, c := range []struct {
+		grace, maxBackoff, want time.Duration
+	}{
+		{0, 0, 2 * time.Second},
+		{0, 500 * time.Millisecond, 2 * time.Second},
+		{0, 3 * time.Second, 6 * time.Second},
+		{5 * time.Second, 3 * time.Second, 5 * time.Second},
+		{-1, 3 * time.Second, 0},
+	} {
+		s, err := periodic.New(db, periodic.Config{Group: "g", Schedules: sc, Grace: c.grace,
+			Lease: lease.Config{MaxBackoff: c.maxBackoff}})
+		pgtest.Must(t, err)
+		if got := periodic.Grace(s); got != c.want {
+			t.Errorf("Grace %v, MaxBackoff %v: %v; want %v", c.grace, c.maxBackoff, got, c.want)
+		}
+		pgtest.Must(t, s.Stop(pgtest.Context(t)))
 	}
 }

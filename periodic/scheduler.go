@@ -94,7 +94,7 @@ func New(db *leasehold.DB, cfg Config) (*Scheduler, error) {
 		leases.Close(context.Background())
 		return nil, fmt.Errorf("%w: Fence: %w", ErrInvalidConfig, err)
 	}
-	jobs, err := queue.New(db, queue.Config{})
+	jobs, err := queue.New(db, cfg.Queue)
 	if err != nil {
 		leases.Close(context.Background())
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -133,11 +133,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}, nil)
 }
 
-// Stop stops the scheduler, bounded by ctx: it waits for a slot
-// transaction in flight, then releases the leader lease so that another
-// scheduler takes over at once. When ctx ends first, Stop returns its
-// error; the lease then expires after its TTL. A second Stop returns the
-// first one's result.
+// Stop stops the scheduler, bounded by ctx: it cancels a slot transaction
+// in flight (it rolls back: its slots stay due, and the next leader
+// records them), waits for the leader to finish, then releases the leader
+// lease so that another scheduler takes over at its next read of the
+// lease. When ctx ends first, Stop returns its error; the lease then
+// expires after its TTL. A second Stop returns the first one's result.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	return s.life.Stop(ctx, func(ctx context.Context) error {
 		s.cancel()
@@ -155,16 +156,16 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 // holds it.
 func (s *Scheduler) loop(ctx context.Context) {
 	for ctx.Err() == nil {
-		l, err := s.leases.Acquire(ctx, s.name)
+		l, gap, err := s.acquire(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			s.log.Error("periodic: cannot acquire the leader lease", "err", err)
-			s.sleep(ctx, s.cfg.RetryDelay, nil)
+			s.sleep(ctx, s.cfg.Clock, s.cfg.RetryDelay, nil)
 			continue
 		}
-		s.lead(ctx, l)
+		s.lead(ctx, l, gap)
 		if ctx.Err() == nil && l.Err() == nil {
 			rctx, cancel := context.WithTimeout(ctx, s.leases.Config().TTL)
 			l.Release(rctx)
@@ -173,11 +174,58 @@ func (s *Scheduler) loop(ctx context.Context) {
 	}
 }
 
-// sleep waits for d on the clock, or until ctx or stop ends; it returns
-// false when ctx ended.
-func (s *Scheduler) sleep(ctx context.Context, d time.Duration, stop <-chan struct{}) bool {
+// noGap is the gap of a takeover with no known previous leader.
+const noGap time.Duration = -1
+
+// acquire takes the leader lease: it reads the lease row every
+// Lease.MaxBackoff while another scheduler holds it, and tries to take it
+// once it has ended. It also returns how long no leader ran before the
+// grant, by the database's clock: from the previous grant's end (its
+// release, or its last renewal for a leader that vanished) to the grant;
+// noGap when no previous leadership is known. Measuring the gap on the
+// database's clock keeps the missed-slot accounting independent of the
+// leaders' clocks.
+func (s *Scheduler) acquire(ctx context.Context) (*lease.Lease, time.Duration, error) {
+	lc := s.leases.Config()
+	for {
+		info, err := s.leases.Inspect(ctx, s.name)
+		known := err == nil
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+		case err != nil:
+			return nil, 0, err
+		case info.Held() && info.Owner != s.cfg.ID:
+			if !s.sleep(ctx, lc.Clock, lc.MaxBackoff, nil) {
+				return nil, 0, ctx.Err()
+			}
+			continue
+		}
+		l, err := s.leases.TryAcquire(ctx, s.name)
+		if errors.Is(err, lease.ErrHeld) {
+			if !s.sleep(ctx, lc.Clock, lc.MaxBackoff, nil) {
+				return nil, 0, ctx.Err()
+			}
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if !known {
+			return l, noGap, nil
+		}
+		// The previous grant (this scheduler's own, when it was still live:
+		// its last renewal is recent) ended at its release or last renewal.
+		// Another scheduler may have led between the read and the grant;
+		// the slots it recorded are not counted missed (they are recorded).
+		return l, max(l.AcquiredAt().Sub(info.RenewedAt), 0), nil
+	}
+}
+
+// sleep waits for d on clk, or until ctx or stop ends; it returns false
+// when ctx ended.
+func (s *Scheduler) sleep(ctx context.Context, clk lease.Clock, d time.Duration, stop <-chan struct{}) bool {
 	wake := make(chan struct{})
-	t := s.cfg.Clock.AfterFunc(max(d, 0), func() { close(wake) })
+	t := clk.AfterFunc(max(d, 0), func() { close(wake) })
 	defer t.Stop()
 	select {
 	case <-wake:
@@ -197,49 +245,60 @@ type state struct {
 // maxPerPass bounds the slots of one schedule one transaction records.
 const maxPerPass = 1000
 
-// lead enqueues slots as they come due while l is held and ctx lasts.
-func (s *Scheduler) lead(ctx context.Context, l *lease.Lease) {
+// lead enqueues slots as they come due while l is held and ctx lasts; gap
+// is how long no leader ran before l was granted (see acquire).
+func (s *Scheduler) lead(ctx context.Context, l *lease.Lease, gap time.Duration) {
 	token := l.Token()
 	log := s.log.With("token", int64(token))
 	took := s.cfg.Clock.Now()
+	// The slots up to since that no leader recorded are missed, unless the
+	// database's clock says the lease passed on within the grace: then no
+	// slot is missed, whatever this clock says (it may run ahead of the
+	// previous leader's).
 	since := took.Add(-s.cfg.Grace)
+	if gap != noGap && gap <= s.cfg.Grace {
+		since = time.Time{}
+	}
 	s.setLeading(token)
 	defer s.setLeading(0)
-	log.Info("periodic: leading", "schedules", len(s.scheds))
+	log.Info("periodic: leading", "schedules", len(s.scheds), "gap", gap)
 	defer func() { log.Info("periodic: no longer leading", "led", s.cfg.Clock.Now().Sub(took), "cause", l.Err()) }()
 
 	var st []state
 	var pruned time.Time
+	retry := make([]time.Time, len(s.scheds)) // a failed schedule waits until then
 	for ctx.Err() == nil && l.Err() == nil {
 		if st == nil {
 			var err error
 			if st, err = s.load(ctx, took); err != nil {
 				log.Error("periodic: cannot read the schedules' last slots", "err", err)
-				s.sleep(ctx, s.cfg.RetryDelay, l.Done())
+				s.sleep(ctx, s.cfg.Clock, s.cfg.RetryDelay, l.Done())
 				continue
 			}
 		}
 		now := s.cfg.Clock.Now()
-		plan, caught := s.plan(st, since, now)
+		plan, caught := s.plan(st, retry, since, now)
+		plan, failed := s.prepare(token, plan)
+		for i, err := range failed {
+			log.Error("periodic: schedule failed; retrying it alone", "schedule", s.scheds[i].Name, "err", err,
+				"retry_in", s.cfg.RetryDelay)
+			retry[i], caught[i] = now.Add(s.cfg.RetryDelay), false
+		}
 		if len(plan) > 0 {
 			prune := now.Sub(pruned) >= time.Minute
-			err := s.commit(ctx, token, plan, now, prune)
+			done, err := s.commitAll(ctx, token, plan, now, prune, log)
 			if errors.Is(err, fence.ErrFenced) {
 				log.Warn("periodic: leadership lost: slot transaction refused by the fence", "err", err)
 				return
 			}
-			if err != nil {
-				if ctx.Err() == nil {
-					log.Error("periodic: slot transaction failed; retrying", "err", err, "retry_in", s.cfg.RetryDelay)
-				}
-				st = nil // read the truth again: the commit may have applied
-				s.sleep(ctx, s.cfg.RetryDelay, l.Done())
-				continue
-			}
-			if prune {
+			if prune && err == nil {
 				pruned = now
 			}
 			for _, sl := range plan {
+				if !done[sl.index] {
+					retry[sl.index], caught[sl.index] = now.Add(s.cfg.RetryDelay), false
+					continue
+				}
 				st[sl.index].last = sl.At
 				log.Debug("periodic: slot enqueued", "schedule", sl.Schedule, "slot", sl.At, "job_id", sl.JobID,
 					"missed", sl.Missed, "skipped", sl.Skip)
@@ -248,23 +307,135 @@ func (s *Scheduler) lead(ctx context.Context, l *lease.Lease) {
 						"policy", s.scheds[sl.index].Missed.String())
 				}
 			}
+			if len(done) == 0 { // nothing committed: read the truth again (a commit may have applied)
+				st = nil
+				s.sleep(ctx, s.cfg.Clock, s.cfg.RetryDelay, l.Done())
+				continue
+			}
 		}
 		for i := range st {
 			st[i].caught = st[i].caught || caught[i]
 		}
 		wake := time.Time{}
 		for i, sc := range s.scheds {
-			if n := sc.next(st[i].last); !n.IsZero() && (wake.IsZero() || n.Before(wake)) {
+			n := sc.next(st[i].last)
+			if n.IsZero() {
+				continue
+			}
+			if n.Before(retry[i]) {
+				n = retry[i]
+			}
+			if wake.IsZero() || n.Before(wake) {
 				wake = n
 			}
 		}
 		if wake.IsZero() {
 			wake = now.Add(time.Hour)
 		}
-		if !s.sleep(ctx, wake.Sub(s.cfg.Clock.Now()), l.Done()) {
+		if !s.sleep(ctx, s.cfg.Clock, wake.Sub(s.cfg.Clock.Now()), l.Done()) {
 			return
 		}
 	}
+}
+
+// commitAll commits plan in one transaction; if that fails (other than by
+// the fence) and plan spans several schedules, it commits each schedule's
+// slots in a transaction of its own, so that a schedule whose jobs the
+// database refuses does not hold the others back. It returns the indexes
+// of the schedules whose slots committed, and the last error.
+func (s *Scheduler) commitAll(ctx context.Context, token fence.Token, plan []planned, now time.Time, prune bool,
+	log *slog.Logger) (map[int]bool, error) {
+	done := make(map[int]bool)
+	err := s.commit(ctx, token, plan, now, prune)
+	if err == nil {
+		for _, p := range plan {
+			done[p.index] = true
+		}
+		return done, nil
+	}
+	if errors.Is(err, fence.ErrFenced) || ctx.Err() != nil || plan[0].index == plan[len(plan)-1].index {
+		if ctx.Err() == nil && !errors.Is(err, fence.ErrFenced) {
+			log.Error("periodic: slot transaction failed; retrying", "schedule", plan[0].Schedule, "err", err,
+				"retry_in", s.cfg.RetryDelay)
+		}
+		return done, err
+	}
+	log.Warn("periodic: slot transaction failed; committing each schedule alone", "err", err)
+	for from := 0; from < len(plan); {
+		to := from + 1
+		for to < len(plan) && plan[to].index == plan[from].index {
+			to++
+		}
+		part := plan[from:to]
+		if err = s.commit(ctx, token, part, now, false); err == nil {
+			done[part[0].index] = true
+		} else if errors.Is(err, fence.ErrFenced) || ctx.Err() != nil {
+			return done, err
+		} else {
+			log.Error("periodic: schedule failed; retrying it alone", "schedule", part[0].Schedule,
+				"err", &ScheduleError{Index: part[0].index, Name: part[0].Schedule, Reason: "slot transaction failed", Err: err},
+				"retry_in", s.cfg.RetryDelay)
+		}
+		from = to
+	}
+	return done, err
+}
+
+// prepare calls the schedules' Job for the slots of plan to enqueue, before
+// any transaction: a schedule whose Job panics or returns another group
+// (a *ScheduleError) is left out of this pass, not the others. It returns
+// the rest of plan, and the error of each schedule left out.
+func (s *Scheduler) prepare(token fence.Token, plan []planned) ([]planned, map[int]error) {
+	var failed map[int]error
+	for k := range plan {
+		p := &plan[k]
+		if p.Skip || failed[p.index] != nil {
+			continue
+		}
+		j, err := s.job(*p)
+		if err == nil {
+			switch j.Group {
+			case "":
+				j.Group = s.cfg.Group
+			case s.cfg.Group:
+			default:
+				err = &ScheduleError{Index: p.index, Name: p.Schedule,
+					Reason: fmt.Sprintf("Job returned the group %q, not the scheduler's %q", j.Group, s.cfg.Group)}
+			}
+		}
+		if err != nil {
+			if failed == nil {
+				failed = make(map[int]error)
+			}
+			failed[p.index] = err
+			continue
+		}
+		p.job = j
+	}
+	if failed == nil {
+		return plan, nil
+	}
+	kept := plan[:0:0]
+	var dropped []Slot
+	for _, p := range plan {
+		if failed[p.index] == nil {
+			kept = append(kept, p)
+		} else {
+			dropped = append(dropped, p.Slot)
+		}
+	}
+	if h := s.hooks.attempt; h != nil {
+		for i, err := range failed {
+			var mine []Slot
+			for _, sl := range dropped {
+				if sl.Schedule == s.scheds[i].Name {
+					mine = append(mine, sl)
+				}
+			}
+			h(token, mine, err)
+		}
+	}
+	return kept, failed
 }
 
 func (s *Scheduler) setLeading(t fence.Token) {
@@ -322,21 +493,25 @@ func (s *Scheduler) load(ctx context.Context, took time.Time) ([]state, error) {
 	return st, rows.Err()
 }
 
-// planned is a Slot to record, with its schedule's index.
+// planned is a Slot to record, with its schedule's index and job.
 type planned struct {
 	Slot
 	index int
+	job   queue.Job // set by prepare unless Skip
 }
 
 // plan returns the slots to record at now, earliest first per schedule,
-// and which schedules' catch-up it covers. Slots at or before since that
-// came due while no leader ran are handled by the schedule's MissedPolicy,
-// on the leader's first pass only; later ones are all recorded and
-// enqueued.
-func (s *Scheduler) plan(st []state, since, now time.Time) ([]planned, []bool) {
+// and which schedules' catch-up it covers; a schedule whose retry time is
+// after now is left out. Slots at or before since (zero for none) came due
+// while no leader ran and are handled by the schedule's MissedPolicy, on
+// the leader's first pass only; later ones are all recorded and enqueued.
+func (s *Scheduler) plan(st []state, retry []time.Time, since, now time.Time) ([]planned, []bool) {
 	var out []planned
 	caught := make([]bool, len(st))
 	for i, sc := range s.scheds {
+		if now.Before(retry[i]) {
+			continue
+		}
 		last := st[i].last
 		if !st[i].caught {
 			caught[i] = true

@@ -50,7 +50,9 @@ type Config struct {
 	// worker of the group runs a periodic.Scheduler of them, and the one
 	// holding the group's periodic lease enqueues each slot once. Their
 	// leader lease uses Lease's TTL, RenewInterval, SafetyMargin, backoff
-	// and Clock. Queue only. Defaults to none.
+	// and Clock; slots come due by Lease.Clock; their fenced transactions
+	// use Queue.Fence, and their enqueues Queue.TracerProvider and
+	// Queue.Propagator. Queue only. Defaults to none.
 	Schedules []periodic.Schedule
 	// Kafka is the Kafka consumer the worker runs: it consumes the Kafka
 	// partitions whose group partitions it owns (see package kafka).

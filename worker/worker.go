@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/periodic"
+	"github.com/leasehold/leasehold/queue"
 )
 
 // ErrStopped is returned by Start on a stopped Worker (one that was
@@ -111,7 +112,9 @@ func New(db *leasehold.DB, cfg Config) (*Worker, error) {
 	if len(cfg.Schedules) > 0 {
 		pl := cfg.Lease
 		pl.Hooks, pl.Rand = lease.Hooks{}, nil // a Rand is not shared between lease Clients
-		w.sched, err = periodic.New(db, periodic.Config{Group: cfg.Group, Schedules: cfg.Schedules, ID: w.cfg.ID, Lease: pl})
+		w.sched, err = periodic.New(db, periodic.Config{Group: cfg.Group, Schedules: cfg.Schedules, ID: w.cfg.ID, Lease: pl,
+			Clock: cfg.Lease.Clock, Fence: cfg.Queue.Fence,
+			Queue: queue.Config{TracerProvider: cfg.Queue.TracerProvider, Propagator: cfg.Queue.Propagator}})
 		if err != nil {
 			w.metrics.unregister()
 			w.member.Stop(context.Background()) // never started: releases its resources only

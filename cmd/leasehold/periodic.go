@@ -28,7 +28,7 @@ func newPeriodicListCmd(db *dbFlags) *cobra.Command {
 		Short: "List the schedules of GROUP (of every group without one)",
 		Long: "list prints each schedule: its spec and missed-slot policy, the group's leader (the holder of\n" +
 			"the lease periodic/GROUP and its token; \"-\" when none holds it), the latest slot recorded and its\n" +
-			"job (\"skipped\" under the skip policy), the next slot, and how many slots no leader enqueued\n" +
+			"job (\"skipped\" under the skip policy, \"duplicate\" when a pending job had its UniqueKey), the next slot, and how many slots no leader enqueued\n" +
 			"(MISSED: before the latest slot / over the retained records).",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -69,8 +69,8 @@ func newPeriodicListCmd(db *dbFlags) *cobra.Command {
 				switch {
 				case s.LastJobID != 0:
 					job = fmt.Sprint(s.LastJobID)
-				case s.LastSlot != nil:
-					job = "skipped"
+				case s.LastOutcome != "":
+					job = s.LastOutcome // skipped, or duplicate
 				}
 				t.row(s.Group, s.Name, s.Spec, s.Missed, leader, ts(s.LastSlot), job, ts(s.Next),
 					fmt.Sprintf("%d/%d", s.LastMissed, s.MissedTotal))

@@ -28,11 +28,11 @@ FROM unnest($2::text[]) AS u(name)`
 // periodicInsert records slots for token $5 and returns those that no
 // earlier transaction recorded: the primary key makes a second record of a
 // slot a no-op, whatever the fence did. $1 group, $2 schedules, $3 slots,
-// $4 missed counts.
+// $4 missed counts, $6 skipped (not to be enqueued).
 const periodicInsert = `
-INSERT INTO {{schema}}.periodic_slots (group_name, schedule, slot, token, missed)
-SELECT $1, u.schedule, u.slot, $5, u.missed
-FROM unnest($2::text[], $3::timestamptz[], $4::integer[]) AS u(schedule, slot, missed)
+INSERT INTO {{schema}}.periodic_slots (group_name, schedule, slot, token, missed, skipped)
+SELECT $1, u.schedule, u.slot, $5, u.missed, u.skipped
+FROM unnest($2::text[], $3::timestamptz[], $4::integer[], $6::boolean[]) AS u(schedule, slot, missed, skipped)
 ON CONFLICT (group_name, schedule, slot) DO NOTHING
 RETURNING schedule, slot`
 
@@ -43,36 +43,50 @@ UPDATE {{schema}}.periodic_slots AS p SET job_id = u.id
 FROM unnest($2::text[], $3::timestamptz[], $4::bigint[]) AS u(schedule, slot, id)
 WHERE p.group_name = $1 AND p.schedule = u.schedule AND p.slot = u.slot`
 
-// periodicSetNext records each schedule's next slot, for the CLI: $1 group,
-// $2 names, $3 next slots.
+// periodicSetNext records each schedule's next slot and adds the missed
+// counts of the slots just recorded to its total, for the CLI: $1 group,
+// $2 names, $3 next slots, $4 missed counts to add.
 const periodicSetNext = `
-UPDATE {{schema}}.periodic_schedules AS p SET next_slot = u.next
-FROM unnest($2::text[], $3::timestamptz[]) AS u(name, next)
-WHERE p.group_name = $1 AND p.name = u.name AND p.next_slot IS DISTINCT FROM u.next`
+UPDATE {{schema}}.periodic_schedules AS p SET next_slot = u.next, missed_total = p.missed_total + u.missed
+FROM unnest($2::text[], $3::timestamptz[], $4::bigint[]) AS u(name, next, missed)
+WHERE p.group_name = $1 AND p.name = u.name AND (p.next_slot IS DISTINCT FROM u.next OR u.missed > 0)`
 
 // periodicPrune deletes the slot rows of group $1 older than $2, except
-// each schedule's latest, where the next leader resumes.
+// each schedule's latest, where the next leader resumes: at most $3 rows of
+// each schedule the group declared, oldest first. Its cost is bounded by
+// what it deletes, whatever the rows retained: per schedule, one backward
+// primary-key probe for the latest slot and one forward primary-key range
+// scan, stopped at $3 rows.
 const periodicPrune = `
-DELETE FROM {{schema}}.periodic_slots AS p
-WHERE p.group_name = $1 AND p.slot < $2
-  AND p.slot < (SELECT max(l.slot) FROM {{schema}}.periodic_slots AS l
-                WHERE l.group_name = p.group_name AND l.schedule = p.schedule)`
+DELETE FROM {{schema}}.periodic_slots AS d
+USING (
+    SELECT x.group_name, x.schedule, x.slot
+    FROM {{schema}}.periodic_schedules AS s
+    CROSS JOIN LATERAL (
+        SELECT x.group_name, x.schedule, x.slot FROM {{schema}}.periodic_slots AS x
+        WHERE x.group_name = $1 AND x.schedule = s.name
+          AND x.slot < least($2, (SELECT l.slot FROM {{schema}}.periodic_slots AS l
+                                  WHERE l.group_name = $1 AND l.schedule = s.name
+                                  ORDER BY l.slot DESC LIMIT 1))
+        ORDER BY x.slot LIMIT $3) AS x
+    WHERE s.group_name = $1
+) AS o
+WHERE d.group_name = o.group_name AND d.schedule = o.schedule AND d.slot = o.slot`
 
 // periodicList returns the schedules of group $1 (all groups when NULL)
 // with their latest slot and the group's leader lease ($2 is the lease
 // name prefix, "periodic/"): group, name, spec, missed policy, since,
-// next slot, declared at, last slot, its job id, token and missed count,
-// total missed over the retained rows, leader owner, token, live, and the
-// database's time.
+// next slot, declared at, last slot, its job id, token, missed count and
+// whether it was skipped, total missed, leader owner, token, live, and
+// the database's time.
 const periodicList = `
 SELECT p.group_name, p.name, p.spec, p.policy, p.since, p.next_slot, p.declared_at,
-       s.slot, s.job_id, s.token, s.missed,
-       (SELECT coalesce(sum(m.missed), 0) FROM {{schema}}.periodic_slots AS m
-        WHERE m.group_name = p.group_name AND m.schedule = p.name),
+       s.slot, s.job_id, s.token, s.missed, s.skipped,
+       p.missed_total,
        l.owner, l.token, coalesce(l.expires_at > clock_timestamp(), false), clock_timestamp()
 FROM {{schema}}.periodic_schedules AS p
 LEFT JOIN LATERAL (
-    SELECT x.slot, x.job_id, x.token, x.missed FROM {{schema}}.periodic_slots AS x
+    SELECT x.slot, x.job_id, x.token, x.missed, x.skipped FROM {{schema}}.periodic_slots AS x
     WHERE x.group_name = p.group_name AND x.schedule = p.name
     ORDER BY x.slot DESC LIMIT 1) AS s ON true
 LEFT JOIN {{schema}}.leases AS l ON l.name = $2 || p.group_name

@@ -5,7 +5,10 @@
 --
 -- periodic_schedules records the declared schedules (the leader upserts
 -- them when it takes the lease) for the CLI, and since: when the schedule
--- was first declared, the anchor of its first slot (no backfill before it).
+-- was first declared, the anchor of its first slot (no backfill before it);
+-- missed_total counts the slots no leader enqueued since then (the sum of
+-- the missed counts of its slot rows, kept so that reading it costs no
+-- walk over the retained rows).
 -- No foreign key to groups: a scheduler may declare before a worker has
 -- created the group's row.
 CREATE TABLE {{schema}}.periodic_schedules (
@@ -15,12 +18,15 @@ CREATE TABLE {{schema}}.periodic_schedules (
     policy      text        NOT NULL CHECK (policy IN ('run-once', 'skip')),
     since       timestamptz NOT NULL,
     next_slot   timestamptz,
+    missed_total bigint     NOT NULL DEFAULT 0 CHECK (missed_total >= 0),
     declared_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (group_name, name)
 );
 
 -- One row per slot a leader accounted for: job_id is the enqueued job (NULL
--- when the slot was skipped under the skip policy); missed counts the
+-- when the slot was skipped under the skip policy, skipped then true, or
+-- when its job was a duplicate of a pending job with the same UniqueKey,
+-- skipped then false); missed counts the
 -- slots between the schedule's previous row and this one that no leader
 -- enqueued (collapsed into this row, or skipped); token is the leader's
 -- lease token. Rows older than the leader's retention are pruned, except
@@ -30,6 +36,7 @@ CREATE TABLE {{schema}}.periodic_slots (
     schedule    text        NOT NULL,
     slot        timestamptz NOT NULL,
     job_id      bigint,
+    skipped     boolean     NOT NULL DEFAULT false,
     token       bigint      NOT NULL CHECK (token > 0),
     missed      integer     NOT NULL DEFAULT 0 CHECK (missed >= 0),
     enqueued_at timestamptz NOT NULL DEFAULT clock_timestamp(),
