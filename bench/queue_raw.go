@@ -291,7 +291,7 @@ func (r *rawQueueRun) batch(ctx context.Context, p int) (int, error) {
 	copy(dest, []any{&f.id, &f.key, &kind, &f.args, &attempt, &maxAt, &created})
 	var jobs []fetchedJob
 	_, err = pgx.ForEachRow(rows, dest, func() error {
-		if kind != nil {
+		if kind != nil && *kind != "" { // '': a key's wait or a walk position, not a job
 			j := f
 			j.kind = *kind
 			jobs = append(jobs, j)

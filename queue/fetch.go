@@ -92,24 +92,27 @@ func (p *Processor) fetchFrom(ctx context.Context, o partition.Ownership, n int,
 	if err != nil {
 		return fetchResult{}, err
 	}
+	// Every column a job row has is NOT NULL in the other rows too (kind ''
+	// for a key's wait or a level's walk position), so that it is scanned
+	// into a value, not a pointer allocated for each row; wait is set only
+	// in a key's wait row.
 	var f fetched
-	var kind *string
-	var attempt, max *int
-	var created *time.Time
-	var holds *bool
+	var kind string
+	var attempt, max int
+	var created time.Time
+	var holds, maxSet bool
 	var wait *int64
 	var scanned int
 	var runAt time.Time
 	var batch *int64
 	var item *string
-	var prio *int16
-	var maxSet *bool
+	var prio int16
 	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item,
 		&prio, &maxSet, &f.trace}, func() error {
 		res.scanned = scanned
-		if kind == nil && wait == nil { // a level's walk position (queueFetchPaused)
-			l := *prio - 1
-			if *holds {
+		if kind == "" && wait == nil { // a level's walk position (queueFetchPaused)
+			l := prio - 1
+			if holds {
 				pos.at[l], pos.id[l] = nil, nil
 			} else {
 				at, id := runAt, f.id
@@ -118,12 +121,12 @@ func (p *Processor) fetchFrom(ctx context.Context, o partition.Ownership, n int,
 			}
 			return nil
 		}
-		if kind == nil {
+		if kind == "" {
 			res.waiting = append(res.waiting, waiting{key: f.key, id: f.id, wait: time.Duration(*wait) * time.Microsecond})
 			return nil
 		}
 		j := f
-		j.kind, j.attempt, j.max, j.created, j.holds, j.maxSet = *kind, *attempt, *max, *created, *holds, *maxSet
+		j.kind, j.attempt, j.max, j.created, j.holds, j.maxSet = kind, attempt, max, created, holds, maxSet
 		if batch != nil {
 			j.batch = *batch
 		}

@@ -261,23 +261,23 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 			var seen []int64
 			for rows.Next() {
 				var id int64
-				var kind *string
-				var holds *bool
+				var kind string
+				var holds bool
 				var wait *int64
 				var runAt time.Time
-				var prio *int16
+				var prio int16
 				pgtest.Must(t, rows.Scan(&id, nil, &kind, nil, nil, nil, nil, &holds, &wait, nil, &runAt, nil, nil, &prio, nil, nil))
 				switch {
-				case kind == nil && wait == nil:
-					if *holds {
-						at[*prio-1], ids[*prio-1] = nil, nil
+				case kind == "" && wait == nil:
+					if holds {
+						at[prio-1], ids[prio-1] = nil, nil
 					} else {
 						a, i := runAt, id
-						at[*prio-1], ids[*prio-1] = &a, &i
+						at[prio-1], ids[prio-1] = &a, &i
 					}
-				case kind != nil && *kind == "slow":
+				case kind == "slow":
 					t.Fatalf("partition %d: the fetch returned job %d of the paused kind", p, id)
-				case kind != nil:
+				case kind != "":
 					seen = append(seen, id)
 				}
 			}

@@ -92,7 +92,7 @@ SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 // as many as the window has of the key, through jobs_key), and returns the
 // longest due prefix of that list: the key's consecutive due jobs, which
 // the owner runs one at a time in id order. A key whose first such job is
-// not due is returned as a row without kind, naming that job (the one the
+// not due is returned as a row without kind ('': no job has it), naming that job (the one the
 // key waits behind) and how long until it is due, so that the owner skips
 // the key for a while.
 //
@@ -148,9 +148,9 @@ SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.h
 FROM ok CROSS JOIN LATERAL (
     SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j -- LIMIT: a primary-key probe per row, never a join over the table
 UNION ALL
-SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT f.id, f.key, '', NULL, 0, 0, f.run_at, false,
        greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
-       NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, 32767::smallint, true, NULL
 FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
 ORDER BY 14, 11, 1`
 
@@ -223,13 +223,13 @@ SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.h
 FROM ok CROSS JOIN LATERAL (
     SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j
 UNION ALL
-SELECT f.id, f.key, NULL, NULL, NULL, NULL, NULL, NULL,
+SELECT f.id, f.key, '', NULL, 0, 0, f.run_at, false,
        greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
-       NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, 32767::smallint, true, NULL
 FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
 UNION ALL
-SELECT pos.id, '', NULL, NULL, NULL, NULL, NULL, pos.exhausted,
-       NULL, (SELECT count(*) FROM w), pos.run_at, NULL, NULL, pos.priority, NULL, NULL
+SELECT pos.id, '', '', NULL, 0, 0, pos.run_at, pos.exhausted,
+       NULL, (SELECT count(*) FROM w), pos.run_at, NULL, NULL, pos.priority::smallint, true, NULL
 FROM pos
 ORDER BY 14, 11, 1`
 
