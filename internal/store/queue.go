@@ -92,8 +92,8 @@ SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 // as many as the window has of the key, through jobs_key), and returns the
 // longest due prefix of that list: the key's consecutive due jobs, which
 // the owner runs one at a time in id order. A key whose first such job is
-// not due is returned as a row without kind ('': no job has it), naming that job (the one the
-// key waits behind) and how long until it is due, so that the owner skips
+// not due is returned as a row whose kind is empty (no job's is), naming
+// that job (the one the key waits behind) and how long until it is due, so that the owner skips
 // the key for a while.
 //
 // The window is the first $3 due jobs in (priority, run_at, id) order
