@@ -126,33 +126,7 @@ w AS MATERIALIZED (
         LIMIT $3) AS x
     ORDER BY x.priority, x.run_at, x.id
     LIMIT $3),
-k AS MATERIALIZED (
-    SELECT w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.key),
-f AS MATERIALIZED (
-    SELECT k.key, e.id, e.run_at, e.run_at <= c.now AND e.kind <> ALL($6::text[]) AS due,
-           bool_and(e.run_at <= c.now AND e.kind <> ALL($6::text[])) OVER (PARTITION BY k.key ORDER BY e.id) AS runs,
-           row_number() OVER (PARTITION BY k.key ORDER BY e.id) AS pos
-    FROM k CROSS JOIN c CROSS JOIN LATERAL (
-        SELECT e.id, e.run_at, e.kind FROM {{schema}}.jobs AS e
-        WHERE e.group_name = $1 AND e.partition = $2 AND e.key = k.key AND e.key <> ''
-          AND e.state = 'pending' AND e.id <> ALL($4::bigint[]) AND (e.holds OR e.run_at <= c.now)
-        ORDER BY e.id
-        LIMIT k.n) AS e),
-ok AS (
-    SELECT f.id FROM f WHERE f.runs
-    UNION ALL
-    SELECT w.id FROM w WHERE w.key = '')
-SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.holds,
-       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item,
-       j.priority, j.max_attempts_set, j.trace
-FROM ok CROSS JOIN LATERAL (
-    SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j -- LIMIT: a primary-key probe per row, never a join over the table
-UNION ALL
-SELECT f.id, f.key, '', NULL, 0, 0, f.run_at, false,
-       greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
-       NULL, NULL, 32767::smallint, true, NULL
-FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
-ORDER BY 14, 11, 1`
+` + fetchKeys + `ORDER BY 14, 11, 1`
 
 // queueFetchPaused is queueFetch while kinds of the group are paused ($6
 // not empty); the pipeline runs queueFetch otherwise, so the common path's
@@ -165,7 +139,7 @@ ORDER BY 14, 11, 1`
 // is bounded by $7 per level, whatever the paused backlog.
 //
 // Besides queueFetch's rows, it returns a position row per level (kind
-// NULL, wait_us NULL, priority the level): holds false, id and run_at the
+// empty, wait_us NULL, priority the level): holds false, id and run_at the
 // level's new resume position (the last walked row before the first
 // runnable one the window could not take); holds true when the level's
 // walk reached its end with nothing left behind (the next fetch starts it
@@ -201,7 +175,17 @@ pos AS (
     SELECT 0, c.now, l.priority, true
     FROM c CROSS JOIN unnest('{1,2,3,4}'::smallint[]) AS l(priority) LEFT JOIN cut ON cut.priority = l.priority
     WHERE cut.priority IS NULL OR cut.cut IS NULL AND cut.walked < $7),
-k AS MATERIALIZED (
+` + fetchKeys + `UNION ALL
+SELECT pos.id, '', '', NULL, 0, 0, pos.run_at, pos.exhausted,
+       NULL, (SELECT count(*) FROM w), pos.run_at, NULL, NULL, pos.priority::smallint, true, NULL
+FROM pos
+ORDER BY 14, 11, 1`
+
+// fetchKeys is the part queueFetch and queueFetchPaused share, after their
+// window w: each key's probe (f), and the rows returned: the jobs that run
+// (by primary key) and, for each key whose next job is not due, that job
+// with how long until it is.
+const fetchKeys = `k AS MATERIALIZED (
     SELECT w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.key),
 f AS MATERIALIZED (
     SELECT k.key, e.id, e.run_at, e.run_at <= c.now AND e.kind <> ALL($6::text[]) AS due,
@@ -221,17 +205,13 @@ SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.h
        NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item,
        j.priority, j.max_attempts_set, j.trace
 FROM ok CROSS JOIN LATERAL (
-    SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j
+    SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j -- LIMIT: a primary-key probe per row, never a join over the table
 UNION ALL
 SELECT f.id, f.key, '', NULL, 0, 0, f.run_at, false,
        greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
        NULL, NULL, 32767::smallint, true, NULL
 FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
-UNION ALL
-SELECT pos.id, '', '', NULL, 0, 0, pos.run_at, pos.exhausted,
-       NULL, (SELECT count(*) FROM w), pos.run_at, NULL, NULL, pos.priority::smallint, true, NULL
-FROM pos
-ORDER BY 14, 11, 1`
+`
 
 // queueFetchBefore12 is the fetch the pipeline replaced (issue 12), kept as the
 // baseline of the fetch-cost test and of bench's explain suite, never run
