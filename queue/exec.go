@@ -336,10 +336,7 @@ func interrupted(hctx context.Context, err error) bool {
 
 // timedOut names the job timeout in err when it caused it.
 func timedOut(jctx context.Context, err error) error {
-	// A context the handler derived from jctx reports a timeout of the run
-	// as context.Canceled (see jobContext): its cause is the timeout's.
-	if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) &&
-		errors.Is(context.Cause(jctx), ErrJobTimeout) {
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && errors.Is(context.Cause(jctx), ErrJobTimeout) {
 		return fmt.Errorf("%w: %w", context.Cause(jctx), err)
 	}
 	return err

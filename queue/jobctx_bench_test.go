@@ -69,6 +69,10 @@ func TestJobContext(t *testing.T) {
 	if c := context.Cause(jc.ctx); c != cause || context.Cause(child) != cause {
 		t.Fatalf("Cause after the timeout = %v (child %v); want %v", c, context.Cause(child), cause)
 	}
+	if err := child.Err(); err != context.DeadlineExceeded {
+		// Code the handler calls tells a timeout from a cancel by this.
+		t.Fatalf("a derived context's Err after the timeout = %v; want DeadlineExceeded", err)
+	}
 	if err := timedOut(jc.ctx, child.Err()); !errors.Is(err, ErrJobTimeout) {
 		t.Fatalf("timedOut(child's error) = %v; want ErrJobTimeout", err)
 	}
