@@ -139,8 +139,9 @@ func TestBatchBadInputIsRefusedWhole(t *testing.T) {
 	}
 }
 
-// A database that went away (here: a closed pool) gives every batch call
-// an error wrapping leasehold.ErrClosed, not a bare driver error.
+// A database that went away (here: a closed pool) gives every batch call,
+// and every call added with pauses and running jobs, an error wrapping
+// leasehold.ErrClosed, not a bare driver error.
 func TestBatchCallsOnAClosedPoolReportErrClosed(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
@@ -163,6 +164,17 @@ func TestBatchCallsOnAClosedPoolReportErrClosed(t *testing.T) {
 		"RetryBatch":  func() error { _, err := dc.RetryBatch(ctx, "emails", "b"); return err },
 		"Batch":       func() error { _, err := dc.Batch(ctx, "emails", "b"); return err },
 		"Batches":     func() error { _, err := dc.Batches(ctx, queue.BatchFilter{}); return err },
+		// Issue 15's calls.
+		"Pause":   func() error { return dc.Pause(ctx, "emails", "", "") },
+		"Resume":  func() error { return dc.Resume(ctx, "emails", "") },
+		"Paused":  func() error { _, err := dc.Paused(ctx, "emails"); return err },
+		"Running": func() error { _, err := dc.Running(ctx, "emails"); return err },
+		"Cancel":  func() error { _, err := dc.Cancel(ctx, 1); return err },
+		"JobInfo": func() error { _, err := dc.JobInfo(ctx, 1); return err },
+		"List": func() error {
+			_, err := dc.List(ctx, queue.Filter{Group: "emails", State: queue.StateRunning})
+			return err
+		},
 	} {
 		if err := call(); !errors.Is(err, leasehold.ErrClosed) {
 			t.Errorf("%s on a closed pool: %v; want an error wrapping leasehold.ErrClosed", name, err)

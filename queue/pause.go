@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // ErrInvalidPause is returned by Client.Pause and Client.Resume for an
@@ -49,7 +51,7 @@ func (c *Client) Pause(ctx context.Context, group, kind, reason string) error {
 	var n int
 	err := c.pool.QueryRow(ctx, c.pz.Pause, group, kind, pausedBy(), reason, c.q.Channel).Scan(&exists, &n)
 	if err != nil {
-		return fmt.Errorf("queue: pause %q: %w", group, err)
+		return store.Classify("queue", "pause", group, err)
 	}
 	if !exists {
 		return fmt.Errorf("%w: %q", ErrUnknownGroup, group)
@@ -72,7 +74,7 @@ func (c *Client) Resume(ctx context.Context, group, kind string) error {
 	var exists bool
 	var n int
 	if err := c.pool.QueryRow(ctx, c.pz.Resume, group, kind, c.q.Channel).Scan(&exists, &n); err != nil {
-		return fmt.Errorf("queue: resume %q: %w", group, err)
+		return store.Classify("queue", "resume", group, err)
 	}
 	if !exists {
 		return fmt.Errorf("%w: %q", ErrUnknownGroup, group)
@@ -92,7 +94,7 @@ func (c *Client) Paused(ctx context.Context, group string) ([]Pause, error) {
 	}
 	rows, err := c.pool.Query(ctx, c.pz.List, g)
 	if err != nil {
-		return nil, fmt.Errorf("queue: list pauses: %w", err)
+		return nil, store.ClassifyRead("queue", "list pauses", group, err)
 	}
 	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Pause, error) {
 		var p Pause
@@ -100,7 +102,7 @@ func (c *Client) Paused(ctx context.Context, group string) ([]Pause, error) {
 		return p, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("queue: list pauses: %w", err)
+		return nil, store.ClassifyRead("queue", "list pauses", group, err)
 	}
 	return ps, nil
 }
