@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -70,34 +69,6 @@ func noStartBetween(events []string, from, to string) error {
 func pauseMember(t *testing.T, pool *pgxpool.Pool, cfg queue.ProcessorConfig, listen bool) (*queue.Processor, *partition.Member) {
 	t.Helper()
 	return groupMember(t, pool, "emails", 8, cfg, listen)
-}
-
-// groupMember is pauseMember for a group of partitions partitions.
-func groupMember(t *testing.T, pool *pgxpool.Pool, group string, partitions int, cfg queue.ProcessorConfig, listen bool) (*queue.Processor, *partition.Member) {
-	t.Helper()
-	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), cfg)
-	pgtest.Must(t, err)
-	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: group, Partitions: partitions, Run: p.Run,
-		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second}})
-	pgtest.Must(t, err)
-	lctx, stopListen := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if listen {
-			p.Listen(lctx)
-		}
-	}()
-	pgtest.Must(t, m.Start(pgtest.Context(t)))
-	stop := sync.OnceFunc(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		m.Stop(ctx)
-		stopListen()
-		<-done
-	})
-	t.Cleanup(stop)
-	return p, m
 }
 
 // waitUntil polls cond until it holds, failing the test when its context

@@ -24,9 +24,18 @@ import (
 // Listen when listen is true); it is stopped when the test ends.
 func member(t *testing.T, pool *pgxpool.Pool, partitions int, cfg queue.ProcessorConfig, listen bool) *partition.Member {
 	t.Helper()
+	_, m := groupMember(t, pool, "emails", partitions, cfg, listen)
+	return m
+}
+
+// groupMember starts a member of group with partitions partitions running
+// a Processor with cfg, listening for notifications if listen; it is
+// stopped when the test ends.
+func groupMember(t *testing.T, pool *pgxpool.Pool, group string, partitions int, cfg queue.ProcessorConfig, listen bool) (*queue.Processor, *partition.Member) {
+	t.Helper()
 	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), cfg)
 	pgtest.Must(t, err)
-	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: partitions, Run: p.Run,
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: group, Partitions: partitions, Run: p.Run,
 		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second}})
 	pgtest.Must(t, err)
 	lctx, stopListen := context.WithCancel(context.Background())
@@ -38,14 +47,15 @@ func member(t *testing.T, pool *pgxpool.Pool, partitions int, cfg queue.Processo
 		}
 	}()
 	pgtest.Must(t, m.Start(pgtest.Context(t)))
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		m.Stop(ctx)
 		stopListen()
 		<-done
 	})
-	return m
+	t.Cleanup(stop)
+	return p, m
 }
 
 // waitOwned waits until m owns all n partitions.
