@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/fakeclock"
 	"github.com/leasehold/leasehold/internal/pgtest"
@@ -72,5 +74,18 @@ func TestPanickingJobIsAnError(t *testing.T) {
 	clk.Advance(time.Minute)
 	if err := <-errs; !errors.Is(err, periodic.ErrInvalidSchedule) || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("slot transaction of a panicking Job: %v", err)
+	}
+}
+
+// A database that went away (here: a closed pool) gives List an error
+// wrapping leasehold.ErrClosed, not a bare driver error.
+func TestListOnAClosedPoolReportsErrClosed(t *testing.T) {
+	ctx := pgtest.Context(t)
+	pool := pgtest.Pool(t)
+	closed, err := pgxpool.New(ctx, pool.Config().ConnString())
+	pgtest.Must(t, err)
+	closed.Close()
+	if _, err := periodic.List(ctx, pgtest.DBOn(t, closed), "g"); !errors.Is(err, leasehold.ErrClosed) {
+		t.Fatalf("List on a closed pool: %v; want an error wrapping leasehold.ErrClosed", err)
 	}
 }
