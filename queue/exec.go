@@ -230,7 +230,9 @@ func (r *run) runOne(hctx context.Context, f fetched, h handler) {
 	err := p.runTx(jctx, r.o, f, h, w)
 	r.untrack(f)
 	r.txResult(hctx, f, err, time.Since(start))
-	end(span, err, r.outcome())
+	if span != nil { // r.outcome takes the run's lock: not for untraced runs
+		end(span, err, r.outcome())
+	}
 }
 
 // outcome is the outcome of the last result added (for a batch, all of
@@ -261,7 +263,9 @@ func (r *run) runBatch(hctx context.Context, fs []fetched, h handler) {
 	for _, f := range fs {
 		r.txResult(hctx, f, err, d)
 	}
-	end(span, err, r.outcome())
+	if span != nil { // r.outcome takes the run's lock: not for untraced runs
+		end(span, err, r.outcome())
+	}
 }
 
 // txResult sorts the result of a transactional run: committed (nothing to
