@@ -197,6 +197,8 @@ type Filter struct {
 	State JobState
 	// Kind, if set, selects jobs of that kind. Defaults to any kind.
 	Kind string
+	// Key, if set, selects jobs of that key. Defaults to any key.
+	Key string
 	// Partitions, if set, selects jobs of those partitions. Defaults to
 	// every partition.
 	Partitions []int
@@ -208,6 +210,9 @@ type Filter struct {
 	Before int64
 	// Limit is the most jobs returned, 1 to MaxListLimit. Defaults to 50.
 	Limit int
+	// Scan bounds how many jobs Page reads to fill a page, 1 to
+	// MaxListLimit*10. Defaults to DefaultScan. List ignores it.
+	Scan int
 }
 
 // MaxListLimit is the largest Filter.Limit.

@@ -1,0 +1,20 @@
+// Package ui is leasehold's web UI for operators: groups and their members,
+// throughput and backlog; the ownership map of a group (every partition's
+// owner, fencing token, lease expiry, in-flight jobs, backlog and lag, and
+// the recent handoffs and fenced refusals); jobs, with filters and paging
+// that stay fast on millions of jobs; and batches, with progress, rate and
+// ETA. Pages are server-rendered HTML, readable without JavaScript, and
+// update themselves in the browser when it runs.
+//
+// The UI is an http.Handler: `leasehold ui` serves it on 127.0.0.1:8080, and
+// an application mounts it in its own server, behind its own
+// authentication:
+//
+//	h, err := ui.New(db, ui.Config{Path: "/queue"})
+//	if err != nil { ... }
+//	mux.Handle("/queue/", requireAdmin(h))
+//
+// It is read-only unless Config.AllowActions is set: then it offers retry,
+// cancel, pause and resume, and cancelling a batch, each a POST protected
+// against cross-site request forgery and logged. See docs/ui.md.
+package ui
