@@ -200,7 +200,7 @@ func TestPageWalksEveryJob(t *testing.T) {
 		t.Errorf("a full page: %+v, %v; want 5 jobs, fewer than 1000 scanned, Next the last job", pg, err)
 	}
 	// The running pseudo-state: none runs.
-	if pg, err := c.Page(ctx, queue.Filter{Group: "emails", State: queue.StateRunning}); err != nil || len(pg.Jobs) != 0 || pg.Next != 0 {
+	if pg, err := c.Page(ctx, queue.Filter{Group: "emails", State: queue.StateRunning}); err != nil || pg.Jobs == nil || len(pg.Jobs) != 0 || pg.Next != 0 {
 		t.Errorf("running: %+v, %v; want no job", pg, err)
 	}
 }
