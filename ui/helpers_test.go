@@ -278,10 +278,7 @@ func (b *browser) send(req *http.Request) response {
 // request (Sec-Fetch-Site: same-origin).
 func (b *browser) post(path string, form url.Values) response {
 	b.e.t.Helper()
-	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	return b.send(req)
+	return b.send(postReq(path, form))
 }
 
 // submit posts the form of id on page r (its hidden fields, and the
@@ -376,3 +373,6 @@ func itoa(id int64) string { return strconv.FormatInt(id, 10) }
 
 // nodeT is an HTML node.
 type nodeT = html.Node
+
+// htmlAttr is an HTML attribute.
+type htmlAttr = html.Attribute
