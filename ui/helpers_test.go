@@ -376,3 +376,16 @@ type nodeT = html.Node
 
 // htmlAttr is an HTML attribute.
 type htmlAttr = html.Attribute
+
+// parse parses an HTML document.
+func parse(t *testing.T, s string) *html.Node {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func urlSeg(s string) string   { return url.PathEscape(s) }
+func urlQuery(s string) string { return url.QueryEscape(s) }
