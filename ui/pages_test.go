@@ -308,3 +308,41 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		t.Errorf("negative LagAlert: err = %v; want ErrInvalidConfig", err)
 	}
 }
+
+// A filter matching one old job among more than a scan's worth of newer
+// ones: the first page is cut short by the scan bound and says so in
+// #scan-note, with the ids searched and a link to search older jobs, which
+// finds it.
+func TestJobsScanNote(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	e := newEnv(t, ui.Config{})
+	rare := e.enqueue(queue.Job{Args: kinded{K: "rare", Text: "old"}})
+	jobs := make([]queue.Job, queue.DefaultScan+10)
+	for i := range jobs {
+		jobs[i] = queue.Job{Group: "emails", Args: note{Text: "x"}}
+	}
+	_, err := e.q.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+
+	r := e.page("/jobs?group=emails&kind=rare")
+	note := byID(r.Doc, "scan-note")
+	if note == nil {
+		t.Fatalf("no #scan-note on a page cut short; #jobs = %q", text(byID(r.Doc, "jobs")))
+	}
+	if !strings.Contains(text(note), fmt.Sprintf("Searched %d jobs", queue.DefaultScan)) || !strings.Contains(text(note), "the newest") {
+		t.Errorf("#scan-note = %q", text(note))
+	}
+	older := all(note, func(n *nodeT) bool { return n.Data == "a" })
+	if len(older) != 1 || !strings.Contains(attr(older[0], "href"), "before=") {
+		t.Fatalf("#scan-note has no link to search older jobs: %q", text(note))
+	}
+	r = e.page(attr(older[0], "href"))
+	if rows := withAttr(byID(r.Doc, "jobs"), "data-job", itoa(rare)); len(rows) != 1 {
+		t.Fatalf("searching older jobs did not find job %d: %q", rare, text(byID(r.Doc, "jobs")))
+	}
+	// A page that filled, or that searched every job, has no note.
+	if r := e.page("/jobs?group=emails"); byID(r.Doc, "scan-note") != nil {
+		t.Error("a full page shows #scan-note")
+	}
+}
