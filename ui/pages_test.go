@@ -307,6 +307,11 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	if _, err := ui.New(db, ui.Config{LagAlert: -time.Second}); !errors.Is(err, ui.ErrInvalidConfig) {
 		t.Errorf("negative LagAlert: err = %v; want ErrInvalidConfig", err)
 	}
+	for _, n := range []int{-1, queue.MaxListLimit*10 + 1} {
+		if _, err := ui.New(db, ui.Config{Scan: n}); !errors.Is(err, ui.ErrInvalidConfig) {
+			t.Errorf("Scan %d: err = %v; want ErrInvalidConfig", n, err)
+		}
+	}
 }
 
 // A filter matching one old job among more than a scan's worth of newer
@@ -316,9 +321,10 @@ func TestNewRefusesBadConfig(t *testing.T) {
 func TestJobsScanNote(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
-	e := newEnv(t, ui.Config{})
+	const scan = 200
+	e := newEnv(t, ui.Config{Scan: scan})
 	rare := e.enqueue(queue.Job{Args: kinded{K: "rare", Text: "old"}})
-	jobs := make([]queue.Job, queue.DefaultScan+10)
+	jobs := make([]queue.Job, scan+10)
 	for i := range jobs {
 		jobs[i] = queue.Job{Group: "emails", Args: note{Text: "x"}}
 	}
@@ -330,7 +336,7 @@ func TestJobsScanNote(t *testing.T) {
 	if note == nil {
 		t.Fatalf("no #scan-note on a page cut short; #jobs = %q", text(byID(r.Doc, "jobs")))
 	}
-	if !strings.Contains(text(note), fmt.Sprintf("Searched %d jobs", queue.DefaultScan)) || !strings.Contains(text(note), "the newest") {
+	if !strings.Contains(text(note), fmt.Sprintf("Searched %d jobs", scan)) || !strings.Contains(text(note), "the newest") {
 		t.Errorf("#scan-note = %q", text(note))
 	}
 	older := all(note, func(n *nodeT) bool { return n.Data == "a" })
