@@ -111,11 +111,11 @@ const walkRest = `(SELECT b.lo FROM b WHERE EXISTS (SELECT FROM {{schema}}.jobs 
 const limitRest = `(SELECT min(w.id) FROM w HAVING count(*) = $8)`
 
 // insightRecord adds, in one statement, a Processor's outcome counts of
-// the current minute (database clock): group $1[i], worker $2, completed
-// $3[i], retried $4[i], discarded $5[i], cancelled $6[i], snoozed $7[i],
-// fenced $8[i]; and its fenced events: group $9[i], partition $10[i],
-// owner $11[i], token $12[i], job $13[i]. Each Processor writes its own
-// rows (worker), so Processors do not wait on each other.
+// the current minute (database clock): group $1[i], worker $2[i] (the
+// member id), completed $3[i], retried $4[i], discarded $5[i], cancelled
+// $6[i], snoozed $7[i], fenced $8[i]; and its fenced events: group $9[i],
+// partition $10[i], owner $11[i], token $12[i], job $13[i]. Each Processor
+// writes its own rows (worker), so Processors do not wait on each other.
 const insightRecord = `
 WITH ev AS (
     INSERT INTO {{schema}}.events (group_name, partition, kind, owner, token, job)
@@ -123,9 +123,9 @@ WITH ev AS (
     FROM unnest($9::text[], $10::int[], $11::text[], $12::bigint[], $13::bigint[]) AS e(g, p, o, t, j)
     RETURNING 1)
 INSERT INTO {{schema}}.job_stats AS s (group_name, minute, worker, completed, retried, discarded, cancelled, snoozed, fenced)
-SELECT g, date_trunc('minute', clock_timestamp()), $2, c, r, d, x, z, f
-FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
-     AS u(g, c, r, d, x, z, f)
+SELECT u.g, date_trunc('minute', clock_timestamp()), u.w, u.c, u.r, u.d, u.x, u.z, u.f
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
+     AS u(g, w, c, r, d, x, z, f)
 CROSS JOIN (SELECT count(*) FROM ev) AS e
 ON CONFLICT (group_name, minute, worker) DO UPDATE
 SET completed = s.completed + excluded.completed, retried = s.retried + excluded.retried,
