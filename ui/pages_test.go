@@ -66,9 +66,19 @@ func TestPagesShowALiveFleet(t *testing.T) {
 				t.Errorf("table#members has no row for %s: %q", id, text(members))
 			}
 		}
-		if byID(r.Doc, "throughput") == nil {
-			t.Error("no #throughput")
-		}
+		// The runs above: 1 + 3 completed, 1 discarded, as the workers
+		// record them (every PublishInterval).
+		eventually(t, func() error {
+			r := e.page("/")
+			fig := withAttr(byID(r.Doc, "throughput"), "data-group", "emails")
+			if len(fig) != 1 || !strings.Contains(text(fig[0]), "4 completed, 1 failed") {
+				return fmt.Errorf("#throughput: want emails with 4 completed, 1 failed; got %q", text(byID(r.Doc, "throughput")))
+			}
+			if n := len(all(fig[0], func(n *nodeT) bool { return n.Data == "rect" && hasClass(n, "bad") && attr(n, "height") != "0" })); n != 1 {
+				return fmt.Errorf("#throughput: %d minutes with a failed bar; want 1", n)
+			}
+			return nil
+		})
 	})
 	t.Run("group", func(t *testing.T) {
 		r := e.page("/groups/emails")
@@ -93,6 +103,15 @@ func TestPagesShowALiveFleet(t *testing.T) {
 		}
 		if byID(r.Doc, "events") == nil || byID(r.Doc, "pauses") == nil || byID(r.Doc, "pause-form") == nil {
 			t.Error("no #events, #pauses or form#pause-form")
+		}
+		// Each partition was handed to its first owner at least once.
+		handoffs := withAttr(byID(r.Doc, "events"), "data-event-kind", "handoff")
+		parts := map[string]bool{}
+		for _, li := range handoffs {
+			parts[attr(li, "data-partition")] = true
+		}
+		if len(parts) != 4 {
+			t.Errorf("#events: handoffs of partitions %v; want all 4: %q", parts, text(byID(r.Doc, "events")))
 		}
 	})
 	t.Run("discarded job", func(t *testing.T) {
