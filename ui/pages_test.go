@@ -197,6 +197,24 @@ func TestPagesShowALiveFleet(t *testing.T) {
 			t.Errorf("key=w: want 2 jobs; got %q", text(byID(r.Doc, "jobs")))
 		}
 	})
+	t.Run("running job", func(t *testing.T) {
+		id := e.enqueue(queue.Job{Key: "r", Args: note{Text: "long", Block: true}})
+		eventually(t, func() error {
+			r := e.page("/jobs/" + itoa(id))
+			if s := text(byID(r.Doc, "job-state")); s != "running" || !strings.HasPrefix(text(byID(r.Doc, "job-worker")), "worker-") {
+				return fmt.Errorf("#job-state = %q on %q; want running on a worker", s, text(byID(r.Doc, "job-worker")))
+			}
+			r = e.page("/jobs?group=emails&state=running")
+			if rows := withAttr(byID(r.Doc, "jobs"), "data-job", itoa(id)); len(rows) != 1 {
+				return fmt.Errorf("state=running does not list job %d: %q", id, text(byID(r.Doc, "jobs")))
+			}
+			return nil
+		})
+		// Running is pending in storage: it can be cancelled.
+		if r := e.page("/jobs/" + itoa(id)); byID(r.Doc, "cancel-form") == nil {
+			t.Error("a running job offers no form#cancel-form")
+		}
+	})
 }
 
 // cell returns the td of class c in row.
