@@ -20,6 +20,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/admin"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
@@ -96,8 +97,9 @@ func newEnv(t *testing.T, cfg ui.Config) *env {
 
 // startWorkers starts n workers of group "emails" running note jobs: a
 // note with Fail fails (and is discarded at its last attempt), one with
-// Block runs until the test ends.
-func (e *env) startWorkers(n int) {
+// Block runs until its worker stops. It returns a function stopping them
+// (also called when the test ends).
+func (e *env) startWorkers(n int) (stop func()) {
 	e.t.Helper()
 	ctx := pgtest.Context(e.t)
 	ws := queue.NewWorkers()
@@ -111,6 +113,7 @@ func (e *env) startWorkers(n int) {
 		}
 		return nil
 	})
+	var stops []func()
 	for i := range n {
 		w, err := worker.New(e.db, worker.Config{Group: "emails", Partitions: 4, ID: "worker-" + string(rune('a'+i)), Workers: ws,
 			Lease:                  lease.Config{TTL: 2 * time.Second},
@@ -120,11 +123,54 @@ func (e *env) startWorkers(n int) {
 				MaxRetry: 20 * time.Millisecond, PublishInterval: 100 * time.Millisecond}})
 		pgtest.Must(e.t, err)
 		pgtest.Must(e.t, w.Start(ctx))
-		e.t.Cleanup(func() {
+		stops = append(stops, sync.OnceFunc(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			w.Stop(ctx)
-		})
+		}))
+	}
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	e.t.Cleanup(stop)
+	return stop
+}
+
+// waitHeld waits until every partition of "emails" is held.
+func (e *env) waitHeld() admin.GroupStatus {
+	e.t.Helper()
+	ctx := pgtest.Context(e.t)
+	for {
+		st, err := admin.ReadStatus(ctx, e.db, []string{"emails"})
+		pgtest.Must(e.t, err)
+		if g := st.Groups[0]; g.Held == g.PartitionCount {
+			return g
+		}
+		select {
+		case <-ctx.Done():
+			e.t.Fatal("the workers never held every partition")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// eventually calls check until it returns nil, failing the test with its
+// last error if it never does before the test's context ends.
+func eventually(t *testing.T, check func() error) {
+	t.Helper()
+	ctx := pgtest.Context(t)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(err)
+		case <-time.After(25 * time.Millisecond):
+		}
 	}
 }
 
@@ -232,10 +278,7 @@ func (b *browser) send(req *http.Request) response {
 // request (Sec-Fetch-Site: same-origin).
 func (b *browser) post(path string, form url.Values) response {
 	b.e.t.Helper()
-	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	return b.send(req)
+	return b.send(postReq(path, form))
 }
 
 // submit posts the form of id on page r (its hidden fields, and the
@@ -327,3 +370,22 @@ func hasClass(n *html.Node, c string) bool {
 }
 
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
+
+// nodeT is an HTML node.
+type nodeT = html.Node
+
+// htmlAttr is an HTML attribute.
+type htmlAttr = html.Attribute
+
+// parse parses an HTML document.
+func parse(t *testing.T, s string) *html.Node {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func urlSeg(s string) string   { return url.PathEscape(s) }
+func urlQuery(s string) string { return url.QueryEscape(s) }
