@@ -401,15 +401,14 @@ func testXSS(t *testing.T, s seeded, browser context.Context, base string) {
 		"/jobs?" + url.Values{"group": {e2eGroup}, "key": {xssScript}}.Encode(),
 		"/jobs?" + url.Values{"group": {e2eGroup}, "kind": {xssImg}}.Encode(),
 	}
+	tb := newTab(t, browser)
 	for _, p := range pages {
-		tb := newTab(t, browser)
 		tb.open(base + p)
 		tb.waitUpdates(tb.updated(), 2)
 		if pwned := eval[string](tb, `typeof window.__pwned`); pwned != "undefined" {
 			t.Errorf("%s: a payload ran (window.__pwned is %s)", p, pwned)
 		}
 	}
-	tb := newTab(t, browser)
 	tb.open(base + fmt.Sprintf("/jobs/%d", s.xss))
 	if got := tb.text("pre#job-args"); !strings.Contains(got, "<script>window.__pwned=1</script>") || !strings.Contains(got, "onerror=") {
 		t.Errorf("pre#job-args %q does not show the payloads as text", got)
@@ -424,9 +423,8 @@ func testXSS(t *testing.T, s seeded, browser context.Context, base string) {
 		fmt.Fprintf(w, "<!doctype html><html><body><table><tr><td><pre>%s</pre></td></tr></table></body></html>", r.URL.Query().Get("p"))
 	}))
 	defer raw.Close()
+	tb.allow("Failed to load resource") // the img's src=x
 	for _, p := range []string{xssScript, xssImg} {
-		tb := newTab(t, browser)
-		tb.allow("Failed to load resource") // the img's src=x
 		tb.open(raw.URL + "/?" + url.Values{"p": {p}}.Encode())
 		tb.wait("the unescaped payload "+p+" to run (negative control)", `window.__pwned === 1`)
 	}
