@@ -118,8 +118,10 @@ func (f *fleet) start(id string) *worker.Worker {
 	t.Helper()
 	w, err := worker.New(pgtest.DBOn(t, f.pool), worker.Config{
 		Group: e2eGroup, Partitions: e2ePartitions, ID: id, Workers: f.workers,
-		Lease:                  lease.Config{TTL: 2 * time.Second},
-		Queue:                  queue.ProcessorConfig{PollInterval: 50 * time.Millisecond},
+		Lease: lease.Config{TTL: 2 * time.Second},
+		// Quick retries: a slow job cancelled by a handoff runs again soon.
+		Queue: queue.ProcessorConfig{PollInterval: 50 * time.Millisecond,
+			MinRetry: 50 * time.Millisecond, MaxRetry: 200 * time.Millisecond},
 		MembershipPollInterval: 200 * time.Millisecond,
 	})
 	pgtest.Must(t, err)
@@ -351,6 +353,26 @@ func (tb *tab) allow(s string) {
 	tb.allowed = append(tb.allowed, s)
 }
 
+// expectProblem waits for a recorded console problem containing s, and
+// removes it: the negative control of the console check.
+func (tb *tab) expectProblem(s string) {
+	tb.t.Helper()
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		tb.mu.Lock()
+		i := slices.IndexFunc(tb.problems, func(p string) bool { return strings.Contains(p, s) })
+		if i >= 0 {
+			tb.problems = slices.Delete(tb.problems, i, i+1)
+		}
+		tb.mu.Unlock()
+		if i >= 0 {
+			return
+		}
+		if time.Since(start) > e2eWait {
+			tb.t.Fatalf("the console check did not record %q: it would miss the page's errors", s)
+		}
+	}
+}
+
 // open loads url and waits for its load event; it fails the test unless
 // the page answers 200.
 func (tb *tab) open(url string) {
@@ -366,9 +388,13 @@ func (tb *tab) open(url string) {
 
 // click clicks the element sel selects, which submits a form or follows a
 // link, and waits for the page it leads to; it returns that page's status.
+// The click is the element's click() in the page, found and clicked in one
+// step: a live update may replace the element between the two steps of a
+// click by the protocol (find the node, then press the mouse on it).
 func (tb *tab) click(sel string) int64 {
 	tb.t.Helper()
-	resp, err := chromedp.RunResponse(tb.ctx, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+	resp, err := chromedp.RunResponse(tb.ctx, chromedp.Evaluate[chromedp.Void](
+		fmt.Sprintf(`document.querySelector(%s).click()`, js(sel))))
 	if err != nil {
 		tb.t.Fatalf("click %s: %v", sel, err)
 	}
