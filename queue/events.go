@@ -32,11 +32,15 @@ const (
 // Event is something that happened to a partition, recorded for operators.
 // Events are kept for a day (see docs/ui.md).
 type Event struct {
-	ID        int64
-	At        time.Time // the database clock
+	// ID orders events: a later event has a higher id.
+	ID int64
+	// At is when the event was recorded, on the database clock.
+	At time.Time
+	// Group and Partition are the partition the event happened to.
 	Group     string
 	Partition int
-	Kind      EventKind
+	// Kind is what happened.
+	Kind EventKind
 	// Owner is the member that started running the partition (handoff),
 	// or whose outcome was refused (fenced).
 	Owner string

@@ -263,4 +263,3 @@ func TestActionReturnIsNoOpenRedirect(t *testing.T) {
 
 // attrOf returns an HTML attribute.
 func attrOf(k, v string) htmlAttr { return htmlAttr{Key: k, Val: v} }
-

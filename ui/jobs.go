@@ -104,7 +104,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if f.Group != "" {
 		qf := queue.Filter{Group: f.Group, State: queue.JobState(f.State), Kind: f.Kind, Key: f.Key, Batch: f.Batch,
-			Before: f.Before, Limit: pageSize}
+			Before: f.Before, Limit: pageSize, Scan: h.cfg.Scan}
 		if f.Partition != nil {
 			qf.Partitions = []int{*f.Partition}
 		}

@@ -66,9 +66,19 @@ func TestPagesShowALiveFleet(t *testing.T) {
 				t.Errorf("table#members has no row for %s: %q", id, text(members))
 			}
 		}
-		if byID(r.Doc, "throughput") == nil {
-			t.Error("no #throughput")
-		}
+		// The runs above: 1 + 3 completed, 1 discarded, as the workers
+		// record them (every PublishInterval).
+		eventually(t, func() error {
+			r := e.page("/")
+			fig := withAttr(byID(r.Doc, "throughput"), "data-group", "emails")
+			if len(fig) != 1 || !strings.Contains(text(fig[0]), "4 completed, 1 failed") {
+				return fmt.Errorf("#throughput: want emails with 4 completed, 1 failed; got %q", text(byID(r.Doc, "throughput")))
+			}
+			if n := len(all(fig[0], func(n *nodeT) bool { return n.Data == "rect" && hasClass(n, "bad") && attr(n, "height") != "0" })); n != 1 {
+				return fmt.Errorf("#throughput: %d minutes with a failed bar; want 1", n)
+			}
+			return nil
+		})
 	})
 	t.Run("group", func(t *testing.T) {
 		r := e.page("/groups/emails")
@@ -93,6 +103,15 @@ func TestPagesShowALiveFleet(t *testing.T) {
 		}
 		if byID(r.Doc, "events") == nil || byID(r.Doc, "pauses") == nil || byID(r.Doc, "pause-form") == nil {
 			t.Error("no #events, #pauses or form#pause-form")
+		}
+		// Each partition was handed to its first owner at least once.
+		handoffs := withAttr(byID(r.Doc, "events"), "data-event-kind", "handoff")
+		parts := map[string]bool{}
+		for _, li := range handoffs {
+			parts[attr(li, "data-partition")] = true
+		}
+		if len(parts) != 4 {
+			t.Errorf("#events: handoffs of partitions %v; want all 4: %q", parts, text(byID(r.Doc, "events")))
 		}
 	})
 	t.Run("discarded job", func(t *testing.T) {
@@ -176,6 +195,24 @@ func TestPagesShowALiveFleet(t *testing.T) {
 		rows = all(byID(r.Doc, "jobs"), func(n *nodeT) bool { return hasAttr(n, "data-job") })
 		if len(rows) != 2 {
 			t.Errorf("key=w: want 2 jobs; got %q", text(byID(r.Doc, "jobs")))
+		}
+	})
+	t.Run("running job", func(t *testing.T) {
+		id := e.enqueue(queue.Job{Key: "r", Args: note{Text: "long", Block: true}})
+		eventually(t, func() error {
+			r := e.page("/jobs/" + itoa(id))
+			if s := text(byID(r.Doc, "job-state")); s != "running" || !strings.HasPrefix(text(byID(r.Doc, "job-worker")), "worker-") {
+				return fmt.Errorf("#job-state = %q on %q; want running on a worker", s, text(byID(r.Doc, "job-worker")))
+			}
+			r = e.page("/jobs?group=emails&state=running")
+			if rows := withAttr(byID(r.Doc, "jobs"), "data-job", itoa(id)); len(rows) != 1 {
+				return fmt.Errorf("state=running does not list job %d: %q", id, text(byID(r.Doc, "jobs")))
+			}
+			return nil
+		})
+		// Running is pending in storage: it can be cancelled.
+		if r := e.page("/jobs/" + itoa(id)); byID(r.Doc, "cancel-form") == nil {
+			t.Error("a running job offers no form#cancel-form")
 		}
 	})
 }
@@ -306,5 +343,49 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 	if _, err := ui.New(db, ui.Config{LagAlert: -time.Second}); !errors.Is(err, ui.ErrInvalidConfig) {
 		t.Errorf("negative LagAlert: err = %v; want ErrInvalidConfig", err)
+	}
+	for _, n := range []int{-1, queue.MaxListLimit*10 + 1} {
+		if _, err := ui.New(db, ui.Config{Scan: n}); !errors.Is(err, ui.ErrInvalidConfig) {
+			t.Errorf("Scan %d: err = %v; want ErrInvalidConfig", n, err)
+		}
+	}
+}
+
+// A filter matching one old job among more than a scan's worth of newer
+// ones: the first page is cut short by the scan bound and says so in
+// #scan-note, with the ids searched and a link to search older jobs, which
+// finds it.
+func TestJobsScanNote(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	const scan = 200
+	e := newEnv(t, ui.Config{Scan: scan})
+	rare := e.enqueue(queue.Job{Args: kinded{K: "rare", Text: "old"}})
+	jobs := make([]queue.Job, scan+10)
+	for i := range jobs {
+		jobs[i] = queue.Job{Group: "emails", Args: note{Text: "x"}}
+	}
+	_, err := e.q.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+
+	r := e.page("/jobs?group=emails&kind=rare")
+	note := byID(r.Doc, "scan-note")
+	if note == nil {
+		t.Fatalf("no #scan-note on a page cut short; #jobs = %q", text(byID(r.Doc, "jobs")))
+	}
+	if !strings.Contains(text(note), fmt.Sprintf("Searched %d jobs", scan)) || !strings.Contains(text(note), "the newest") {
+		t.Errorf("#scan-note = %q", text(note))
+	}
+	older := all(note, func(n *nodeT) bool { return n.Data == "a" })
+	if len(older) != 1 || !strings.Contains(attr(older[0], "href"), "before=") {
+		t.Fatalf("#scan-note has no link to search older jobs: %q", text(note))
+	}
+	r = e.page(attr(older[0], "href"))
+	if rows := withAttr(byID(r.Doc, "jobs"), "data-job", itoa(rare)); len(rows) != 1 {
+		t.Fatalf("searching older jobs did not find job %d: %q", rare, text(byID(r.Doc, "jobs")))
+	}
+	// A page that filled, or that searched every job, has no note.
+	if r := e.page("/jobs?group=emails"); byID(r.Doc, "scan-note") != nil {
+		t.Error("a full page shows #scan-note")
 	}
 }

@@ -96,7 +96,7 @@ func TestEveryValueIsEscaped(t *testing.T) {
 	if got := text(byID(r.Doc, "job-errors")); !strings.Contains(got, p0+p1) {
 		t.Errorf("ol#job-errors = %q; want the error's text", got)
 	}
-	if got := text(byID(b.get("/jobs/" + itoa(odd)).Doc, "job-kind")); got != p0 {
+	if got := text(byID(b.get("/jobs/"+itoa(odd)).Doc, "job-kind")); got != p0 {
 		t.Errorf("#job-kind = %q; want %q", got, p0)
 	}
 	// Bad input echoed in an error page is escaped too.

@@ -41,6 +41,11 @@ type Config struct {
 	// before the ownership map marks the partition as lagging. Defaults to
 	// 1m.
 	LagAlert time.Duration
+	// Scan is how many jobs a page of the jobs list reads at most to fill
+	// itself (queue.Filter.Scan): a page with a filter matching few jobs
+	// stops there, and offers to search older jobs. 1 to
+	// queue.MaxListLimit*10. Defaults to queue.DefaultScan.
+	Scan int
 	// Logger receives the log of actions and of failed requests. Defaults
 	// to the DB's logger.
 	Logger *slog.Logger
@@ -79,6 +84,12 @@ func New(db *leasehold.DB, cfg Config) (*Handler, error) {
 	}
 	if cfg.LagAlert == 0 {
 		cfg.LagAlert = time.Minute
+	}
+	if cfg.Scan < 0 || cfg.Scan > queue.MaxListLimit*10 {
+		return nil, fmt.Errorf("%w: Scan %d is not in 0..%d", ErrInvalidConfig, cfg.Scan, queue.MaxListLimit*10)
+	}
+	if cfg.Scan == 0 {
+		cfg.Scan = queue.DefaultScan
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = db.Logger()

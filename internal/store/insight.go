@@ -65,19 +65,33 @@ const pageColumns = `j.id, j.group_name, j.state, j.kind, j.partition, j.batch_i
 // whose ids are among the $8 ids below the first job below $5: at most $8
 // rows, fewer where ids were deleted or never used. The bound is a range
 // of ids rather than a LIMIT so that the plan cannot be a sequential scan
-// and a sort of the whole table, whatever the statistics say (a range of
-// unknown bounds is estimated small: an index range scan); the first id
+// and a sort of the whole table, whatever the statistics say; the first id
 // (hi) is one index probe, which also skips the ids deleted below $5
 // (retention) at once. The walk stops at lo; the next page starts there
 // if any job is below it.
+//
+// The range is read in slices of walkSlice ids, one after the other (a
+// nested loop over the slices, each an index range scan of at most
+// walkSlice rows): rows come out in id order without a sort of the whole
+// range, so a page that fills stops reading at its last match (a single
+// range scan may be planned as a bitmap scan and a sort, which reads all
+// of it first). row_number() OVER () numbers the rows in that order
+// without sorting them.
 const insightPageWalk = `
 WITH b AS MATERIALIZED (
     SELECT x.hi, x.hi - $8 AS lo FROM (
         SELECT (SELECT max(j.id) FROM {{schema}}.jobs AS j WHERE j.id < coalesce($5::bigint, 9223372036854775807)) + 1 AS hi) AS x),
 w AS MATERIALIZED (
-    SELECT ` + pageColumns + `
-    FROM b JOIN {{schema}}.jobs AS j ON j.id < b.hi AND j.id >= b.lo
-    ORDER BY j.id DESC)`
+    SELECT x.*, row_number() OVER () AS n
+    FROM b CROSS JOIN generate_series(0, ($8::int - 1) / ` + walkSlice + `) AS s(k)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.group_name, j.state, j.kind, j.partition, j.batch_id, j.key
+        FROM {{schema}}.jobs AS j
+        WHERE j.id < b.hi - s.k * ` + walkSlice + ` AND j.id >= greatest(b.hi - (s.k + 1) * ` + walkSlice + `, b.lo)
+        ORDER BY j.id DESC) AS x)`
+
+// walkSlice is the ids insightPageWalk reads at a time.
+const walkSlice = "100"
 
 // insightPageFailed walks jobs_failed: the group's discarded and cancelled
 // jobs ($2 is one of those states), at most $8.
@@ -102,8 +116,10 @@ WITH w AS MATERIALIZED (
     LIMIT $8)`
 
 // walkRest is the next page's start of insightPageWalk when its page did
-// not fill: lo, if a job is below it (one index probe).
-const walkRest = `(SELECT b.lo FROM b WHERE EXISTS (SELECT FROM {{schema}}.jobs AS j WHERE j.id < b.lo))`
+// not fill: lo, if a job is below it (one index probe, from lo down: the
+// low end of the index may hold many dead entries left by retention).
+const walkRest = `(SELECT b.lo FROM b WHERE EXISTS (
+    SELECT FROM (SELECT j.id FROM {{schema}}.jobs AS j WHERE j.id < b.lo ORDER BY j.id DESC LIMIT 1) AS x))`
 
 // limitRest is the next page's start of the index walks (a LIMIT) when
 // their page did not fill: the last id read, if they read all they may
@@ -111,11 +127,11 @@ const walkRest = `(SELECT b.lo FROM b WHERE EXISTS (SELECT FROM {{schema}}.jobs 
 const limitRest = `(SELECT min(w.id) FROM w HAVING count(*) = $8)`
 
 // insightRecord adds, in one statement, a Processor's outcome counts of
-// the current minute (database clock): group $1[i], worker $2, completed
-// $3[i], retried $4[i], discarded $5[i], cancelled $6[i], snoozed $7[i],
-// fenced $8[i]; and its fenced events: group $9[i], partition $10[i],
-// owner $11[i], token $12[i], job $13[i]. Each Processor writes its own
-// rows (worker), so Processors do not wait on each other.
+// the current minute (database clock): group $1[i], worker $2[i] (the
+// member id), completed $3[i], retried $4[i], discarded $5[i], cancelled
+// $6[i], snoozed $7[i], fenced $8[i]; and its fenced events: group $9[i],
+// partition $10[i], owner $11[i], token $12[i], job $13[i]. Each Processor
+// writes its own rows (worker), so Processors do not wait on each other.
 const insightRecord = `
 WITH ev AS (
     INSERT INTO {{schema}}.events (group_name, partition, kind, owner, token, job)
@@ -123,9 +139,9 @@ WITH ev AS (
     FROM unnest($9::text[], $10::int[], $11::text[], $12::bigint[], $13::bigint[]) AS e(g, p, o, t, j)
     RETURNING 1)
 INSERT INTO {{schema}}.job_stats AS s (group_name, minute, worker, completed, retried, discarded, cancelled, snoozed, fenced)
-SELECT g, date_trunc('minute', clock_timestamp()), $2, c, r, d, x, z, f
-FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
-     AS u(g, c, r, d, x, z, f)
+SELECT u.g, date_trunc('minute', clock_timestamp()), u.w, u.c, u.r, u.d, u.x, u.z, u.f
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
+     AS u(g, w, c, r, d, x, z, f)
 CROSS JOIN (SELECT count(*) FROM ev) AS e
 ON CONFLICT (group_name, minute, worker) DO UPDATE
 SET completed = s.completed + excluded.completed, retried = s.retried + excluded.retried,
