@@ -128,6 +128,9 @@ func (c *Client) runningPage(ctx context.Context, f Filter, a listArgs) (JobPage
 	if err != nil {
 		return JobPage{}, store.ClassifyRead("queue", "page", f.Group, err)
 	}
+	if jobs == nil {
+		jobs = []JobInfo{}
+	}
 	pg := JobPage{Jobs: jobs, Scanned: len(jobs)}
 	if len(jobs) > a.limit {
 		pg.Jobs = jobs[:a.limit]

@@ -494,6 +494,23 @@ func TestRunningIsPublishedOncePerRound(t *testing.T) {
 	if len(listed) != 3 || listed[0].ID != ids[2] || listed[0].Running == nil || listed[0].Running.Worker != m.ID() {
 		t.Fatalf("List(running) = %+v; want the 3 jobs, newest first, with where they run", listed)
 	}
+	// Page pages them, Limit at a time.
+	pg, err := c.Page(ctx, queue.Filter{Group: "emails", State: queue.StateRunning, Limit: 2})
+	pgtest.Must(t, err)
+	idsOf := func(js []queue.JobInfo) (out []int64) {
+		for _, j := range js {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	if !slices.Equal(idsOf(pg.Jobs), []int64{ids[2], ids[1]}) || pg.Next != ids[1] || pg.Jobs[0].Running == nil {
+		t.Fatalf("Page(running, 2) = %+v; want jobs %d, %d and Next %d", pg, ids[2], ids[1], ids[1])
+	}
+	pg, err = c.Page(ctx, queue.Filter{Group: "emails", State: queue.StateRunning, Limit: 2, Before: pg.Next})
+	pgtest.Must(t, err)
+	if !slices.Equal(idsOf(pg.Jobs), []int64{ids[0]}) || pg.Next != 0 {
+		t.Fatalf("Page(running, 2, next) = %+v; want job %d and no Next", pg, ids[0])
+	}
 
 	// Nothing changed: a read (for cancelled jobs), no write.
 	if n := queue.PublishRound(p); n != 1 {
