@@ -116,6 +116,7 @@ func seed(t *testing.T, f *fleet) seeded {
 // offers and accepts no action, and takes the screenshots of docs/ui.md.
 // The browser's console must stay free of errors throughout.
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	browser := startBrowser(t) // before the fleet: skips without a browser
 	f := newFleet(t)
 	s := seed(t, f)
