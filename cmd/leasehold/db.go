@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/admin"
@@ -31,11 +32,18 @@ func (f *dbFlags) add(cmd *cobra.Command, persistent bool) {
 	if persistent {
 		fs = cmd.PersistentFlags()
 	}
+	f.addConnection(fs)
+	fs.DurationVar(&f.timeout, "timeout", time.Minute, "give up the command's database work after this long")
+	fs.BoolVar(&f.json, "json", false, "print JSON instead of tables")
+}
+
+// addConnection registers the flags that say which database to reach, and
+// how long to try: for a command that serves (ui), whose work has no end
+// and prints no table. It leaves timeout to the command.
+func (f *dbFlags) addConnection(fs *pflag.FlagSet) {
 	fs.StringVar(&f.url, "database-url", "", "PostgreSQL connection URL (default $DATABASE_URL)")
 	fs.StringVar(&f.schema, "schema", store.DefaultSchema, "schema holding leasehold's tables")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 10*time.Second, "give up reaching the database after this long")
-	fs.DurationVar(&f.timeout, "timeout", time.Minute, "give up the command's database work after this long")
-	fs.BoolVar(&f.json, "json", false, "print JSON instead of tables")
 }
 
 // connect connects as the flags say (admin.Connect), with logger as the

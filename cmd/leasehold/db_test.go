@@ -57,6 +57,7 @@ var adminCommands = [][]string{
 	{"batch", "seal", "b"},
 	{"batch", "cancel", "g", "b"},
 	{"batch", "retry", "b"},
+	{"ui", "--addr", "127.0.0.1:0"}, // it checks the database before it serves
 }
 
 // A database that never answers, or refuses connections, gives a clear

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,8 @@ func newDemoCmd(opts *rootOptions) *cobra.Command {
 	var (
 		url    string
 		asJSON bool
+		withUI bool
+		uiAddr string
 		cfg    demo.Config
 	)
 	cmd := &cobra.Command{
@@ -32,24 +35,53 @@ func newDemoCmd(opts *rootOptions) *cobra.Command {
 			"once, no stale commit accepted. --kafka tells the same pause on an in-process Kafka topic.\n"+
 			"Without --database-url or $DATABASE_URL it runs on a throwaway PostgreSQL cluster started\n"+
 			"from the installed server binaries; on an existing server it uses, and drops at the start\n"+
-			"and the end, the schema %s.", demo.Partitions, demo.Jobs, demo.Schema),
+			"and the end, the schema %s. --ui serves the web UI on the demo's database while it runs,\n"+
+			"and after the report until interrupted.", demo.Partitions, demo.Jobs, demo.Schema),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, name := range []string{"ui-addr", "ui-allow-actions"} {
+				if cmd.Flags().Changed(name) && !withUI {
+					return usageErr(cmd, "--"+name+" without --ui")
+				}
+			}
 			story := cmd.OutOrStdout()
 			if asJSON {
 				story = cmd.ErrOrStderr()
 			}
 			d := &display{w: story, tty: isTerminal(story), start: time.Now()}
 			cfg.DatabaseURL, cfg.Events, cfg.Logger = databaseURL(url), d.show, opts.logger(cmd.ErrOrStderr())
+			report := func(rep demo.Report) error {
+				if asJSON {
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+				}
+				printDemo(cmd.OutOrStdout(), rep)
+				return nil
+			}
+			var (
+				held    bool  // the report was printed by Hold
+				printed error // and this is what printing it returned
+			)
+			if withUI {
+				cfg.UIAddr = uiAddr
+				// After the report, the UI keeps serving the final state
+				// until interrupted: then the demo's schema is dropped.
+				cfg.Hold = func(ctx context.Context, rep demo.Report) {
+					d.clearBar()
+					held, printed = true, report(rep)
+					fmt.Fprintf(story, "\nThe web UI still serves the final state at %s\n"+
+						"Interrupt (Ctrl-C) to stop it; the demo's database is dropped then.\n", rep.UI)
+					<-ctx.Done()
+				}
+			}
 			rep, err := demo.Run(cmd.Context(), cfg)
 			d.clearBar()
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				err = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+			if held {
+				err = printed
 			} else {
-				printDemo(cmd.OutOrStdout(), rep)
+				err = report(rep)
 			}
 			if v := rep.Violations; err == nil && !rep.OK {
 				if len(v) > 3 {
@@ -65,6 +97,9 @@ func newDemoCmd(opts *rootOptions) *cobra.Command {
 		"use this PostgreSQL server (schema "+demo.Schema+") instead of a throwaway cluster (default $DATABASE_URL)")
 	f.BoolVar(&cfg.Kafka, "kafka", false, "show Kafka partitions consumed exactly once into PostgreSQL, and a zombie consumer refused (in-process Kafka)")
 	f.BoolVar(&asJSON, "json", false, "print the final report as one JSON object (the story goes to stderr)")
+	f.BoolVar(&withUI, "ui", false, "serve the web UI on the demo's database while it runs, and after the report until interrupted")
+	f.StringVar(&uiAddr, "ui-addr", defaultUIAddr, "with --ui: serve the web UI on this host:port (a port of 0 picks a free one)")
+	f.BoolVar(&cfg.UIActions, "ui-allow-actions", false, "with --ui: offer the UI's actions (a job cancelled mid-story is reported by the checker)")
 	f.BoolVar(&cfg.Unfenced, "unfenced", false, "control run: apply effects outside the fence; the report must find violations")
 	_ = f.MarkHidden("unfenced")
 	return cmd

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +119,58 @@ func runDemo(t *testing.T, args ...string) (string, error) {
 	cmd.SetErr(&out)
 	err := cmd.ExecuteContext(ctx)
 	return out.String(), err
+}
+
+var demoUIURL = regexp.MustCompile(`The web UI serves the demo's database at (http://\S+/) \(read-only\)`)
+
+// demo --ui serves the web UI on the demo's database during the story,
+// and after the report until interrupted (the final state: every job
+// completed); an interrupt then ends it with status 0.
+func TestDemoUI(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out := &syncBuffer{}
+	exited := make(chan int, 1)
+	go func() {
+		exited <- execute(ctx, []string{"demo", "--ui", "--ui-addr", "127.0.0.1:0", "--database-url", pgtest.URL(t)},
+			strings.NewReader(""), out, out)
+	}()
+	base := waitOutput(t, out, demoUIURL, exited, 2*time.Minute)
+	// During the story: the ownership map of the demo's group.
+	code, body := get(t, base+"groups/"+demo.Group)
+	if code != http.StatusOK || !strings.Contains(body, `data-partition="0"`) {
+		t.Errorf("GET groups/%s during the demo: %d, without partition rows:\n%s", demo.Group, code, body)
+	}
+	waitOutput(t, out, regexp.MustCompile(`(The web UI still serves the final state at )`+regexp.QuoteMeta(base)), exited, 3*time.Minute)
+	if !strings.Contains(out.String(), "All invariants hold") {
+		t.Errorf("no report before the UI holds:\n%s", out)
+	}
+	code, body = get(t, base+"jobs?group="+demo.Group+"&state=pending")
+	if code != http.StatusOK || strings.Contains(body, `data-job="`) {
+		t.Errorf("GET the pending jobs after the demo: %d, or some listed:\n%s", code, body)
+	}
+	code, body = get(t, base+"jobs?group="+demo.Group+"&state=completed")
+	if code != http.StatusOK || !strings.Contains(body, `data-job="`) {
+		t.Errorf("GET the completed jobs after the demo: %d, none listed:\n%s", code, body)
+	}
+	cancel() // as SIGINT does
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Errorf("exit status %d after the interrupt:\n%s", code, out)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the demo did not end after the interrupt")
+	}
+	if strings.Count(out.String(), "Report (the chaos checker's") != 1 {
+		t.Errorf("the report is not printed once:\n%s", out)
+	}
+}
+
+// The UI's flags need --ui.
+func TestDemoUIFlagsNeedUI(t *testing.T) {
+	_, err := runDemo(t, "demo", "--ui-addr", "127.0.0.1:0")
+	if err == nil || !strings.Contains(err.Error(), "--ui-addr without --ui") {
+		t.Errorf("--ui-addr without --ui: %v", err)
+	}
 }

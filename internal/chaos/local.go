@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/partition"
 )
@@ -209,4 +210,27 @@ func (l *Local) Close(ctx context.Context) error {
 	err := l.st.close(ctx)
 	os.RemoveAll(l.dir)
 	return err
+}
+
+// OpenDB opens a handle on the run's database and schema, on a pool of
+// its own of at most maxConns connections, straight to the server (not
+// through a member's fault proxy): for a reader beside the fleet, such as
+// the demo's web UI. Call the returned function to close the pool, before
+// Close drops the schema.
+func (l *Local) OpenDB(ctx context.Context, maxConns int32, log *slog.Logger) (*leasehold.DB, func(), error) {
+	pc, err := pgxpool.ParseConfig(l.st.url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: %w", err)
+	}
+	pc.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: %w", err)
+	}
+	db, err := handle(pool, l.st.env.Schema, log)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return db, pool.Close, nil
 }

@@ -50,6 +50,20 @@ type Config struct {
 	// Logger receives the log records of leasehold's components. Nil
 	// discards them.
 	Logger *slog.Logger
+	// UIAddr, if set, is the host:port on which the web UI (package ui)
+	// serves the demo's database while the story runs, and until Hold
+	// returns: Run tells its URL as a Step, and in Report.UI. An address
+	// in use is an error wrapping uiserve.ErrAddrInUse. Defaults to none.
+	UIAddr string
+	// UIActions offers the UI's actions (retry, cancel, pause, resume,
+	// cancel a batch). A job cancelled mid-story is then reported by the
+	// checker. Defaults to false: the UI is read-only.
+	UIActions bool
+	// Hold, if set, is called with the report once the story is told and
+	// checked, before the demo's schema is dropped, and Run returns when it
+	// does: with UIAddr, the UI serves the final state meanwhile. Defaults
+	// to none.
+	Hold func(ctx context.Context, rep Report)
 }
 
 // EventKind says what an Event is.
@@ -112,6 +126,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}()
 	s.l = l
+	if cfg.UIAddr != "" {
+		url, stop, err := s.serveUI(ctx)
+		if err != nil {
+			return Report{}, err
+		}
+		defer stop() // before Close drops the schema
+		s.rep.UI = url
+	}
 	if err := s.tell(ctx); err != nil {
 		l.Stop(context.WithoutCancel(ctx))
 		return Report{}, err
@@ -127,6 +149,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep := s.rep
 	rep.Result, rep.Tokens, rep.Seconds = res, tokens, time.Since(start).Seconds()
 	rep.check()
+	if cfg.Hold != nil {
+		cfg.Hold(ctx, rep)
+	}
 	return rep, nil
 }
 

@@ -26,6 +26,8 @@ type Report struct {
 	Tokens map[int][]int64 `json:"tokens"`
 	// Seconds is the run's duration, cluster start-up included.
 	Seconds float64 `json:"seconds"`
+	// UI is the web UI's URL, with Config.UIAddr ("" without).
+	UI string `json:"ui,omitempty"`
 	// OK reports whether every invariant held.
 	OK bool `json:"ok"`
 	// Violations describe the invariants that failed: the checker's, then
