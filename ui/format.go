@@ -18,6 +18,7 @@ var funcs = template.FuncMap{
 	"utc":      utc,
 	"ms":       msDuration,
 	"dur":      duration,
+	"age":      age,
 	"pct":      pct,
 	"rate":     rate,
 	"jsonText": jsonText,
@@ -80,15 +81,30 @@ func msDuration(ms int64) string {
 	return duration(time.Duration(ms) * time.Millisecond)
 }
 
-// duration formats d shortly: 850ms, 12s, 3m, 2h.
+// duration formats d shortly: 850ms, 12s, 3m, 2h; a negative d with a
+// minus sign ("-3s"), never "" (a page would show a unit with no number).
 func duration(d time.Duration) string {
 	switch {
 	case d < 0:
-		return ""
+		return "-" + duration(-d)
 	case d < time.Second:
 		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 	}
 	return short(d)
+}
+
+// age says how long ago something happened d ago, as ago does: "850ms
+// ago", "3m ago"; "now" for a d slightly below zero (the database clock
+// rounds: a heartbeat can be read as a little in the future) and "in 2s"
+// for one at least a second in the future.
+func age(d time.Duration) string {
+	switch {
+	case d <= -time.Second:
+		return "in " + short(-d)
+	case d < 0:
+		return "now"
+	}
+	return duration(d) + " ago"
 }
 
 // pct is part of whole in percent, rounded down ("0" when whole is 0).

@@ -32,30 +32,34 @@ type groupSummary struct {
 	Completed, Failed, Top int64
 }
 
-// chartHeight is the height of a throughput chart, and barStep the width
-// of a minute in it.
+// chartHeight is the height of a minute's bar chart, and barWidth its
+// width. Each minute's chart sits in the minute's own cell of the
+// throughput table, under its column's heading, so that bars and counts
+// line up at any width.
 const (
 	chartHeight = 40
-	barStep     = 10
+	barWidth    = 12
 )
 
-// barRect is a minute of a throughput chart: the failed runs at the
-// bottom, the completed ones above.
-type barRect struct {
-	X, OkY, OkH, BadY, BadH int64
-	Title                   string
+// minuteBar is a minute's bar: the failed runs at the bottom, the
+// completed ones stacked above, scaled to the busiest minute shown.
+type minuteBar struct {
+	OkY, OkH, BadY, BadH int64
+	Title                string
 }
 
-// Width is the width of s's chart.
-func (s groupSummary) Width() int { return len(s.Throughput) * barStep }
+// Runs reports whether s recorded any run in its minutes: without any,
+// the page says so in a line instead of a chart of zeros.
+func (s groupSummary) Runs() bool { return s.Completed+s.Failed > 0 }
 
-// Bars returns s's chart, scaled to its busiest minute.
-func (s groupSummary) Bars() []barRect {
-	bars := make([]barRect, len(s.Throughput))
+// Bars returns s's bars, a minute each in the order of Throughput, scaled
+// to its busiest minute.
+func (s groupSummary) Bars() []minuteBar {
+	bars := make([]minuteBar, len(s.Throughput))
 	for i, t := range s.Throughput {
 		bad := bar(t.Failed(), s.Top)
 		ok := bar(t.Completed, s.Top)
-		bars[i] = barRect{X: int64(i * barStep), BadY: chartHeight - bad, BadH: bad, OkY: chartHeight - bad - ok, OkH: ok,
+		bars[i] = minuteBar{BadY: chartHeight - bad, BadH: bad, OkY: chartHeight - bad - ok, OkH: ok,
 			Title: fmt.Sprintf("%s: %d completed, %d failed", utc(t.Minute), t.Completed, t.Failed())}
 	}
 	return bars

@@ -77,7 +77,7 @@ func TestPagesShowALiveFleet(t *testing.T) {
 			if n := len(all(fig[0], func(n *nodeT) bool { return n.Data == "rect" && hasClass(n, "bad") && attr(n, "height") != "0" })); n != 1 {
 				return fmt.Errorf("#throughput: %d minutes with a failed bar; want 1", n)
 			}
-			return nil
+			return checkBarsAligned(fig[0])
 		})
 	})
 	t.Run("group", func(t *testing.T) {
