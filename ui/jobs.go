@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
@@ -116,10 +117,39 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 			h.log.WarnContext(ctx, "ui: request failed", "method", r.Method, "path", h.cfg.Path+r.URL.Path, "status", code, "err", err)
 		}
 		d.Short = err == nil && len(d.Page.Jobs) < pageSize && d.Page.Next != 0
+		if err == nil && f.State != string(queue.StateRunning) && len(d.Page.Jobs) > 0 {
+			h.markRunning(ctx, f.Group, d.Page.Jobs)
+		}
 	}
 	v := h.newView(w, r, "Jobs", "jobs")
 	v.Now, v.Data = now, d
 	h.renderStatus(w, r, code, "jobs", v)
+}
+
+// markRunning sets Running on the pending jobs of js that run now, as
+// their partitions' owners published them, so that the list says "running
+// on W" as the job's page does rather than "pending". It reads the
+// group's running set once per page: a small table (the jobs in flight).
+// A failed read leaves the jobs as they are: the list is still right
+// about the stored states.
+func (h *Handler) markRunning(ctx context.Context, group string, js []queue.JobInfo) {
+	rs, err := h.q.Running(ctx, group)
+	if err != nil {
+		h.log.WarnContext(ctx, "ui: read the running jobs", "group", group, "err", err)
+		return
+	}
+	if len(rs) == 0 {
+		return
+	}
+	by := make(map[int64]queue.RunningJob, len(rs))
+	for _, r := range rs {
+		by[r.ID] = r
+	}
+	for i := range js {
+		if r, ok := by[js[i].ID]; ok && js[i].State == queue.StatePending && js[i].Running == nil {
+			js[i].Running = &queue.RunningInfo{Worker: r.Worker, Since: r.Since, Token: r.Token}
+		}
+	}
 }
 
 // jobData is the job detail's.

@@ -210,6 +210,23 @@ func TestPagesShowALiveFleet(t *testing.T) {
 			}
 			return nil
 		})
+		// The unfiltered list says so too, as the job's page does (the
+		// job is pending in storage; the list reads the running set).
+		eventually(t, func() error {
+			r := e.page("/jobs?group=emails")
+			rows := withAttr(byID(r.Doc, "jobs"), "data-job", itoa(id))
+			if len(rows) != 1 {
+				return fmt.Errorf("table#jobs does not list job %d: %q", id, text(byID(r.Doc, "jobs")))
+			}
+			if s := text(cell(rows[0], "state")); s != "running" || !strings.Contains(text(rows[0]), "running on worker-") {
+				return fmt.Errorf("job %d's row: state %q in %q; want running, running on a worker", id, s, text(rows[0]))
+			}
+			// The others are not marked: job done stays completed.
+			if s := text(cell(withAttr(byID(r.Doc, "jobs"), "data-job", itoa(done))[0], "state")); s != "completed" {
+				return fmt.Errorf("job %d's row: state %q; want completed", done, s)
+			}
+			return nil
+		})
 		// Running is pending in storage: it can be cancelled.
 		if r := e.page("/jobs/" + itoa(id)); byID(r.Doc, "cancel-form") == nil {
 			t.Error("a running job offers no form#cancel-form")
