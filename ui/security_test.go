@@ -158,3 +158,20 @@ func TestSecurityHeaders(t *testing.T) {
 		}
 	}
 }
+
+// Every page, the error page too, declares an icon the CSP allows (a data:
+// URL, img-src), so that the browser does not ask for /favicon.ico and log
+// its 404 in the console.
+func TestEveryPageHasAnIcon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ui.Config{})
+	for _, p := range []string{"/", "/groups/emails", "/jobs?group=emails", "/batches", "/jobs/abc", "/jobs/999999"} {
+		r := e.get(p)
+		icons := all(r.Doc, func(n *nodeT) bool {
+			return n.Data == "link" && n.Parent.Data == "head" && strings.Contains(" "+attr(n, "rel")+" ", " icon ")
+		})
+		if len(icons) != 1 || !strings.HasPrefix(attr(icons[0], "href"), "data:") {
+			t.Errorf("GET %s (%d): %d link[rel=icon] in head; want one with a data: href", p, r.StatusCode, len(icons))
+		}
+	}
+}
