@@ -21,6 +21,11 @@ type batchRow struct {
 	ETA time.Duration
 	// Cancellable reports a batch that CancelBatch would change.
 	Cancellable bool
+	// Average reports a rate that is the batch's average since it was
+	// created (admin.AverageRate), not one measured over the reads of its
+	// pages: the meter needs reads a few seconds apart, and a running
+	// batch should not show "–" until then.
+	Average bool
 }
 
 // batchesData is the batch list's.
@@ -32,12 +37,17 @@ type batchesData struct {
 	Next int64
 }
 
-// row returns b's row, with its rate measured over the reads of its pages.
+// row returns b's row, with its rate measured over the reads of its pages,
+// or its average rate until the reads measure one.
 func (h *Handler) row(b queue.BatchInfo) batchRow {
-	rate := h.meter(b)
+	rate, measured := h.meter(b)
+	if !measured {
+		rate = admin.AverageRate(b)
+	}
 	v := admin.ViewOf(b, rate)
 	st := b.State()
-	return batchRow{BatchView: v, ETA: b.ETA(rate), Cancellable: st == queue.BatchOpen || st == queue.BatchRunning}
+	return batchRow{BatchView: v, ETA: b.ETA(rate), Cancellable: st == queue.BatchOpen || st == queue.BatchRunning,
+		Average: !measured}
 }
 
 func (h *Handler) batches(w http.ResponseWriter, r *http.Request) {

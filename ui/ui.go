@@ -165,8 +165,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
 
-// meter returns the rate of batch b measured over the reads of its pages.
-func (h *Handler) meter(b queue.BatchInfo) float64 {
+// meter returns the rate of batch b measured over the reads of its pages,
+// and whether it is a measurement (see admin.RateMeter.Measure): until it
+// is, the rate is the batch's average since it was created.
+func (h *Handler) meter(b queue.BatchInfo) (rate float64, measured bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := h.meters[b.ID]
@@ -177,5 +179,5 @@ func (h *Handler) meter(b queue.BatchInfo) float64 {
 		m = &admin.RateMeter{}
 		h.meters[b.ID] = m
 	}
-	return m.Add(b)
+	return m.Measure(b)
 }

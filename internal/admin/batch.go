@@ -131,6 +131,18 @@ type RateMeter struct {
 // two reads apart in time are recorded, and once b has nothing pending; 0
 // when items went back to pending (a retry).
 func (m *RateMeter) Add(b queue.BatchInfo) float64 {
+	rate, _ := m.Measure(b)
+	return rate
+}
+
+// Measure records read b and returns the current rate as Add does, and
+// whether it is a measurement over the window's reads rather than
+// AverageRate(b): the reads are apart in time, b has items pending, and
+// either an item finished between them or the window is full (a batch
+// that finished nothing over a full window has a measured rate of 0; a
+// window of a second or two that saw no item finish has measured
+// nothing yet).
+func (m *RateMeter) Measure(b queue.BatchInfo) (rate float64, measured bool) {
 	window := m.Window
 	if window < 2 {
 		window = 10
@@ -142,9 +154,10 @@ func (m *RateMeter) Add(b queue.BatchInfo) float64 {
 	first := m.reads[0]
 	d := b.ReadAt.Sub(first.ReadAt).Seconds()
 	if d <= 0 || b.Pending == 0 {
-		return AverageRate(b)
+		return AverageRate(b), false
 	}
-	return max(0, float64((b.Total-b.Pending)-(first.Total-first.Pending))/d)
+	finished := (b.Total - b.Pending) - (first.Total - first.Pending)
+	return max(0, float64(finished)/d), finished > 0 || len(m.reads) == window
 }
 
 // BatchGroup returns the group of batch name: group if given, else the one

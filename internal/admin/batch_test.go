@@ -78,6 +78,27 @@ func TestRateMeter(t *testing.T) {
 	if r := m.Add(done); r != 50 { // 1000 in the 20 s to its finish, not the 100 s to the read
 		t.Errorf("finished: rate %v; want 50", r)
 	}
+	// Measure says which rates are measurements: not the first read's
+	// average, nor a short window that saw no item finish (whose 0 would
+	// show a running batch as stalled); a full window without progress is.
+	m = RateMeter{Window: 3}
+	for i, c := range []struct {
+		s        int
+		pending  int64
+		rate     float64
+		measured bool
+	}{
+		{10, 900, 10, false}, // the average: 100 in 10 s
+		{11, 900, 0, false},  // nothing finished in 1 s: no measurement yet
+		{12, 850, 25, true},  // 50 in 2 s
+		{13, 850, 25, true},  // the window (11..13) saw 50 finish
+		{14, 850, 0, true},   // a full window (12..14) without progress
+	} {
+		r, ok := m.Measure(read(c.s, 1000, c.pending))
+		if r != c.rate || ok != c.measured {
+			t.Errorf("read %d: Measure = %v, %v; want %v, %v", i, r, ok, c.rate, c.measured)
+		}
+	}
 	v := ViewOf(read(10, 1000, 900), 0)
 	if v.ETASeconds != nil {
 		t.Errorf("no rate: ETA %v; want unknown (null)", *v.ETASeconds)
