@@ -137,11 +137,12 @@ func (m *RateMeter) Add(b queue.BatchInfo) float64 {
 
 // Measure records read b and returns the current rate as Add does, and
 // whether it is a measurement over the window's reads rather than
-// AverageRate(b): the reads are apart in time, b has items pending, and
-// either an item finished between them or the window is full (a batch
-// that finished nothing over a full window has a measured rate of 0; a
-// window of a second or two that saw no item finish has measured
-// nothing yet).
+// AverageRate(b): the reads are apart in time, b has items pending, and an
+// item finished between the window's oldest read and b. A window that saw
+// no item finish (reads a moment apart, or a batch whose items run long)
+// has measured nothing: its 0 would show a running batch as "–", where
+// the average since creation still says something (and falls as the batch
+// stalls).
 func (m *RateMeter) Measure(b queue.BatchInfo) (rate float64, measured bool) {
 	window := m.Window
 	if window < 2 {
@@ -157,7 +158,7 @@ func (m *RateMeter) Measure(b queue.BatchInfo) (rate float64, measured bool) {
 		return AverageRate(b), false
 	}
 	finished := (b.Total - b.Pending) - (first.Total - first.Pending)
-	return max(0, float64(finished)/d), finished > 0 || len(m.reads) == window
+	return max(0, float64(finished)/d), finished > 0
 }
 
 // BatchGroup returns the group of batch name: group if given, else the one
