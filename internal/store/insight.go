@@ -168,12 +168,14 @@ func indexRest(cond string) string {
 // $6[i], snoozed $7[i], fenced $8[i]; and its fenced events: group $9[i],
 // partition $10[i], owner $11[i], token $12[i], job $13[i]. Each Processor
 // writes its own rows (worker), so Processors do not wait on each other.
+// It returns the database clock, which times the Processor's prunes.
 const insightRecord = `
 WITH ev AS (
     INSERT INTO {{schema}}.events (group_name, partition, kind, owner, token, job)
     SELECT g, p, 'fenced', o, t, j
     FROM unnest($9::text[], $10::int[], $11::text[], $12::bigint[], $13::bigint[]) AS e(g, p, o, t, j)
-    RETURNING 1)
+    RETURNING 1),
+st AS (
 INSERT INTO {{schema}}.job_stats AS s (group_name, minute, worker, completed, retried, discarded, cancelled, snoozed, fenced)
 SELECT u.g, date_trunc('minute', clock_timestamp()), u.w, u.c, u.r, u.d, u.x, u.z, u.f
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
@@ -182,25 +184,36 @@ CROSS JOIN (SELECT count(*) FROM ev) AS e
 ON CONFLICT (group_name, minute, worker) DO UPDATE
 SET completed = s.completed + excluded.completed, retried = s.retried + excluded.retried,
     discarded = s.discarded + excluded.discarded, cancelled = s.cancelled + excluded.cancelled,
-    snoozed = s.snoozed + excluded.snoozed, fenced = s.fenced + excluded.fenced`
+    snoozed = s.snoozed + excluded.snoozed, fenced = s.fenced + excluded.fenced
+RETURNING 1)
+SELECT clock_timestamp() FROM (SELECT count(*) FROM st) AS x`
 
 // insightPrune deletes the outcome counts of groups $1 older than an hour
 // (through the primary key: group, then minute) and the events older than
 // a day among the oldest $2 (through the primary key, from its low end:
-// ids grow with time, so the old events are the first ones; a bounded
-// walk, which a later prune continues).
+// ids grow with time, so the old events are the first ones). It first
+// probes the oldest event (one row, an uncorrelated EXISTS: an InitPlan
+// whose result is a one-time filter, the clock being inside it): when it
+// is younger than a day, nothing else of events is read, so a prune
+// that finds nothing to delete costs a few buffers however many events
+// are kept. It returns the rows deleted of each and the database clock;
+// the Processor prunes again while a prune deletes $2 events (a full
+// batch: more may be old), within a bound of time.
 const insightPrune = `
 WITH st AS (
     DELETE FROM {{schema}}.job_stats
     WHERE group_name = ANY($1::text[]) AND minute < date_trunc('minute', clock_timestamp()) - interval '1 hour'
     RETURNING 1),
 old AS MATERIALIZED (
-    SELECT e.id, e.at FROM {{schema}}.events AS e ORDER BY e.id LIMIT $2),
+    SELECT e.id, e.at FROM {{schema}}.events AS e
+    WHERE EXISTS (SELECT FROM (SELECT f.at FROM {{schema}}.events AS f ORDER BY f.id LIMIT 1) AS f
+                  WHERE f.at < clock_timestamp() - interval '1 day')
+    ORDER BY e.id LIMIT $2),
 ev AS (
     DELETE FROM {{schema}}.events AS e USING old
     WHERE e.id = old.id AND old.at < clock_timestamp() - interval '1 day'
     RETURNING 1)
-SELECT (SELECT count(*) FROM st), (SELECT count(*) FROM ev)`
+SELECT (SELECT count(*) FROM st), (SELECT count(*) FROM ev), clock_timestamp()`
 
 // insightThroughput sums the outcome counts of group $1 per minute, for the
 // last $2 minutes up to the current one (database clock), oldest first,
