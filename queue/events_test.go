@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
@@ -85,7 +87,8 @@ func grantRun(t *testing.T, ctx context.Context, pool *pgxpool.Pool, owner strin
 // tokens strictly increase, Previous is the grant before, and a grant
 // whose predecessor's run ended without closing (its lease taken from it
 // while it ran) records Abrupt. The checker refuses doctored histories
-// (the negative control).
+// (the negative control). A stale or equal token opening a run again
+// writes no handoff (its control: the statement without that test does).
 func TestEventsRecordHandoffs(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
@@ -124,6 +127,38 @@ func TestEventsRecordHandoffs(t *testing.T) {
 			t.Errorf("control (%s): the checker accepts a doctored history", name)
 		}
 	}
+	// A stale grant (b's token) or the current one again opening a run
+	// writes no handoff: the run is not started over, and the history
+	// keeps its chain. The control: the statement without its test of the
+	// previous token writes one for the current grant again.
+	st, err := store.For("")
+	pgtest.Must(t, err)
+	open := func(stmt string, tok fence.Token, owner string) int {
+		t.Helper()
+		var prev *int64
+		var wasOpen, recorded bool
+		pgtest.Must(t, pool.QueryRow(ctx, stmt, "emails", 0, int64(tok), owner).Scan(&prev, &wasOpen, &recorded))
+		var n int
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.events WHERE kind = 'handoff'`).Scan(&n))
+		return n
+	}
+	for _, g := range []struct {
+		tok   fence.Token
+		owner string
+	}{{evs[1].Token, "stale"}, {evs[2].Token, "again"}} {
+		if n := open(st.Queue.OpenRun, g.tok, g.owner); n != len(evs) {
+			t.Errorf("opening a run with token %d (%s) left %d handoff events; want %d: none written", g.tok, g.owner, n, len(evs))
+		}
+	}
+	doctored := strings.Replace(st.Queue.OpenRun, "WHERE coalesce((SELECT token FROM prev) < $3, true)", "", 1)
+	if doctored == st.Queue.OpenRun {
+		t.Fatal("control: the open statement's test of the previous token changed; update the control")
+	}
+	if n := open(doctored, evs[2].Token, "again"); n != len(evs)+1 {
+		t.Errorf("control: without its test of the previous token the open statement left %d handoff events; want %d", n, len(evs)+1)
+	}
+	_, err = pool.Exec(ctx, `DELETE FROM leasehold.events WHERE owner = 'again'`)
+	pgtest.Must(t, err)
 	// Limits: the newest one; an unknown group; a bad limit.
 	if one, err := c.Events(ctx, "emails", 1); err != nil || len(one) != 1 || one[0].ID != evs[2].ID {
 		t.Errorf("Events(limit 1) = %+v, %v; want the newest", one, err)

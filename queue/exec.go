@@ -190,12 +190,12 @@ func (r *run) work(f fetched) *Work[rawArgs] {
 type event struct {
 	JobEvent
 	plain bool
-	token fence.Token // the run's grant (for a fenced event: see record.go)
+	grant *partition.Ownership // the run's grant (for a fenced event: see record.go)
 }
 
 func (r *run) event(f fetched, oc Outcome, d time.Duration, err error) event {
 	return event{JobEvent: JobEvent{Group: r.o.Group, Partition: r.o.Partition, ID: f.id, Kind: f.kind,
-		Attempt: f.attempt + 1, Outcome: oc, Duration: d, Err: err}, plain: true, token: r.o.Token}
+		Attempt: f.attempt + 1, Outcome: oc, Duration: d, Err: err}, plain: true, grant: &r.o}
 }
 
 // runOne runs one job's handler, plain or transactional.

@@ -15,13 +15,17 @@ type JobPage struct {
 	// Jobs are the matching jobs found, at most Filter.Limit. Never nil.
 	Jobs []JobInfo
 	// Next is the Filter.Before that continues the listing below this
-	// page; 0 when no older job is left to search. A page may hold fewer
-	// than Limit jobs (none, even) and still have a Next: Page stops after
-	// searching Filter.Scan jobs so that it answers quickly however many
-	// jobs are kept. The jobs from Next down are not searched yet.
+	// page; 0 when no older job is left to search. A full page has a Next
+	// only when Page found a match below its last job, or stopped
+	// searching before the end: the last page of a listing is never
+	// followed by an empty one. A page may hold fewer than Limit jobs
+	// (none, even) and still have a Next: Page stops after searching
+	// Filter.Scan jobs so that it answers quickly however many jobs are
+	// kept. The jobs from Next down are not searched yet.
 	Next int64
-	// Scanned is how many jobs Page read to fill the page: up to its last
-	// job when it filled, else every job it read (at most Filter.Scan).
+	// Scanned is how many jobs Page read: up to the first match below the
+	// page when it found one (the page is full), else every job it read
+	// (at most Filter.Scan).
 	Scanned int
 }
 
@@ -34,9 +38,9 @@ const DefaultScan = 10_000
 // jobs kept: pages continue with f.Before = Next (keyset paging: no
 // OFFSET). What it reads depends on the filter:
 //
-//   - State discarded or cancelled: the group's failed jobs, through an
-//     index of their own (jobs_failed), at most f.Scan: with no other
-//     filter every job read matches, and pages are full.
+//   - State discarded or cancelled: the group's jobs of that state,
+//     through an index of their own (jobs_failed), at most f.Scan: with
+//     no other filter every job read matches, and pages are full.
 //   - Key with State pending: the key's pending jobs, through the index
 //     the owners use (jobs_key), at most f.Scan: every job read matches
 //     (but for Kind and Batch), and pages are full.

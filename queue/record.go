@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -26,11 +27,26 @@ import (
 // ones say what happened.
 const maxFencedEvents = 100
 
-// pruneEvery is how often a Processor deletes old counts and events.
+// pruneEvery is how often a Processor deletes old counts and events, on
+// the database clock.
 const pruneEvery = time.Minute
 
-// pruneEvents is how many of the oldest events one prune looks at.
+// pruneEvents is how many of the oldest events one prune statement looks
+// at.
 const pruneEvents = 10_000
+
+// pruneFor bounds a prune's time, on the database clock: while a prune
+// statement deletes a full batch of events (more may be old: a fleet down
+// for a day, a burst of fenced refusals), the Processor runs another,
+// until this much time has passed since the prune began. The events left
+// wait for the next prune, a minute later.
+const pruneFor = 2 * time.Second
+
+// finalWriteFor bounds the last write of a Processor's counts, when its
+// last run ends (see unregister): it delays the end of that run (and the
+// release of its partition's lease) only when the database is slow or
+// lost; counts it could not write stay for the Processor's next run.
+const finalWriteFor = 5 * time.Second
 
 // tally counts one group's outcomes since the last write.
 type tally struct {
@@ -52,8 +68,9 @@ type tallies struct {
 
 	mu        sync.Mutex
 	fenced    []fencedEvent
-	dropped   int       // fenced events not kept (over maxFencedEvents)
-	lastPrune time.Time // zero: never pruned
+	dropped   int           // fenced events not kept (over maxFencedEvents)
+	lastPrune time.Time     // on the database clock; zero: never pruned
+	pruneFor  time.Duration // 0: pruneFor (tests change it)
 }
 
 // of returns group's tally, made on its first use.
@@ -111,8 +128,14 @@ func (ts *tallies) count(ev *event) {
 		t.fenced.Add(1)
 		ts.mu.Lock()
 		if len(ts.fenced) < maxFencedEvents {
-			ts.fenced = append(ts.fenced, fencedEvent{group: ev.Group, owner: t.worker, partition: int32(ev.Partition),
-				token: int64(ev.token), job: ev.ID})
+			// The run's own grant names the owner and the token: the
+			// group's tally may have been served by a newer grant since.
+			var o partition.Ownership
+			if ev.grant != nil {
+				o = *ev.grant
+			}
+			ts.fenced = append(ts.fenced, fencedEvent{group: ev.Group, owner: ownerOf(o), partition: int32(ev.Partition),
+				token: int64(o.Token), job: ev.ID})
 		} else {
 			ts.dropped++
 		}
@@ -165,11 +188,14 @@ func (ts *tallies) giveBack(cs []counts, evs []fencedEvent) {
 	ts.mu.Unlock()
 }
 
-// writeTallies writes the counts and fenced events taken since the last write,
-// in one statement (none when there is nothing to write), and, at most
-// once per pruneEvery, deletes the old ones. It returns how many
-// statements it ran.
-func (p *Processor) writeTallies(ctx context.Context) (statements int) {
+// writeTallies writes the counts and fenced events taken since the last
+// write, in one statement (none when there is nothing to write), and,
+// unless final, at most once per pruneEvery (database clock) deletes the
+// old ones (see prune). It returns how many statements it ran. The final
+// write, when the Processor's last run ends, does not prune: it delays the
+// end of that run, and the next write of any Processor of the fleet
+// prunes.
+func (p *Processor) writeTallies(ctx context.Context, final bool) (statements int) {
 	ts := &p.tallies
 	cs, evs, dropped := ts.take()
 	if len(cs) == 0 && len(evs) == 0 {
@@ -196,10 +222,14 @@ func (p *Processor) writeTallies(ctx context.Context) (statements int) {
 	}
 	qctx, cancel := context.WithTimeout(ctx, max(p.cfg.PublishInterval, 5*time.Second))
 	defer cancel()
-	_, err := p.pool.Exec(qctx, p.in.Record, groups, workers, comp, retr, disc, canc, snoo, fenc, eg, ep, eo, et, ej)
+	var now time.Time // the database clock
+	err := p.pool.QueryRow(qctx, p.in.Record, groups, workers, comp, retr, disc, canc, snoo, fenc, eg, ep, eo, et, ej).Scan(&now)
 	statements = 1
 	switch err = store.Classify("queue", "record outcome counts", "", err); {
 	case err != nil:
+		// The statement may have committed before the error (a connection
+		// lost at the commit): the counts given back are then written
+		// twice. Rare, and the counts are approximate (docs/ui.md).
 		ts.giveBack(cs, evs)
 		if !errors.Is(err, store.ErrClosed) && ctx.Err() == nil {
 			p.fails.Fail("record", "queue: recording the outcome counts failed; they are kept for the next try", "err", err)
@@ -208,17 +238,50 @@ func (p *Processor) writeTallies(ctx context.Context) (statements int) {
 	default:
 		p.fails.Recovered("record", "queue: recording the outcome counts recovered")
 	}
-	ts.mu.Lock()
-	prune := ts.lastPrune.IsZero() || time.Since(ts.lastPrune) >= pruneEvery
-	if prune {
-		ts.lastPrune = time.Now()
+	if final {
+		return statements
 	}
+	ts.mu.Lock()
+	prune := ts.lastPrune.IsZero() || now.Sub(ts.lastPrune) >= pruneEvery
+	if prune {
+		ts.lastPrune = now
+	}
+	budget := cmp.Or(ts.pruneFor, pruneFor)
 	ts.mu.Unlock()
 	if prune {
+		statements += p.prune(ctx, groups, now, budget)
+	}
+	return statements
+}
+
+// prune deletes the old counts of groups and the old events: one
+// statement, and more while each deletes a full batch of events, until
+// budget has passed since start (database clock). It returns how many
+// statements it ran.
+func (p *Processor) prune(ctx context.Context, groups []string, start time.Time, budget time.Duration) (statements int) {
+	spent := time.Duration(0)
+	deleted := int64(0)
+	for {
+		qctx, cancel := context.WithTimeout(ctx, max(p.cfg.PublishInterval, 5*time.Second))
+		var counts, events int64
+		var now time.Time
+		err := p.pool.QueryRow(qctx, p.in.Prune, groups, pruneEvents).Scan(&counts, &events, &now)
+		cancel()
 		statements++
-		if _, err := p.pool.Exec(qctx, p.in.Prune, groups, pruneEvents); err != nil && ctx.Err() == nil {
-			p.fails.Fail("prune", "queue: deleting old outcome counts and events failed", "err", store.Classify("queue", "prune", "", err))
+		if err != nil {
+			if ctx.Err() == nil {
+				p.fails.Fail("prune", "queue: deleting old outcome counts and events failed", "err", store.Classify("queue", "prune", "", err))
+			}
+			return statements
 		}
+		deleted += events
+		spent = now.Sub(start)
+		if events < pruneEvents || spent >= budget || ctx.Err() != nil {
+			break
+		}
+	}
+	if deleted >= pruneEvents {
+		p.log.Info("queue: old events deleted", "events", deleted, "statements", statements, "duration", spent)
 	}
 	return statements
 }

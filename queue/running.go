@@ -179,12 +179,13 @@ func (p *Processor) unregister(s *runningSet) {
 	p.mu.Unlock()
 	stop()
 	<-done
-	// The last counts, now that no run is left to add to them: briefly, so
-	// that a lost database does not hold up the end of the run (the counts
-	// stay for the next run's publisher).
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// The last counts, now that no run is left to add to them: one
+	// statement, without the prune, bounded so that a lost database does
+	// not hold up the end of the run long (the counts stay for the next
+	// run's publisher).
+	ctx, cancel := context.WithTimeout(context.Background(), finalWriteFor)
 	defer cancel()
-	p.writeTallies(ctx)
+	p.writeTallies(ctx, true)
 }
 
 // setOf returns o's running set (nil if none); for recovered runs, which
@@ -251,7 +252,7 @@ func (p *Processor) publisher(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-t.C:
 			p.publish(ctx)
-			p.writeTallies(ctx)
+			p.writeTallies(ctx, false)
 		}
 	}
 }

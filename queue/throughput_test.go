@@ -73,8 +73,10 @@ func sameCounts(got, want queue.Throughput) string {
 // (its last counts written at the stop), to exactly what its OnJob hook
 // observed, outcome by outcome, under the worker's member id; the minutes
 // come oldest first, one per minute, ending with the current one. A
-// doctored expectation is caught (the negative control), and a member
-// whose Processor ran no job writes no count.
+// doctored expectation is caught, and a member whose Processor ran no job
+// writes no count. The negative control of the mechanism: a Processor
+// that writes only at its stop has written nothing before it (the sums
+// differ), and everything after.
 func TestThroughputCountsWhatTheHooksSaw(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
@@ -203,6 +205,62 @@ func TestThroughputCountsWhatTheHooksSaw(t *testing.T) {
 	pgtest.Must(t, err)
 	if len(ts) != 3 || sumThroughput(ts) != (queue.Throughput{}) {
 		t.Errorf("idle group: %+v; want 3 empty minutes", ts)
+	}
+
+	// The final write is what makes the counts complete (the negative
+	// control of the mechanism): a Processor that never writes
+	// periodically (PublishInterval an hour) has written nothing while it
+	// runs, its jobs done, and everything once it stopped.
+	_, err = pool.Exec(ctx, `INSERT INTO leasehold.groups (name, partitions) VALUES ('ctl', 2)`)
+	pgtest.Must(t, err)
+	var cobs observed
+	cp, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
+		PublishInterval: time.Hour, Hooks: queue.Hooks{OnJob: cobs.hook}})
+	pgtest.Must(t, err)
+	cm, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "ctl", Partitions: 2, Run: cp.Run,
+		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second}})
+	pgtest.Must(t, err)
+	pgtest.Must(t, cm.Start(ctx))
+	cstopped := false
+	t.Cleanup(func() {
+		if !cstopped {
+			cm.Stop(context.Background())
+		}
+	})
+	jobs = jobs[:0]
+	for range 6 {
+		jobs = append(jobs, queue.Job{Group: "ctl", Args: fate{Do: "ok"}})
+	}
+	_, err = c.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+	pgtest.WaitNoPendingJobs(t, pool, 30*time.Second)
+	for { // the hooks run after the outcomes are written
+		cobs.mu.Lock()
+		n := cobs.t.Completed
+		cobs.mu.Unlock()
+		if n == 6 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the hooks saw %d of 6 completions", n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cobs.mu.Lock()
+	cwant := cobs.t
+	cobs.mu.Unlock()
+	ts, err = c.Throughput(ctx, "ctl", 2)
+	pgtest.Must(t, err)
+	if sameCounts(sumThroughput(ts), cwant) == "" {
+		t.Errorf("control: before the final write the counts already match the hooks (%+v): the test cannot tell it wrote them", cwant)
+	}
+	pgtest.Must(t, cm.Stop(sctx))
+	cstopped = true
+	ts, err = c.Throughput(ctx, "ctl", 2)
+	pgtest.Must(t, err)
+	if d := sameCounts(sumThroughput(ts), cwant); d != "" {
+		t.Errorf("after the final write: %s", d)
 	}
 
 	if _, err := c.Throughput(ctx, "nope", 0); !errors.Is(err, queue.ErrUnknownGroup) {

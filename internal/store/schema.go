@@ -104,8 +104,8 @@ func For(schema string) (*Statements, error) {
 			SetNext: r(periodicSetNext), Prune: r(periodicPrune), List: r(periodicList),
 		},
 		Insight: InsightSQL{
-			PageWalk: r(insightPageWalk + pageRows(walkRest)), PageFailed: r(insightPageFailed + pageRows(limitRest)),
-			PageKey: r(insightPageKey + pageRows(limitRest)),
+			PageWalk: r(insightPageWalk + pageRows(walkRest)), PageFailed: r(insightPageFailed),
+			PageKey: r(insightPageKey),
 			Record:  r(insightRecord), Prune: r(insightPrune), Throughput: r(insightThroughput), Events: r(insightEvents),
 		},
 		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},

@@ -1,14 +1,18 @@
 -- What the web UI and the CLI show operators (package queue, docs/ui.md).
 --
--- Failed jobs by id: the jobs page's filter on state discarded or
--- cancelled reads only those, newest first. Partial: a job enters it only
+-- Failed jobs by state and id: the jobs page's filter on state discarded
+-- or cancelled reads only the jobs of that state, newest first (the state
+-- a column, not only the predicate: a few discarded jobs under many newer
+-- cancelled ones are found at once). Partial: a job enters it only
 -- when it fails (its completion already writes the row), so the queue's
 -- common path (enqueue, fetch, complete as completed) never maintains it.
 -- No index on kind, or on key for every state: each would be written by
 -- every enqueue and every completion; the jobs page bounds its walk
--- instead (see queue.Client.Page). Building it reads the table once, under
--- the migration's lock (see 0010's note).
-CREATE INDEX jobs_failed ON {{schema}}.jobs (group_name, id) WHERE state IN ('discarded', 'cancelled');
+-- instead (see queue.Client.Page). Building it reads the table once and
+-- holds off every write to jobs meanwhile (CREATE INDEX, not
+-- CONCURRENTLY: a migration runs in a transaction; see docs/queue.md's
+-- upgrade notes).
+CREATE INDEX jobs_failed ON {{schema}}.jobs (group_name, state, id) WHERE state IN ('discarded', 'cancelled');
 
 -- Outcomes per minute: each Processor counts the outcomes of its runs in
 -- memory and adds them here every publish interval (one upsert for all
