@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/admin"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/queue"
 	"github.com/leasehold/leasehold/ui"
@@ -23,7 +24,7 @@ func TestPagesShowALiveFleet(t *testing.T) {
 	ctx := pgtest.Context(t)
 	e := newEnv(t, ui.Config{AllowActions: true})
 	e.startWorkers(2)
-	g := e.waitHeld()
+	e.waitHeld()
 
 	done := e.enqueue(queue.Job{Key: "a", Args: note{Text: "fine"}})
 	failed := e.enqueue(queue.Job{Key: "b", Args: note{Text: "boom", Fail: true}, MaxAttempts: 1})
@@ -74,23 +75,28 @@ func TestPagesShowALiveFleet(t *testing.T) {
 		})
 	})
 	t.Run("group", func(t *testing.T) {
-		r := e.page("/groups/emails")
-		rows := all(byID(r.Doc, "partitions"), func(n *nodeT) bool { return hasAttr(n, "data-partition") })
-		if len(rows) != 4 {
-			t.Fatalf("table#partitions has %d partition rows; want 4", len(rows))
-		}
-		for i, row := range rows {
-			p := g.Partitions[i]
-			owner := text(cell(row, "owner"))
-			if owner != "worker-a" && owner != "worker-b" {
-				t.Errorf("partition %d: td.owner = %q; want a worker", i, owner)
+		// Each partition's owner, token and lease as ReadStatus has them,
+		// read once the leases stand still (the same before and after
+		// the page).
+		var r response
+		eventually(t, func() error {
+			before := readStatus(t, e)
+			r = e.page("/groups/emails")
+			after := readStatus(t, e)
+			for i, p := range after.Partitions {
+				if b := before.Partitions[i]; b.Owner != p.Owner || b.Token != p.Token || b.Held != p.Held {
+					return fmt.Errorf("partition %d moved while the page was read", i)
+				}
 			}
-			if tok, err := strconv.ParseInt(text(cell(row, "token")), 10, 64); err != nil || tok < p.Token {
-				t.Errorf("partition %d: td.token = %q; want a token ≥ %d", i, text(cell(row, "token")), p.Token)
+			return checkMap(r, after)
+		})
+		for _, row := range all(byID(r.Doc, "partitions"), func(n *nodeT) bool { return hasAttr(n, "data-partition") }) {
+			if owner := text(cell(row, "owner")); owner != "worker-a" && owner != "worker-b" {
+				t.Errorf("partition %s: td.owner = %q; want a worker", attr(row, "data-partition"), owner)
 			}
 			for _, c := range []string{"expires", "running", "backlog", "lag"} {
 				if cell(row, c) == nil {
-					t.Errorf("partition %d: no td.%s", i, c)
+					t.Errorf("partition %s: no td.%s", attr(row, "data-partition"), c)
 				}
 			}
 		}
@@ -222,6 +228,14 @@ func TestPagesShowALiveFleet(t *testing.T) {
 			t.Error("a running job offers no form#cancel-form")
 		}
 	})
+}
+
+// readStatus reads group "emails" with admin.ReadStatus.
+func readStatus(t *testing.T, e *env) admin.GroupStatus {
+	t.Helper()
+	st, err := admin.ReadStatus(pgtest.Context(t), e.db, []string{"emails"})
+	pgtest.Must(t, err)
+	return st.Groups[0]
 }
 
 // cell returns the td of class c in row.
