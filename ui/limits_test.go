@@ -135,6 +135,13 @@ func TestUncleanPathsStayUnderPath(t *testing.T) {
 			t.Errorf("GET %s: %d to %q; want a redirect to %q", p, r.StatusCode, loc, want)
 		}
 	}
+	// A group named with slashes and dots is linked escaped, which is a
+	// clean path: served, not redirected.
+	_, err := e.q.EnsureGroup(pgtest.Context(t), "a/../b", 1)
+	pgtest.Must(t, err)
+	if r := e.get("/queue/groups/" + urlSeg("a/../b")); r.StatusCode != http.StatusOK || text(byID(r.Doc, "summary")) == "" {
+		t.Errorf("GET /queue/groups/%s: %d; want the group's page", urlSeg("a/../b"), r.StatusCode)
+	}
 	req := postReq("/queue//actions/cancel", url.Values{"id": {"1"}})
 	if r := e.do(req); r.StatusCode != http.StatusNotFound {
 		t.Errorf("POST /queue//actions/cancel: %d; want 404", r.StatusCode)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"path"
 	"strings"
 	"sync"
@@ -176,13 +175,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r2
 	}
 	// A path to clean ("//", "/./", "/../"): ServeMux would redirect to
-	// the clean path without Config.Path, out of the mount point.
-	if c := cleanPath(r.URL.Path); c != r.URL.Path {
+	// the clean path without Config.Path, out of the mount point. As
+	// ServeMux, the escaped path: a group named "a/../b" is linked as
+	// /groups/a%2F..%2Fb, which is clean.
+	if esc := r.URL.EscapedPath(); cleanPath(esc) != esc {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", h.cfg.Path+r.URL.Path))
 			return
 		}
-		loc := (&url.URL{Path: h.cfg.Path + c}).EscapedPath()
+		loc := h.cfg.Path + cleanPath(esc)
 		if r.URL.RawQuery != "" {
 			loc += "?" + r.URL.RawQuery
 		}
