@@ -3,9 +3,11 @@ package ui_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/queue"
@@ -263,3 +265,26 @@ func TestActionReturnIsNoOpenRedirect(t *testing.T) {
 
 // attrOf returns an HTML attribute.
 func attrOf(k, v string) htmlAttr { return htmlAttr{Key: k, Val: v} }
+
+// A live update fetched while the browser follows an action's redirect
+// (live.js keeps polling until the new page loads) leaves the flash to the
+// page: it neither shows it nor clears its cookie.
+func TestLiveUpdateLeavesTheFlash(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ui.Config{AllowActions: true})
+	id := e.enqueue(queue.Job{Args: note{Text: "later"}, RunAt: time.Now().Add(time.Hour)})
+	b := e.browser()
+	jobPage := "/jobs/" + itoa(id)
+	r := b.submit(b.get(jobPage), "cancel-form", nil)
+	if r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("cancel: %d; want 303", r.StatusCode)
+	}
+	live := httptest.NewRequest(http.MethodGet, jobPage, nil)
+	live.Header.Set("X-Leasehold-Live", "1")
+	if f := byID(b.send(live).Doc, "flash"); f != nil {
+		t.Errorf("a live update shows #flash %q", text(f))
+	}
+	if msg := b.follow(t, r, jobPage); msg != fmt.Sprintf("cancelled job %d", id) {
+		t.Errorf("#flash after a live update = %q; want the cancel's", msg)
+	}
+}

@@ -12,8 +12,8 @@ import (
 
 // A running batch shows a rate and an ETA from its first view on, labelled
 // as its average since creation, and keeps them while the reads of its
-// pages have not measured a current rate (reads a moment apart that saw no
-// item finish): not "–".
+// pages have not measured a current rate (reads that saw no item finish,
+// however many): not "–".
 func TestBatchRateFallsBackToAverage(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
@@ -45,8 +45,9 @@ func TestBatchRateFallsBackToAverage(t *testing.T) {
 		}
 	}
 	// Each read is later on the database clock than the one before, and
-	// none sees an item finish: a meter alone would measure 0 ("–").
-	for i := range 3 {
+	// none sees an item finish: a meter alone would measure 0 ("–"), from
+	// the second read on, and still after a full window of reads (10).
+	for i := range 12 {
 		r := e.page("/batches/" + itoa(b.ID))
 		check(fmt.Sprintf("detail, read %d", i+1), text(byID(r.Doc, "batch-rate")), text(byID(r.Doc, "batch-eta")))
 	}

@@ -67,6 +67,9 @@ type view struct {
 	Version string
 }
 
+// liveHeader is the request header live.js sends with its fetches.
+const liveHeader = "X-Leasehold-Live"
+
 // newView returns the view of a page of r titled title, in section nav.
 func (h *Handler) newView(w http.ResponseWriter, r *http.Request, title, nav string) *view {
 	v := &view{Title: title, Base: h.cfg.Path, Self: h.cfg.Path + r.URL.EscapedPath(), Nav: nav, Actions: h.cfg.AllowActions,
@@ -80,7 +83,12 @@ func (h *Handler) newView(w http.ResponseWriter, r *http.Request, title, nav str
 	if h.cfg.AllowActions {
 		v.CSRF = h.csrfToken(w, r)
 	}
-	v.Flash = h.takeFlash(w, r)
+	// A live update leaves the flash to the page it is for: live.js may
+	// fetch while the browser follows an action's redirect, and the flash
+	// it took would be lost (the update replaces only the live regions).
+	if r.Header.Get(liveHeader) == "" {
+		v.Flash = h.takeFlash(w, r)
+	}
 	return v
 }
 

@@ -131,9 +131,6 @@ type RateMeter struct {
 	// to 30s.
 	Span  time.Duration
 	reads []queue.BatchInfo // by ReadAt
-	// spanned reports that a read older than Span was dropped: the reads
-	// cover the whole span.
-	spanned bool
 }
 
 // maxReads bounds the reads a RateMeter keeps, however many readers feed
@@ -150,11 +147,12 @@ func (m *RateMeter) Add(b queue.BatchInfo) float64 {
 
 // Measure records read b and returns the current rate as Add does, and
 // whether it is a measurement over the window's reads rather than
-// AverageRate(b): the reads are apart in time, b has items pending, and
-// either an item finished between them or the reads span the whole Span
-// (a batch that finished nothing over a full span has a measured rate of
-// 0; a second or two of reads that saw no item finish has measured
-// nothing yet).
+// AverageRate(b): the reads are apart in time, b has items pending, and an
+// item finished between the window's oldest and newest reads. A window that saw
+// no item finish (reads a moment apart, or a batch whose items run long)
+// has measured nothing: its 0 would show a running batch as "–", where
+// the average since creation still says something (and falls as the batch
+// stalls).
 func (m *RateMeter) Measure(b queue.BatchInfo) (rate float64, measured bool) {
 	span := m.Span
 	if span <= 0 {
@@ -166,9 +164,6 @@ func (m *RateMeter) Measure(b queue.BatchInfo) (rate float64, measured bool) {
 	m.reads = slices.Insert(m.reads, i, b)
 	last := m.reads[len(m.reads)-1]
 	cut := sort.Search(len(m.reads), func(i int) bool { return !m.reads[i].ReadAt.Before(last.ReadAt.Add(-span)) })
-	if cut > 0 {
-		m.spanned = true
-	}
 	cut = max(cut, len(m.reads)-maxReads)
 	m.reads = slices.Delete(m.reads, 0, cut)
 	first := m.reads[0]
@@ -177,7 +172,7 @@ func (m *RateMeter) Measure(b queue.BatchInfo) (rate float64, measured bool) {
 		return AverageRate(b), false
 	}
 	finished := (last.Total - last.Pending) - (first.Total - first.Pending)
-	return max(0, float64(finished)/d), finished > 0 || m.spanned
+	return max(0, float64(finished)/d), finished > 0
 }
 
 // BatchGroup returns the group of batch name: group if given, else the one

@@ -79,8 +79,8 @@ func TestRateMeter(t *testing.T) {
 		t.Errorf("finished: rate %v; want 50", r)
 	}
 	// Measure says which rates are measurements: not the first read's
-	// average, nor a short window that saw no item finish (whose 0 would
-	// show a running batch as stalled); a full window without progress is.
+	// average, nor a window that saw no item finish (whose 0 would show a
+	// running batch as "–"), however full.
 	m = RateMeter{Span: 2 * time.Second}
 	for i, c := range []struct {
 		s        int
@@ -92,7 +92,8 @@ func TestRateMeter(t *testing.T) {
 		{11, 900, 0, false},  // nothing finished in 1 s: no measurement yet
 		{12, 850, 25, true},  // 50 in 2 s
 		{13, 850, 25, true},  // the window (11..13) saw 50 finish
-		{14, 850, 0, true},   // a full window (12..14) without progress
+		{14, 850, 0, false},  // a full window (12..14) without progress
+		{15, 800, 25, true},  // 50 in 2 s (13..15)
 	} {
 		r, ok := m.Measure(read(c.s, 1000, c.pending))
 		if r != c.rate || ok != c.measured {
