@@ -154,6 +154,12 @@ func groupKind(r *http.Request) (group, kind string, err error) {
 	if group == "" {
 		return "", "", badInput("no group given (field group)")
 	}
+	if err := checkText("group", group, maxName); err != nil {
+		return "", "", err
+	}
+	if err := checkText("kind", kind, maxName); err != nil {
+		return "", "", err
+	}
 	return group, kind, nil
 }
 
@@ -171,6 +177,9 @@ func (h *Handler) pause(r *http.Request) (string, []any, error) {
 		return "", nil, err
 	}
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if err := checkText("reason", reason, maxReason); err != nil {
+		return "", nil, err
+	}
 	attrs := []any{"group", group, "kind", kind, "reason", reason}
 	if err := h.q.Pause(r.Context(), group, kind, reason); err != nil {
 		return "", attrs, err
@@ -194,6 +203,12 @@ func (h *Handler) cancelBatch(r *http.Request) (string, []any, error) {
 	group, name := strings.TrimSpace(r.PostFormValue("group")), r.PostFormValue("name")
 	if group == "" || name == "" {
 		return "", nil, badInput("a batch is named by fields group and name")
+	}
+	if err := checkText("group", group, maxName); err != nil {
+		return "", nil, err
+	}
+	if err := checkText("name", name, maxKey); err != nil {
+		return "", nil, err
 	}
 	attrs := []any{"group", group, "name", name}
 	n, err := h.q.CancelBatch(r.Context(), group, name)

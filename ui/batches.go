@@ -58,6 +58,10 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	group := r.URL.Query().Get("group")
+	if err := checkText("group", group, maxName); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
 	if group != "" && !slices.Contains(groups, group) {
 		h.failErr(w, r, badNotFound("group %q does not exist", group))
 		return

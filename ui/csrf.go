@@ -11,9 +11,17 @@ import (
 // Cross-site request forgery: the actions are wrapped in Go's
 // http.CrossOriginProtection (a browser's Sec-Fetch-Site, else Origin
 // against Host) and need a double-submitted token: a random value in a
-// cookie of the UI's path, HttpOnly and SameSite=Strict, that each form
+// cookie of the UI's path, HttpOnly and SameSite=Lax, that each form
 // carries in field csrf. A page of another origin can neither read the
 // cookie nor set it, so it cannot forge the field.
+//
+// Lax, not Strict: a browser following a link to the UI from another site
+// (a chat message, an alert's link) sends no Strict cookie with that
+// navigation, so the UI would mint a new token and overwrite the cookie,
+// and every form already open in another tab would then be refused. Lax
+// cookies go with top-level navigations (GET) but, as Strict ones, not
+// with a cross-site POST: a forged form post carries no cookie, and is
+// refused by CrossOriginProtection before that.
 
 // csrfCookie is the name of the token's cookie.
 const csrfCookie = "leasehold_csrf"
@@ -40,7 +48,7 @@ func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
 	}
 	tok := base64.RawURLEncoding.EncodeToString(randomBytes(32))
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: tok, Path: h.cookiePath(), HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
 	return tok
 }
 

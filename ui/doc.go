@@ -16,5 +16,8 @@
 //
 // It is read-only unless Config.AllowActions is set: then it offers retry,
 // cancel, pause and resume, and cancelling a batch, each a POST protected
-// against cross-site request forgery and logged. See docs/ui.md.
+// against cross-site request forgery and logged. The Handler does not check
+// the request's Host (`leasehold ui` does, against DNS rebinding): mounted
+// in a server, that server's Host handling and authentication apply. See
+// docs/ui.md.
 package ui

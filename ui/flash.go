@@ -13,10 +13,19 @@ import (
 // flashCookie is the name of the flash message's cookie.
 const flashCookie = "leasehold_flash"
 
+// maxFlash bounds the flash message, in bytes: a cookie holds about 4 KB.
+const maxFlash = 1000
+
 // setFlash sets msg as the flash message the next page shows.
 func (h *Handler) setFlash(w http.ResponseWriter, r *http.Request, msg string) {
-	if len(msg) > 1000 {
-		msg = msg[:1000]
+	if len(msg) > maxFlash {
+		// At a rune's start: a message cut inside one is not UTF-8, and
+		// takeFlash would drop it.
+		i := maxFlash
+		for i > 0 && !utf8.RuneStart(msg[i]) {
+			i--
+		}
+		msg = msg[:i] + "…"
 	}
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(msg)),
 		Path: h.cookiePath(), MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})

@@ -39,6 +39,10 @@ type partitionRow struct {
 
 func (h *Handler) group(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("group")
+	if err := checkText("group", name, maxName); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
 	st, err := admin.ReadStatus(r.Context(), h.db, []string{name})
 	if err != nil {
 		h.failErr(w, r, err)
@@ -68,7 +72,7 @@ func (h *Handler) group(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Events, err = h.q.Events(r.Context(), name, eventsShown)
 	if err != nil {
-		d.EventErr = err.Error()
+		d.EventErr = h.explain(err).Error()
 	}
 	v := h.newView(w, r, "Group "+name, "groups")
 	v.Now, v.Data = st.Now, d

@@ -47,6 +47,14 @@ func parseFilter(r *http.Request, groups []string) (jobFilter, error) {
 	if f.Group == "" && len(groups) > 0 {
 		f.Group = groups[0]
 	}
+	for _, c := range []struct {
+		field, v string
+		max      int
+	}{{"group", f.Group, maxName}, {"kind", f.Kind, maxName}, {"key", f.Key, maxKey}} {
+		if err := checkText(c.field, c.v, c.max); err != nil {
+			return f, err
+		}
+	}
 	if f.State != "" && !slices.Contains(states, f.State) {
 		return f, badInput("state %q is not one of %s", f.State, strings.Join(states, ", "))
 	}
@@ -113,6 +121,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			// The form stays usable: the page shows the error where the
 			// jobs would be.
+			err = h.explain(err)
 			code, d.Err = status(err), err.Error()
 			h.log.WarnContext(ctx, "ui: request failed", "method", r.Method, "path", h.cfg.Path+r.URL.Path, "status", code, "err", err)
 		}

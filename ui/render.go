@@ -9,7 +9,11 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
@@ -131,7 +135,17 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 // failErr writes the error page for err, with the status its kind calls
 // for (see status).
 func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	err = h.explain(err)
 	h.fail(w, r, status(err), err)
+}
+
+// explain returns err, saying so when it is the request's Config.Timeout
+// that passed.
+func (h *Handler) explain(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && h.cfg.Timeout > 0 {
+		return fmt.Errorf("the database did not answer within %v (the UI's timeout): %w", h.cfg.Timeout, err)
+	}
+	return err
 }
 
 // errBadInput is wrapped by the errors about a request's malformed
@@ -144,21 +158,45 @@ func badInput(format string, args ...any) error {
 }
 
 // status returns the HTTP status for err: 404 for what does not exist, 400
-// for malformed input, 503 for anything else: the UI's reads and actions
-// fail only when the database does (closed, unreachable, not migrated, or
-// timing out).
+// for malformed input (the UI's checks, a component's, or PostgreSQL's
+// data exceptions, SQLSTATE class 22, should a value pass them), 503 for
+// anything else: the UI's reads and actions fail only when the database
+// does (closed, unreachable, not migrated, or timing out).
 func status(err error) int {
+	var pe *pgconn.PgError
 	switch {
 	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrUnknownGroup),
 		errors.Is(err, queue.ErrUnknownBatch), errors.Is(err, partition.ErrGroupNotFound), errors.Is(err, errNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, errBadInput), errors.Is(err, queue.ErrInvalidFilter), errors.Is(err, queue.ErrInvalidPause),
-		errors.Is(err, queue.ErrInvalidBatch):
+		errors.Is(err, queue.ErrInvalidBatch), errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22"):
 		return http.StatusBadRequest
 	case errors.Is(err, context.Canceled):
 		return 499 // the client went away; nobody reads the page
 	}
 	return http.StatusServiceUnavailable
+}
+
+// Limits of the values a request names, as the queue stores them: a
+// longer value matches nothing, and is refused before it is sent.
+const (
+	maxName   = 100 // a group's or a kind's name
+	maxKey    = 255 // a job's key, a batch's name
+	maxReason = 1000
+)
+
+// checkText returns an error wrapping errBadInput unless s, the value of
+// field, is at most max bytes of UTF-8 without NUL: PostgreSQL refuses
+// the others (invalid byte sequence), and that is the request's fault, not
+// the database's.
+func checkText(field, s string, max int) error {
+	switch {
+	case len(s) > max:
+		return badInput("%s is %d bytes long; at most %d", field, len(s), max)
+	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
+		return badInput("%s %q is not valid UTF-8 text (or holds a NUL)", field, s)
+	}
+	return nil
 }
 
 // errNotFound is wrapped by the errors about what a request names that

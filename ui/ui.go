@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,12 @@ type Config struct {
 	// Refresh is how often pages update themselves in a browser running
 	// JavaScript. Defaults to 2s; negative disables live updates.
 	Refresh time.Duration
+	// Timeout bounds each request: the database reads of a page, or an
+	// action. A page whose reads take longer (a table locked by a
+	// migration, an overloaded database) answers 503 saying so, rather
+	// than holding a connection of the pool and the browser's request for
+	// good. Defaults to 10s; negative: none.
+	Timeout time.Duration
 	// LagAlert is how long a partition's oldest due job may have waited
 	// before the ownership map marks the partition as lagging. Defaults to
 	// 1m.
@@ -79,6 +86,9 @@ func New(db *leasehold.DB, cfg Config) (*Handler, error) {
 	if cfg.Refresh == 0 {
 		cfg.Refresh = 2 * time.Second
 	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
 	if cfg.LagAlert < 0 {
 		return nil, fmt.Errorf("%w: LagAlert %v is negative", ErrInvalidConfig, cfg.LagAlert)
 	}
@@ -113,7 +123,9 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /jobs/{id}", h.job)
 	h.mux.HandleFunc("GET /batches", h.batches)
 	h.mux.HandleFunc("GET /batches/{id}", h.batch)
-	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", assetServer()))
+	// A file alone: "/assets/" would list the directory, and a subtree
+	// pattern would redirect /assets to /assets/ outside Config.Path.
+	h.mux.Handle("GET /assets/{file}", http.StripPrefix("/assets/", assetServer()))
 	// Every method reaches the actions, so that they answer 405 to a GET
 	// (or 404 when actions are off) rather than the catch-all's 404.
 	h.mux.HandleFunc("/actions/{action}", h.action)
@@ -131,6 +143,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Frame-Options", "DENY")
+	if h.cfg.Timeout > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	p := r.URL.Path
 	if h.cfg.Path != "" {
 		if p == h.cfg.Path && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -157,7 +174,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r2
 	}
+	// A path to clean ("//", "/./", "/../"): ServeMux would redirect to
+	// the clean path without Config.Path, out of the mount point. As
+	// ServeMux, the escaped path: a group named "a/../b" is linked as
+	// /groups/a%2F..%2Fb, which is clean.
+	if esc := r.URL.EscapedPath(); cleanPath(esc) != esc {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", h.cfg.Path+r.URL.Path))
+			return
+		}
+		loc := h.cfg.Path + cleanPath(esc)
+		if r.URL.RawQuery != "" {
+			loc += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, loc, http.StatusMovedPermanently)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// cleanPath is p cleaned as ServeMux does: rooted, without "//", "." or
+// "..", keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	c := path.Clean("/" + p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
 }
 
 // contentSecurityPolicy allows the UI's own assets only: no inline script

@@ -22,6 +22,7 @@ func newUICmd(opts *rootOptions) *cobra.Command {
 		addr    string
 		allow   bool
 		refresh time.Duration
+		hosts   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "ui",
@@ -32,7 +33,9 @@ func newUICmd(opts *rootOptions) *cobra.Command {
 			"refusals; jobs, with filters; batches, with progress, rate and ETA. Pages update themselves.\n" +
 			"It is read-only unless --allow-actions: then it offers retry, cancel, pause and resume, and\n" +
 			"cancelling a batch, each logged on stderr. It has no authentication of its own: to serve it\n" +
-			"beyond this machine, mount the ui package's handler in a server behind yours (docs/ui.md).",
+			"beyond this machine, mount the ui package's handler in a server behind yours (docs/ui.md).\n" +
+			"On a loopback address it answers only to localhost, 127.0.0.1 and [::1] (against DNS\n" +
+			"rebinding); --allowed-host adds the name a proxy in front of it uses.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The schema check gets the connect timeout; the pages'
@@ -49,7 +52,7 @@ func newUICmd(opts *rootOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv, err := uiserve.Listen(addr, "--addr", uh)
+			srv, err := uiserve.Listen(addr, "--addr", uh, uiserve.Options{AllowedHosts: hosts})
 			if err != nil {
 				return err
 			}
@@ -71,5 +74,7 @@ func newUICmd(opts *rootOptions) *cobra.Command {
 	f.StringVar(&addr, "addr", defaultUIAddr, "serve on this host:port (a port of 0 picks a free one)")
 	f.BoolVar(&allow, "allow-actions", false, "offer retry, cancel, pause, resume and cancelling a batch (each a POST, CSRF-protected and logged)")
 	f.DurationVar(&refresh, "refresh", 2*time.Second, "how often pages update themselves in the browser (0: the default; negative: never)")
+	f.StringArrayVar(&hosts, "allowed-host", nil, "also answer to this Host name (name, or name:port), as a proxy in front of the UI sends it; repeatable. "+
+		"On a loopback --addr the UI answers only to localhost, 127.0.0.1 and [::1] otherwise; on another address, to any name unless this is given")
 	return cmd
 }

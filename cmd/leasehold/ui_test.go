@@ -122,10 +122,13 @@ func TestUI(t *testing.T) {
 	}
 }
 
-// --allow-actions offers the actions: the job page has the cancel form.
+// --allow-actions offers the actions: the job page has the cancel form,
+// and posting it (with the page's cookie and csrf field, as a browser
+// does) cancels the job, redirects back to the page, and is logged on
+// stderr with the action, the job and the result.
 func TestUIAllowActions(t *testing.T) {
 	t.Parallel()
-	dbURL, _ := adminDB(t)
+	dbURL, pool := adminDB(t)
 	ids := enqueueN(t, dbURL, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -136,9 +139,94 @@ func TestUIAllowActions(t *testing.T) {
 			strings.NewReader(""), out, out)
 	}()
 	base := waitOutput(t, out, servingURL, exited, time.Minute)
-	code, body := get(t, base+"jobs/"+strconv.FormatInt(ids[0], 10))
-	if code != http.StatusOK || !strings.Contains(body, `id="cancel-form"`) {
-		t.Errorf("GET jobs/%d with --allow-actions: %d, without form#cancel-form:\n%s", ids[0], code, body)
+	page := base + "jobs/" + strconv.FormatInt(ids[0], 10)
+	resp, err := http.Get(page)
+	pgtest.Must(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	pgtest.Must(t, err)
+	body := string(b)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="cancel-form"`) {
+		t.Fatalf("GET jobs/%d with --allow-actions: %d, without form#cancel-form:\n%s", ids[0], resp.StatusCode, body)
+	}
+	tok := regexp.MustCompile(`id="cancel-form"><input type="hidden" name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	if tok == nil {
+		t.Fatalf("form#cancel-form has no csrf field:\n%s", body)
+	}
+	form := url.Values{"id": {strconv.FormatInt(ids[0], 10)}, "csrf": {tok[1]}, "return": {"/jobs/" + strconv.FormatInt(ids[0], 10)}}
+	req, err := http.NewRequest(http.MethodPost, base+"actions/cancel", strings.NewReader(form.Encode()))
+	pgtest.Must(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, c := range resp.Cookies() {
+		req.AddCookie(c)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noFollow.Do(req)
+	pgtest.Must(t, err)
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/jobs/"+strconv.FormatInt(ids[0], 10) {
+		t.Errorf("POST actions/cancel: %d to %q; want 303 back to the job", res.StatusCode, res.Header.Get("Location"))
+	}
+	var state string
+	pgtest.Must(t, pool.QueryRow(context.Background(), `SELECT state FROM leasehold.jobs WHERE id = $1`, ids[0]).Scan(&state))
+	if state != "cancelled" {
+		t.Errorf("job %d is %s after the cancel; want cancelled", ids[0], state)
+	}
+	logged := regexp.MustCompile(`msg="ui: action".*ids="?\[` + strconv.FormatInt(ids[0], 10) + `\]"?.*action=cancel.*result="cancelled job ` + strconv.FormatInt(ids[0], 10) + `"`)
+	if !logged.MatchString(out.String()) {
+		t.Errorf("the cancel is not logged on stderr:\n%s", out)
+	}
+	// Without the token, the same post is refused, and logged as such.
+	req, err = http.NewRequest(http.MethodPost, base+"actions/cancel", strings.NewReader(url.Values{"id": {"1"}}.Encode()))
+	pgtest.Must(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err = noFollow.Do(req)
+	pgtest.Must(t, err)
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(out.String(), `msg="ui: action refused"`) {
+		t.Errorf("POST actions/cancel without the token: %d; want 403, logged", res.StatusCode)
+	}
+	cancel()
+	<-exited
+}
+
+// DNS rebinding: ui on a loopback address answers 421 to a request naming
+// another host (a page and an action alike), and serves the names given by
+// --allowed-host.
+func TestUIRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := adminDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	exited := make(chan int, 1)
+	go func() {
+		exited <- execute(ctx, []string{"ui", "--database-url", dbURL, "--addr", "127.0.0.1:0", "--allow-actions",
+			"--allowed-host", "queue.example.com"}, strings.NewReader(""), out, out)
+	}()
+	base := waitOutput(t, out, servingURL, exited, time.Minute)
+	u, err := url.Parse(base)
+	pgtest.Must(t, err)
+	for host, want := range map[string]int{
+		"evil.example:" + u.Port(): http.StatusMisdirectedRequest,
+		"localhost:" + u.Port():    http.StatusOK,
+		"queue.example.com":        http.StatusOK,
+	} {
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			path := ""
+			if m == http.MethodPost {
+				path = "actions/cancel"
+			}
+			req, err := http.NewRequest(m, base+path, nil)
+			pgtest.Must(t, err)
+			req.Host = host
+			res, err := http.DefaultClient.Do(req)
+			pgtest.Must(t, err)
+			res.Body.Close()
+			if m == http.MethodGet && res.StatusCode != want || m == http.MethodPost && want == http.StatusMisdirectedRequest && res.StatusCode != want {
+				t.Errorf("%s / with Host %s: %d; want %d", m, host, res.StatusCode, want)
+			}
+		}
 	}
 	cancel()
 	<-exited

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -119,13 +121,21 @@ func AverageRate(b queue.BatchInfo) float64 {
 }
 
 // RateMeter measures a batch's current rate from its successive reads: the
-// items finished between the oldest and the newest of the last Window
-// reads, over the time between them.
+// items finished between the oldest and the newest read of the last Span
+// (by their ReadAt), over the time between them. One meter may be fed by
+// several readers (the UI's tabs, each polling): the reads are kept in
+// ReadAt order whatever order they arrive in, and many readers make the
+// window denser, not shorter. It is not safe for concurrent use.
 type RateMeter struct {
-	// Window is how many reads the rate spans. Defaults to 10.
-	Window int
-	reads  []queue.BatchInfo
+	// Span is how far back from the newest read the rate looks. Defaults
+	// to 30s.
+	Span  time.Duration
+	reads []queue.BatchInfo // by ReadAt
 }
+
+// maxReads bounds the reads a RateMeter keeps, however many readers feed
+// it.
+const maxReads = 1000
 
 // Add records read b and returns the current rate: AverageRate(b) until
 // two reads apart in time are recorded, and once b has nothing pending; 0
@@ -138,26 +148,30 @@ func (m *RateMeter) Add(b queue.BatchInfo) float64 {
 // Measure records read b and returns the current rate as Add does, and
 // whether it is a measurement over the window's reads rather than
 // AverageRate(b): the reads are apart in time, b has items pending, and an
-// item finished between the window's oldest read and b. A window that saw
+// item finished between the window's oldest and newest reads. A window that saw
 // no item finish (reads a moment apart, or a batch whose items run long)
 // has measured nothing: its 0 would show a running batch as "–", where
 // the average since creation still says something (and falls as the batch
 // stalls).
 func (m *RateMeter) Measure(b queue.BatchInfo) (rate float64, measured bool) {
-	window := m.Window
-	if window < 2 {
-		window = 10
+	span := m.Span
+	if span <= 0 {
+		span = 30 * time.Second
 	}
-	m.reads = append(m.reads, b)
-	if len(m.reads) > window {
-		m.reads = m.reads[len(m.reads)-window:]
-	}
+	// After the reads at the same time or earlier: a read that arrives
+	// late (a slower concurrent request) takes its place by ReadAt.
+	i := sort.Search(len(m.reads), func(i int) bool { return m.reads[i].ReadAt.After(b.ReadAt) })
+	m.reads = slices.Insert(m.reads, i, b)
+	last := m.reads[len(m.reads)-1]
+	cut := sort.Search(len(m.reads), func(i int) bool { return !m.reads[i].ReadAt.Before(last.ReadAt.Add(-span)) })
+	cut = max(cut, len(m.reads)-maxReads)
+	m.reads = slices.Delete(m.reads, 0, cut)
 	first := m.reads[0]
-	d := b.ReadAt.Sub(first.ReadAt).Seconds()
-	if d <= 0 || b.Pending == 0 {
+	d := last.ReadAt.Sub(first.ReadAt).Seconds()
+	if d <= 0 || b.Pending == 0 || last.Pending == 0 {
 		return AverageRate(b), false
 	}
-	finished := (b.Total - b.Pending) - (first.Total - first.Pending)
+	finished := (last.Total - last.Pending) - (first.Total - first.Pending)
 	return max(0, float64(finished)/d), finished > 0
 }
 

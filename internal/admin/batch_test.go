@@ -56,7 +56,7 @@ func TestRateMeter(t *testing.T) {
 		return queue.BatchInfo{CreatedAt: created, SealedAt: &sealed, Total: total, Pending: pending,
 			ReadAt: created.Add(time.Duration(s) * time.Second)}
 	}
-	m := RateMeter{Window: 3}
+	m := RateMeter{Span: 2 * time.Second}
 	if r := m.Add(read(10, 1000, 900)); r != 10 { // 100 in 10 s since creation
 		t.Errorf("first read: rate %v; want the average, 10", r)
 	}
@@ -67,7 +67,7 @@ func TestRateMeter(t *testing.T) {
 		t.Errorf("third read: rate %v; want 75 (150 in 2 s)", r)
 	}
 	if r := m.Add(read(13, 1000, 750)); r != 50 { // the window drops the first read
-		t.Errorf("fourth read: rate %v; want 50 (100 in 2 s)", r)
+		t.Errorf("fourth read: rate %v; want 50 (100 in 2 s: the read of 10 s is older than the span)", r)
 	}
 	if r := m.Add(read(14, 1000, 800)); r != 0 { // a retry put items back
 		t.Errorf("after a retry: rate %v; want 0", r)
@@ -81,7 +81,7 @@ func TestRateMeter(t *testing.T) {
 	// Measure says which rates are measurements: not the first read's
 	// average, nor a window that saw no item finish (whose 0 would show a
 	// running batch as "–"), however full.
-	m = RateMeter{Window: 3}
+	m = RateMeter{Span: 2 * time.Second}
 	for i, c := range []struct {
 		s        int
 		pending  int64
@@ -99,6 +99,24 @@ func TestRateMeter(t *testing.T) {
 		if r != c.rate || ok != c.measured {
 			t.Errorf("read %d: Measure = %v, %v; want %v, %v", i, r, ok, c.rate, c.measured)
 		}
+	}
+	// Reads arriving out of order (concurrent requests) take their place
+	// by ReadAt: the rate spans the oldest to the newest read.
+	m = RateMeter{Span: 10 * time.Second}
+	m.Add(read(10, 1000, 900))
+	m.Add(read(12, 1000, 700))
+	if r := m.Add(read(11, 1000, 850)); r != 100 { // 200 from 10 s to 12 s, not 50 from 10 s to the late 11 s
+		t.Errorf("a late read: rate %v; want 100 (200 in 2 s)", r)
+	}
+	// Many readers (tabs) make the window denser, not shorter: 100 reads
+	// within a second still measure over the span since 10 s.
+	for i := range 100 {
+		b := read(13, 1000, 600)
+		b.ReadAt = b.ReadAt.Add(time.Duration(i) * time.Millisecond)
+		m.Add(b)
+	}
+	if r, ok := m.Measure(read(14, 1000, 600)); r != 75 || !ok { // 300 in 4 s
+		t.Errorf("after 100 reads in a second: rate %v, %v; want 75 (300 in the 4 s since the first read), measured", r, ok)
 	}
 	v := ViewOf(read(10, 1000, 900), 0)
 	if v.ETASeconds != nil {

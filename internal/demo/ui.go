@@ -28,7 +28,7 @@ func (s *story) serveUI(ctx context.Context) (_ string, stop func(), err error) 
 	if err != nil {
 		return "", nil, err
 	}
-	srv, err := uiserve.Listen(s.cfg.UIAddr, "--ui-addr", h)
+	srv, err := uiserve.Listen(s.cfg.UIAddr, "--ui-addr", h, uiserve.Options{})
 	if err != nil {
 		return "", nil, err
 	}

@@ -15,7 +15,7 @@ import (
 // Listen on the same address is refused with ErrAddrInUse, naming the flag.
 func TestServeAndAddrInUse(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.URL.Path) })
-	s, err := Listen("127.0.0.1:0", "--addr", h)
+	s, err := Listen("127.0.0.1:0", "--addr", h, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestServeAndAddrInUse(t *testing.T) {
 	}
 
 	addr := strings.TrimSuffix(strings.TrimPrefix(s.URL(), "http://"), "/")
-	_, err = Listen(addr, "--ui-addr", h)
+	_, err = Listen(addr, "--ui-addr", h, Options{})
 	if !errors.Is(err, ErrAddrInUse) || !strings.Contains(err.Error(), "--ui-addr "+addr) {
 		t.Errorf("Listen on a used address: %v; want ErrAddrInUse naming --ui-addr %s", err, addr)
 	}
@@ -56,7 +56,7 @@ func TestServeAndAddrInUse(t *testing.T) {
 
 // A malformed address is an error naming the flag, not ErrAddrInUse.
 func TestListenBadAddr(t *testing.T) {
-	_, err := Listen("nonsense", "--addr", http.NotFoundHandler())
+	_, err := Listen("nonsense", "--addr", http.NotFoundHandler(), Options{})
 	if err == nil || errors.Is(err, ErrAddrInUse) || !strings.HasPrefix(err.Error(), "--addr nonsense: ") {
 		t.Errorf("Listen(nonsense): %v", err)
 	}

@@ -1,6 +1,7 @@
 // leasehold UI: live updates by short polling. Every data-refresh
 // milliseconds it fetches the page's own URL, and replaces each element
-// carrying data-live by the element of the same id in the answer. After
+// carrying data-live by the element of the same id in the answer, or
+// removes it when the answer has none. After
 // each successful update, <html data-updated> counts the updates (tests
 // wait on it). It pauses while the tab is hidden and, when an update
 // fails, shows the "stale" marker and tries again at the next period.
@@ -50,6 +51,11 @@
           var next = fresh.getElementById(el.id);
           if (next) {
             el.replaceWith(document.importNode(next, true));
+          } else {
+            // Gone from the page: stale content must not stay. (A region
+            // cannot appear without a place for it: the templates always
+            // render each one, with an empty-state note inside.)
+            el.remove();
           }
         }
         count++;
