@@ -122,10 +122,10 @@ type uiFleet struct {
 	feedErr  atomic.Pointer[error]
 }
 
-// uiFleetConcurrency is each worker's Concurrency: a small fleet of busy
-// handlers (5 to 80 ms each), so that the big batch burns down over the
-// run rather than in a minute.
-const uiFleetConcurrency = 4
+// uiFleetConcurrency is each worker's Concurrency: a small fleet of slow
+// handlers (20 to 180 ms each, about 20 jobs/s per worker), so that the
+// big batch burns down over the run rather than in a minute.
+const uiFleetConcurrency = 2
 
 // startFleet starts the workers of every group that has some, one after
 // the other, each once the ones before own every partition of their group,
@@ -191,12 +191,12 @@ func (b *uiBench) awaitOwned(ctx context.Context, g uiGroup, ws []*worker.Worker
 	}
 }
 
-// handle returns the fleet's handler: it takes 5 to 80 ms, and fails with
+// handle returns the fleet's handler: it takes 20 to 180 ms, and fails with
 // probability failRate, with one of the texts operators see.
 func (fl *uiFleet) handle(failRate float64) uiHandler {
 	return func(ctx context.Context, group string, id int64, attempt int) error {
 		fl.mu.Lock()
-		d := time.Duration(5+fl.rnd.IntN(76)) * time.Millisecond
+		d := time.Duration(20+fl.rnd.IntN(161)) * time.Millisecond
 		fail := fl.rnd.Float64() < failRate
 		msg := uiErrors[fl.rnd.IntN(len(uiErrors))]
 		fl.mu.Unlock()
