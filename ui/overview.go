@@ -1,0 +1,102 @@
+package ui
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/admin"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// throughputMinutes is how many minutes of throughput the overview shows.
+const throughputMinutes = 15
+
+// overviewData is the overview's: every group, with its throughput, and
+// every member.
+type overviewData struct {
+	Groups  []groupSummary
+	Members []memberRow
+}
+
+// groupSummary is a group's row of the overview, and its throughput.
+type groupSummary struct {
+	admin.GroupStatus
+	Paused bool // the whole group is paused
+	// Throughput is the last minutes of outcomes, oldest first; Err says
+	// why it could not be read.
+	Throughput []queue.Throughput
+	Err        string
+	// Completed and Failed total Throughput; Top is the largest minute's
+	// Completed+Failed (the chart's scale).
+	Completed, Failed, Top int64
+}
+
+// chartHeight is the height of a throughput chart, and barStep the width
+// of a minute in it.
+const (
+	chartHeight = 40
+	barStep     = 10
+)
+
+// barRect is a minute of a throughput chart: the failed runs at the
+// bottom, the completed ones above.
+type barRect struct {
+	X, OkY, OkH, BadY, BadH int64
+	Title                   string
+}
+
+// Width is the width of s's chart.
+func (s groupSummary) Width() int { return len(s.Throughput) * barStep }
+
+// Bars returns s's chart, scaled to its busiest minute.
+func (s groupSummary) Bars() []barRect {
+	bars := make([]barRect, len(s.Throughput))
+	for i, t := range s.Throughput {
+		bad := bar(t.Failed(), s.Top)
+		ok := bar(t.Completed, s.Top)
+		bars[i] = barRect{X: int64(i * barStep), BadY: chartHeight - bad, BadH: bad, OkY: chartHeight - bad - ok, OkH: ok,
+			Title: fmt.Sprintf("%s: %d completed, %d failed", utc(t.Minute), t.Completed, t.Failed())}
+	}
+	return bars
+}
+
+// memberRow is a member of a group.
+type memberRow struct {
+	Group string
+	admin.MemberStatus
+	Heartbeat time.Duration // its heartbeat's age on the database clock
+}
+
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
+	st, err := admin.ReadStatus(r.Context(), h.db, nil)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	var d overviewData
+	for _, g := range st.Groups {
+		s := groupSummary{GroupStatus: g}
+		for _, p := range g.Paused {
+			s.Paused = s.Paused || p.Kind == ""
+		}
+		tp, err := h.q.Throughput(r.Context(), g.Group, throughputMinutes)
+		if err != nil { // the page is still worth showing
+			s.Err = err.Error()
+		}
+		s.Throughput = tp
+		for _, t := range tp {
+			s.Completed += t.Completed
+			s.Failed += t.Failed()
+			s.Top = max(s.Top, t.Completed+t.Failed())
+		}
+		d.Groups = append(d.Groups, s)
+		for _, m := range g.Members {
+			d.Members = append(d.Members, memberRow{Group: g.Group, MemberStatus: m,
+				Heartbeat: time.Duration(m.HeartbeatAgeMS) * time.Millisecond})
+		}
+	}
+	v := h.newView(w, r, "Overview", "overview")
+	v.Now, v.Data = st.Now, d
+	h.render(w, r, "overview", v)
+}
