@@ -220,57 +220,21 @@ const MaxListLimit = 10_000
 
 // List returns the jobs f selects, newest (highest id) first. An unknown
 // group gives an error wrapping ErrUnknownGroup, an invalid filter (a
-// partition the group does not have, too) one wrapping ErrInvalidFilter. It reads jobs from the newest id, filtering,
-// until Limit match: cheap when matches are common among recent jobs, but a
-// filter matching few of many retained jobs reads many rows (all of the
-// group's when none matches).
+// partition the group does not have, too) one wrapping ErrInvalidFilter.
+// It reads jobs from the newest id, filtering, until Limit match: cheap
+// when matches are common among recent jobs, but a filter matching few of
+// many retained jobs reads many rows (all of the group's when none
+// matches). Page bounds that read.
 func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
-	switch {
-	case f.Group == "":
-		return nil, fmt.Errorf("%w: Group required", ErrInvalidFilter)
-	case f.State != "" && f.State != StateRunning && !slices.Contains(JobStates, f.State):
-		return nil, fmt.Errorf("%w: State %q is not one of %v or %q", ErrInvalidFilter, f.State, JobStates, StateRunning)
-	case f.Limit < 0 || f.Limit > MaxListLimit:
-		return nil, fmt.Errorf("%w: Limit %d is not in 0..%d", ErrInvalidFilter, f.Limit, MaxListLimit)
-	case f.Before < 0:
-		return nil, fmt.Errorf("%w: Before %d is negative", ErrInvalidFilter, f.Before)
-	case f.Batch < 0:
-		return nil, fmt.Errorf("%w: Batch %d is negative", ErrInvalidFilter, f.Batch)
-	}
-	if f.Limit == 0 {
-		f.Limit = 50
-	}
-	opt := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return &s
-	}
-	var parts []int32 // nil: every partition
-	if len(f.Partitions) > 0 {
-		n, err := c.groupCount(ctx, f.Group)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range f.Partitions {
-			if p < 0 || p >= n || p > math.MaxInt32 {
-				return nil, fmt.Errorf("%w: partition %d: group %q has %d partitions (0 to %d)", ErrInvalidFilter, p, f.Group, n, n-1)
-			}
-			parts = append(parts, int32(p))
-		}
-	}
-	var before, batch *int64
-	if f.Before > 0 {
-		before = &f.Before
-	}
-	if f.Batch > 0 {
-		batch = &f.Batch
+	a, err := c.listArgs(ctx, f, false)
+	if err != nil {
+		return nil, err
 	}
 	stmt := c.q.List
 	if f.State == StateRunning {
 		stmt = c.run.List
 	}
-	rows, err := c.pool.Query(ctx, stmt, f.Group, opt(string(f.State)), opt(f.Kind), parts, before, f.Limit, batch)
+	rows, err := c.pool.Query(ctx, stmt, a.group, a.state, a.kind, a.parts, a.before, a.limit, a.batch, a.key)
 	if err != nil {
 		return nil, store.ClassifyRead("queue", "list", f.Group, err)
 	}
@@ -279,16 +243,89 @@ func (c *Client) List(ctx context.Context, f Filter) ([]JobInfo, error) {
 		return nil, store.ClassifyRead("queue", "list", f.Group, err)
 	}
 	if len(jobs) == 0 {
-		var n int
-		err := c.pool.QueryRow(ctx, c.q.Groups, []string{f.Group}).Scan(new(string), &n)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, f.Group)
-		}
-		if err != nil {
-			return nil, store.ClassifyRead("queue", "list", f.Group, err)
+		if err := c.groupExists(ctx, f.Group, "list"); err != nil {
+			return nil, err
 		}
 	}
 	return jobs, nil
+}
+
+// listArgs are a Filter's values as the list statements take them: NULL
+// (nil) for a filter not set.
+type listArgs struct {
+	group            string
+	state, kind, key *string
+	parts            []int32 // nil: every partition
+	before, batch    *int64
+	limit, scan      int
+	partCount        int // the group's partitions, when parts or (for Page) key is set
+}
+
+// listArgs validates f (Scan too when page is set: Page's) and returns its
+// values for the list statements, defaults applied.
+func (c *Client) listArgs(ctx context.Context, f Filter, page bool) (listArgs, error) {
+	switch {
+	case f.Group == "":
+		return listArgs{}, fmt.Errorf("%w: Group required", ErrInvalidFilter)
+	case f.State != "" && f.State != StateRunning && !slices.Contains(JobStates, f.State):
+		return listArgs{}, fmt.Errorf("%w: State %q is not one of %v or %q", ErrInvalidFilter, f.State, JobStates, StateRunning)
+	case f.Limit < 0 || f.Limit > MaxListLimit:
+		return listArgs{}, fmt.Errorf("%w: Limit %d is not in 0..%d", ErrInvalidFilter, f.Limit, MaxListLimit)
+	case f.Before < 0:
+		return listArgs{}, fmt.Errorf("%w: Before %d is negative", ErrInvalidFilter, f.Before)
+	case f.Batch < 0:
+		return listArgs{}, fmt.Errorf("%w: Batch %d is negative", ErrInvalidFilter, f.Batch)
+	case page && (f.Scan < 0 || f.Scan > MaxListLimit*10):
+		return listArgs{}, fmt.Errorf("%w: Scan %d is not in 0..%d", ErrInvalidFilter, f.Scan, MaxListLimit*10)
+	}
+	a := listArgs{group: f.Group, limit: f.Limit, scan: f.Scan}
+	if a.limit == 0 {
+		a.limit = 50
+	}
+	if a.scan == 0 {
+		a.scan = DefaultScan
+	}
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	a.state, a.kind, a.key = opt(string(f.State)), opt(f.Kind), opt(f.Key)
+	if len(f.Partitions) > 0 || page && f.Key != "" {
+		n, err := c.groupCount(ctx, f.Group)
+		if err != nil {
+			return listArgs{}, err
+		}
+		a.partCount = n
+		for _, p := range f.Partitions {
+			if p < 0 || p >= n || p > math.MaxInt32 {
+				return listArgs{}, fmt.Errorf("%w: partition %d: group %q has %d partitions (0 to %d)", ErrInvalidFilter, p, f.Group, n, n-1)
+			}
+			a.parts = append(a.parts, int32(p))
+		}
+	}
+	if f.Before > 0 {
+		a.before = &f.Before
+	}
+	if f.Batch > 0 {
+		a.batch = &f.Batch
+	}
+	return a, nil
+}
+
+// groupExists returns nil if group exists, an error wrapping
+// ErrUnknownGroup if it does not; op names the caller in other errors.
+func (c *Client) groupExists(ctx context.Context, group, op string) error {
+	var n int
+	err := c.pool.QueryRow(ctx, c.q.Groups, []string{group}).Scan(new(string), &n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %q", ErrUnknownGroup, group)
+	}
+	if err != nil {
+		return store.ClassifyRead("queue", op, group, err)
+	}
+	return nil
 }
 
 // groupCount returns the partition count of group, an error wrapping

@@ -62,6 +62,7 @@ type Client struct {
 	q      store.QueueSQL // q.Channel: the NOTIFY channel of enqueued jobs
 	run    store.RunningSQL
 	pz     store.PauseSQL
+	in     store.InsightSQL
 	notify *notifier
 	log    *slog.Logger
 	trace  tracing
@@ -103,7 +104,7 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	pool := db.Pool()
-	c := &Client{pool: pool, cfg: cfg, q: st.Queue, run: st.Running, pz: st.Pause, notify: newNotifier(pool, st.Queue.Channel, cfg.NotifyWindow),
+	c := &Client{pool: pool, cfg: cfg, q: st.Queue, run: st.Running, pz: st.Pause, in: st.Insight, notify: newNotifier(pool, st.Queue.Channel, cfg.NotifyWindow),
 		batches: batches{q: st.Batch, channel: st.Queue.Channel}, log: db.Logger(),
 		counts: make(map[string]int), trace: newTracing(cfg.TracerProvider, cfg.Propagator)}
 	c.spread.Store(rand.Uint64()) // clients start at different partitions

@@ -190,11 +190,12 @@ func (r *run) work(f fetched) *Work[rawArgs] {
 type event struct {
 	JobEvent
 	plain bool
+	token fence.Token // the run's grant (for a fenced event: see record.go)
 }
 
 func (r *run) event(f fetched, oc Outcome, d time.Duration, err error) event {
 	return event{JobEvent: JobEvent{Group: r.o.Group, Partition: r.o.Partition, ID: f.id, Kind: f.kind,
-		Attempt: f.attempt + 1, Outcome: oc, Duration: d, Err: err}, plain: true}
+		Attempt: f.attempt + 1, Outcome: oc, Duration: d, Err: err}, plain: true, token: r.o.Token}
 }
 
 // runOne runs one job's handler, plain or transactional.
@@ -346,8 +347,12 @@ func timedOut(jctx context.Context, err error) error {
 	return err
 }
 
-// report calls the OnJob hook for events.
+// report counts events for operators (see record.go) and calls the OnJob
+// hook for them.
 func (p *Processor) report(evs ...event) {
+	for i := range evs {
+		p.tallies.count(&evs[i])
+	}
 	f := p.cfg.Hooks.OnJob
 	if f == nil {
 		return

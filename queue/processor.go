@@ -118,6 +118,7 @@ type Processor struct {
 	q     store.QueueSQL
 	runq  store.RunningSQL
 	pz    store.PauseSQL
+	in    store.InsightSQL
 	fence *lease.Fence
 	retry *backoff.Backoff
 	log   *slog.Logger
@@ -130,6 +131,9 @@ type Processor struct {
 
 	batches batches
 	pauses  pauses
+	// tallies are the outcome counts and fenced events to record (see
+	// record.go).
+	tallies tallies
 	// kinds holds the groups whose kinds this Processor has recorded
 	// (see registerKinds).
 	kinds sync.Map
@@ -204,7 +208,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	p := &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, runq: st.Running, pz: st.Pause, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
+	p := &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		trace: newTracing(cfg.TracerProvider, cfg.Propagator),
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),

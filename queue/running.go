@@ -141,6 +141,7 @@ func (p *Processor) register(o partition.Ownership) *runningSet {
 		s.worker = partition.MemberOf(o.Lease.Owner())
 	}
 	k := wakeKey{o.Group, o.Partition}
+	p.tallies.serve(o)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.grants[k] = append(p.grants[k], s)
@@ -156,8 +157,9 @@ func (p *Processor) register(o partition.Ownership) *runningSet {
 
 // unregister marks s closed: the publisher publishes it empty (if it ever
 // published it) and drops it. When s was the last grant served, the
-// publisher is stopped instead (its statement in flight cancelled), and
-// unregister returns once it did: no goroutine of the Processor outlives
+// publisher is stopped instead (its statement in flight cancelled), the
+// outcome counts are written a last time, and unregister returns once
+// they are: no goroutine of the Processor outlives
 // its last Serve, and none holds a connection of the pool. The sets left
 // are not cleared: readers ignore a row whose grant's lease ended.
 func (p *Processor) unregister(s *runningSet) {
@@ -177,6 +179,12 @@ func (p *Processor) unregister(s *runningSet) {
 	p.mu.Unlock()
 	stop()
 	<-done
+	// The last counts, now that no run is left to add to them: briefly, so
+	// that a lost database does not hold up the end of the run (the counts
+	// stay for the next run's publisher).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	p.writeTallies(ctx)
 }
 
 // setOf returns o's running set (nil if none); for recovered runs, which
@@ -229,8 +237,9 @@ func (p *Processor) cancelJobs(k wakeKey, ids []int64) {
 	}
 }
 
-// publisher publishes the running sets every PublishInterval until ctx
-// is cancelled (see unregister); then it closes done.
+// publisher publishes the running sets, and writes the outcome counts
+// (see record.go), every PublishInterval until ctx is cancelled (see
+// unregister); then it closes done.
 func (p *Processor) publisher(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	defer p.publishers.Add(-1)
@@ -242,6 +251,7 @@ func (p *Processor) publisher(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-t.C:
 			p.publish(ctx)
+			p.writeTallies(ctx)
 		}
 	}
 }

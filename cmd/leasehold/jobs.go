@@ -120,7 +120,7 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list --group G",
 		Short: "List the jobs of a group, newest first",
-		Long: "list lists the jobs of a group, newest first, filtered by state, kind and partitions, at most\n" +
+		Long: "list lists the jobs of a group, newest first, filtered by state, kind, key and partitions, at most\n" +
 			"--limit (default 50, at most 10000); --before ID gives the next page. --state running lists the\n" +
 			"jobs running now, with their worker and start.",
 		Args: cobra.NoArgs,
@@ -176,6 +176,7 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 	fs.StringVar(&state, "state", "", "only jobs in this state: pending, completed, discarded or cancelled; or running (pending jobs\n"+
 		"their partitions' owners publish as running, about once a second)")
 	fs.StringVar(&f.Kind, "kind", "", "only jobs of this kind")
+	fs.StringVar(&f.Key, "key", "", "only jobs of this key")
 	fs.IntSliceVar(&f.Partitions, "partition", nil, "only jobs of these partitions (repeatable, or comma-separated)")
 	fs.Int64Var(&f.Before, "before", 0, "only jobs with an id below this one (the next page)")
 	fs.IntVar(&f.Limit, "limit", 50, fmt.Sprintf("the most jobs listed (1 to %d)", queue.MaxListLimit))

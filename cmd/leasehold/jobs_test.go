@@ -123,6 +123,8 @@ func TestJobsList(t *testing.T) {
 	same(list("--limit", "2"), ids[4], ids[3])
 	same(list("--limit", "2", "--before", fmt.Sprint(ids[3])), ids[2], ids[1])
 	same(list("--kind", "b"))
+	same(list("--key", "k2"), ids[2])
+	same(list("--key", "k3", "--state", "pending"))
 
 	var views []admin.JobView
 	pgtest.Must(t, runJSON(t, &views, "", "jobs", "list", "--database-url", url, "--group", "g", "--partition", "0,1,2,3,4,5,6,7"))

@@ -233,7 +233,10 @@ LIMIT $3`
 // (see migration 0005). It returns the token it found (NULL: no run was
 // ever recorded), whether that run was still open (it ended abruptly), and
 // whether $3 was recorded: a token lower than the recorded one changes
-// nothing (a stale run's late start).
+// nothing (a stale run's late start). A recorded grant newer than the
+// previous one is also recorded as a handoff event (see migration 0014) of
+// owner $4, with the previous token and whether its run ended abruptly:
+// in this statement, so that it costs no round trip.
 const queueOpenRun = `
 WITH prev AS (
     SELECT token, open FROM {{schema}}.queue_runs WHERE group_name = $1 AND partition = $2 FOR UPDATE),
@@ -241,8 +244,15 @@ up AS (
     INSERT INTO {{schema}}.queue_runs AS r (group_name, partition, token, open) VALUES ($1, $2, $3, true)
     ON CONFLICT (group_name, partition) DO UPDATE SET token = excluded.token, open = true
     WHERE r.token <= excluded.token
+    RETURNING 1),
+ev AS (
+    INSERT INTO {{schema}}.events (group_name, partition, kind, owner, token, previous, abrupt)
+    SELECT $1, $2, 'handoff', $4::text, $3, (SELECT token FROM prev), coalesce((SELECT open FROM prev), false)
+    FROM up
+    WHERE coalesce((SELECT token FROM prev) < $3, true)
     RETURNING 1)
-SELECT (SELECT token FROM prev), coalesce((SELECT open FROM prev), false), EXISTS (SELECT FROM up)`
+SELECT (SELECT token FROM prev), coalesce((SELECT open FROM prev), false), EXISTS (SELECT FROM up)
+FROM (SELECT count(*) FROM ev) AS x`
 
 // queueCloseRun marks the run of grant $3 on partition $2 of group $1 as ended
 // cleanly; it changes nothing once a newer grant recorded its own.
@@ -486,7 +496,7 @@ SELECT changed.id, (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id)
 FROM changed CROSS JOIN notified`
 
 // queueList reads the jobs of group $1, newest first, filtered by state ($2),
-// kind ($3), partitions ($4) and batch ($7) when not NULL, below id $5 when
+// kind ($3), partitions ($4), batch ($7) and key ($8) when not NULL, below id $5 when
 // not NULL (paging), at most $6. The plan walks the primary key from the newest id,
 // filtering, until the limit is reached: cheap when matches are common
 // among recent jobs, a scan of the group's jobs when nothing matches.
@@ -499,6 +509,7 @@ WHERE group_name = $1
   AND ($4::int[] IS NULL OR partition = ANY($4))
   AND ($5::bigint IS NULL OR id < $5)
   AND ($7::bigint IS NULL OR batch_id = $7)
+  AND ($8::text IS NULL OR key = $8)
 ORDER BY id DESC
 LIMIT $6`
 

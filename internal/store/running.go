@@ -65,7 +65,7 @@ LEFT JOIN LATERAL (
 
 // runningList is queueList for the pseudo-state running: the pending jobs of
 // group $1 listed in fresh running rows, filtered by kind ($3), partitions
-// ($4), batch ($7) when not NULL and below id $5 when not NULL, newest first,
+// ($4), batch ($7), key ($8) when not NULL and below id $5 when not NULL, newest first,
 // at most $6, with where each runs. ($2, the state, is unused: it keeps
 // queueList's parameters.) It reads only the group's running rows and
 // their jobs by primary key.
@@ -81,5 +81,6 @@ WHERE r.group_name = $1 AND ` + runningFresh + `
   AND ($4::int[] IS NULL OR j.partition = ANY($4))
   AND ($5::bigint IS NULL OR j.id < $5)
   AND ($7::bigint IS NULL OR j.batch_id = $7)
+  AND ($8::text IS NULL OR j.key = $8)
 ORDER BY j.id DESC
 LIMIT $6`

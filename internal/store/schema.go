@@ -46,6 +46,7 @@ type Statements struct {
 	Tokens    TokenSQL
 	Running   RunningSQL
 	Periodic  PeriodicSQL
+	Insight   InsightSQL
 }
 
 var rendered sync.Map // schema name -> *Statements
@@ -101,6 +102,11 @@ func For(schema string) (*Statements, error) {
 		Periodic: PeriodicSQL{
 			Declare: r(periodicDeclare), Last: r(periodicLast), Insert: r(periodicInsert), SetJobs: r(periodicSetJobs),
 			SetNext: r(periodicSetNext), Prune: r(periodicPrune), List: r(periodicList),
+		},
+		Insight: InsightSQL{
+			PageWalk: r(insightPageWalk + pageRows(walkRest)), PageFailed: r(insightPageFailed + pageRows(limitRest)),
+			PageKey: r(insightPageKey + pageRows(limitRest)),
+			Record:  r(insightRecord), Prune: r(insightPrune), Throughput: r(insightThroughput), Events: r(insightEvents),
 		},
 		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 	}
