@@ -31,6 +31,7 @@ type uiBench struct {
 	ctl    *pgxpool.Pool   // seeding, targets and checks, outside the measured pools
 	app    *queue.Client   // on a producer pool: groups, batches, pauses, the trickle
 	uiPool *pgxpool.Pool   // the UI's pool, as the pool of a process serving it
+	tracer *stmtTracer     // on uiPool
 	tables uiTables
 	server ServerSettings
 	stderr io.Writer
@@ -91,7 +92,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		MaxIdleConnsPerHost: 2 * f.concurrency, DisableCompression: true}}
 	defer client.CloseIdleConnections()
-	m := &uiMeter{f: f, client: client, base: srv.URL, stderr: stderr}
+	m := &uiMeter{f: f, client: client, base: srv.URL, stderr: stderr, tracer: b.tracer}
 	pages, err := b.pages(ctx, m, sd)
 	if err != nil {
 		return err
@@ -111,6 +112,9 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rep := uiReportOf(f, b.server, sd.shape, run, results)
 	machine := machineLine(version+" ("+where+")", f.settings(), began)
 	tables := []ptable{uiTable(rep)}
+	if st := uiStmtTable(rep); st != nil {
+		tables = append(tables, *st)
+	}
 	printTables(stdout, "ui", machine, f.markdown, tables)
 	fmt.Fprintln(stdout, rep.verdict())
 	if f.jsonPath != "" {
@@ -185,8 +189,16 @@ func openUIBench(ctx context.Context, f uiFlags, stderr io.Writer) (b *uiBench, 
 	if b.app, err = queue.New(lh, queue.Config{}); err != nil {
 		return fail(err)
 	}
-	if b.uiPool, err = pool("server", f.uiConns); err != nil {
+	if b.tracer, err = newStmtTracer(""); err != nil {
 		return fail(err)
 	}
+	pc := b.base.Copy()
+	pc.MaxConns, pc.MinConns = int32(f.uiConns), 0
+	pc.ConnConfig.Tracer = b.tracer
+	pc.ConnConfig.RuntimeParams["application_name"] = "leasehold-bench-ui-server"
+	if b.uiPool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+		return fail(err)
+	}
+	undo.push(b.uiPool.Close)
 	return b, srv.version, srv.where, cleanup, nil
 }

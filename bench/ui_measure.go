@@ -20,6 +20,7 @@ type uiMeter struct {
 	base    string // the server's URL
 	stderr  io.Writer
 	elapsed time.Duration // of the timed rounds
+	tracer  *stmtTracer   // times the UI's statements per page (concurrency 1)
 }
 
 // pageResult is one page's latencies, per round, and what its warm-up
@@ -30,6 +31,7 @@ type pageResult struct {
 	rows   int  // tr[data-job] rows (job lists)
 	cut    bool // #scan-note: the page was cut short by the scan bound
 	bytes  int  // body size
+	stmts  []StmtShare
 }
 
 // latStats sums up one page's latencies in one round (nearest rank).
@@ -145,6 +147,15 @@ func (m *uiMeter) run(ctx context.Context, pages []uiPage) ([]pageResult, error)
 		fmt.Fprintf(m.stderr, "  round %d: %d pages x %d requests in %v; worst p99 %.1f ms (%s)\n",
 			r+1, len(pages), len(lat[0]), time.Since(t0).Round(100*time.Millisecond), ms(worstP99), worst)
 	}
+	if m.tracer != nil && m.f.concurrency == 1 {
+		for i := range res {
+			n := 0
+			for _, s := range res[i].rounds {
+				n += s.n
+			}
+			res[i].stmts = m.tracer.shares(pages[i].name, n)
+		}
+	}
 	return res, nil
 }
 
@@ -166,7 +177,13 @@ func (m *uiMeter) round(ctx context.Context, pages []uiPage, r int) ([][]time.Du
 			for i := range each {
 				for j := range pages {
 					k := (i + j + w + r) % len(pages)
+					if c == 1 && m.tracer != nil {
+						m.tracer.setPage(pages[k].name)
+					}
 					_, d, err := m.get(ctx, pages[k].path)
+					if c == 1 && m.tracer != nil {
+						m.tracer.setPage("")
+					}
 					if err != nil {
 						errs[w] = fmt.Errorf("page %s: %w", pages[k].name, err)
 						cancel()

@@ -42,6 +42,9 @@ type uiPageRow struct {
 	Rows        int       `json:"rows"`      // job rows on the page (job lists)
 	CutShort    bool      `json:"cut_short"` // the page showed #scan-note
 	Bytes       int       `json:"bytes"`
+	// Statements are the UI's statements per request of the page, the
+	// most time first (--concurrency 1 only).
+	Statements []StmtShare `json:"statements,omitempty"`
 }
 
 // uiFleetStats is what the fleet did while the pages were measured.
@@ -57,7 +60,8 @@ func uiReportOf(f uiFlags, server ServerSettings, shape uiShape, fleet uiFleetSt
 	r := uiReport{Suite: "ui", Jobs: f.jobs, Rounds: f.rounds, Requests: f.requests, Concurrency: f.concurrency,
 		Server: server, Shape: shape, Fleet: fleet, TargetMs: ms(f.target)}
 	for _, res := range results {
-		row := uiPageRow{Page: res.page.name, Path: res.page.path, What: res.page.what, Rows: res.rows, CutShort: res.cut, Bytes: res.bytes}
+		row := uiPageRow{Page: res.page.name, Path: res.page.path, What: res.page.what, Rows: res.rows, CutShort: res.cut, Bytes: res.bytes,
+			Statements: res.stmts}
 		var p50, p95, p99 []float64
 		for _, s := range res.rounds {
 			row.Requests += s.n
@@ -116,6 +120,30 @@ func uiTable(r uiReport) ptable {
 		t.add(p.Page, p.What, f1(p.P50Ms), f1(p.P95Ms), f1(p.P99Ms), f1(p.MaxMs), strings.Join(each, " "), rows, cut)
 	}
 	return t
+}
+
+// uiStmtTable is the report's second table: the statements behind each
+// page, the three costliest per request (--concurrency 1 only; nil
+// without statements).
+func uiStmtTable(r uiReport) *ptable {
+	t := ptable{
+		title: "Database time per request, the costliest 3 statements of each page (named by their field in store.Statements)",
+		notes: []string{"runs: per request; mean, max: of one run, ms; ms/req: all its runs' time per request, " +
+			"from sending the statement until its last row was read."},
+		header: []string{"page", "statement", "runs", "mean", "max", "ms/req"},
+	}
+	for _, p := range r.Pages {
+		for i, s := range p.Statements {
+			if i == 3 {
+				break
+			}
+			t.add(p.Page, s.Statement, f1(s.PerRequest), f1(s.MeanMs), f1(s.MaxMs), f1(s.TotalPerRequestMs))
+		}
+	}
+	if len(t.rows) == 0 {
+		return nil
+	}
+	return &t
 }
 
 // uiDoc is the suite's generated section of a Markdown document.
