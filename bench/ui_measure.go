@@ -80,30 +80,34 @@ func excerpt(b []byte) string {
 	return s
 }
 
-// follow requests path and follows its a#next n times, returning the
-// last page's path (relative to the handler's root, as path).
-func (m *uiMeter) follow(ctx context.Context, path string, n int) (string, error) {
+// follow requests path and follows its a#next up to n times, returning
+// the last page's path (relative to the handler's root, as path) and how
+// many links it followed (fewer than n when a page had no a#next: the
+// listing ended).
+func (m *uiMeter) follow(ctx context.Context, path string, n int) (string, int, error) {
 	for i := range n {
 		body, _, err := m.get(ctx, path)
 		if err != nil {
-			return "", err
+			return "", i, err
 		}
 		href, err := nextHref(body)
+		if errors.Is(err, errNoNext) && !hasID(body, "next") {
+			return path, i, nil
+		}
 		if err != nil {
-			return "", fmt.Errorf("page %d of %s: %w", i+1, path, err)
+			return "", i, fmt.Errorf("page %d of %s: %w", i+1, path, err)
 		}
 		cur, err := url.Parse(m.base + path)
 		if err != nil {
-			return "", err
+			return "", i, err
 		}
 		ref, err := url.Parse(href)
 		if err != nil {
-			return "", fmt.Errorf("a#next %q: %w", href, err)
+			return "", i, fmt.Errorf("a#next %q: %w", href, err)
 		}
-		next := cur.ResolveReference(ref)
-		path = next.RequestURI()
+		path = cur.ResolveReference(ref).RequestURI()
 	}
-	return path, nil
+	return path, n, nil
 }
 
 // run warms every page up (checking that it is the page the contract

@@ -93,14 +93,20 @@ func (b *uiBench) pages(ctx context.Context, m *uiMeter, sd seeded) ([]uiPage, e
 			continue
 		}
 		var err error
+		var n, want int
 		switch p.name {
 		case "jobs-next-5":
-			p.path, err = m.follow(ctx, jobs(""), 5)
+			want = 5
+			p.path, n, err = m.follow(ctx, jobs(""), want)
 		case "jobs-discarded-next-3":
-			p.path, err = m.follow(ctx, jobs("&state=discarded"), 3)
+			want = 3
+			p.path, n, err = m.follow(ctx, jobs("&state=discarded"), want)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("page %s: %w", p.name, err)
+		}
+		if n < want {
+			p.what += fmt.Sprintf(" (the listing ended after %d)", n)
 		}
 		out = append(out, p)
 	}

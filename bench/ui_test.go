@@ -182,6 +182,9 @@ func TestUISuite(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	for i, p := range rep.Pages {
+		if strings.HasPrefix(p.Page, "jobs-next") && !strings.Contains(p.Path, "before=") {
+			t.Errorf("page %s was not reached by a#next: %s", p.Page, p.Path)
+		}
 		if p.Page != uiPageNames[i] || p.Requests != 2*4 || len(p.P99RoundsMs) != 2 || p.P99Ms <= 0 || p.MaxMs < p.P99Ms || p.Bytes == 0 {
 			t.Errorf("page %+v", p)
 		}
