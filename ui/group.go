@@ -43,7 +43,7 @@ func (h *Handler) group(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	st, err := admin.ReadStatus(r.Context(), h.db, []string{name})
+	st, err := admin.ReadStatusWith(r.Context(), h.db, []string{name}, admin.Options{Backlog: h.backlog.get})
 	if err != nil {
 		h.failErr(w, r, err)
 		return

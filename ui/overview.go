@@ -17,6 +17,10 @@ const throughputMinutes = 15
 type overviewData struct {
 	Groups  []groupSummary
 	Members []memberRow
+	// BacklogAt is the oldest count of the groups' backlogs; BacklogAge is
+	// Config.BacklogAge.
+	BacklogAt  time.Time
+	BacklogAge time.Duration
 }
 
 // groupSummary is a group's row of the overview, and its throughput.
@@ -73,13 +77,16 @@ type memberRow struct {
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
-	st, err := admin.ReadStatus(r.Context(), h.db, nil)
+	st, err := admin.ReadStatusWith(r.Context(), h.db, nil, admin.Options{NoWaits: true, Backlog: h.backlog.get})
 	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}
-	var d overviewData
+	d := overviewData{BacklogAge: h.cfg.BacklogAge}
 	for _, g := range st.Groups {
+		if d.BacklogAt.IsZero() || g.BacklogAt.Before(d.BacklogAt) {
+			d.BacklogAt = g.BacklogAt
+		}
 		s := groupSummary{GroupStatus: g}
 		for _, p := range g.Paused {
 			s.Paused = s.Paused || p.Kind == ""

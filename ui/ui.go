@@ -48,6 +48,15 @@ type Config struct {
 	// before the ownership map marks the partition as lagging. Defaults to
 	// 1m.
 	LagAlert time.Duration
+	// BacklogAge is how old the backlog shown may be: the counts of
+	// pending jobs, the lag and the waiting keys of the overview and the
+	// ownership maps. Counting them reads every pending job of a group
+	// (about 0.1s of database time per 50,000), so the UI counts each
+	// group at most once per BacklogAge however many pages are open, in
+	// the background: a page shows the latest count at once, with its age,
+	// and only a group's first page waits for one. Defaults to 5s;
+	// negative: every page counts, and waits for it.
+	BacklogAge time.Duration
 	// Scan is how many jobs a page of the jobs list reads at most to fill
 	// itself (queue.Filter.Scan): a page with a filter matching few jobs
 	// stops there, and offers to search older jobs. 1 to
@@ -65,6 +74,8 @@ type Handler struct {
 	cfg Config
 	log *slog.Logger
 	mux *http.ServeMux
+
+	backlog *backlogs
 
 	mu     sync.Mutex
 	meters map[int64]*admin.RateMeter // batch id -> rate measured over the reads of its pages
@@ -89,6 +100,9 @@ func New(db *leasehold.DB, cfg Config) (*Handler, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.BacklogAge == 0 {
+		cfg.BacklogAge = 5 * time.Second
+	}
 	if cfg.LagAlert < 0 {
 		return nil, fmt.Errorf("%w: LagAlert %v is negative", ErrInvalidConfig, cfg.LagAlert)
 	}
@@ -110,6 +124,11 @@ func New(db *leasehold.DB, cfg Config) (*Handler, error) {
 	}
 	h := &Handler{db: db, q: q, cfg: cfg, log: cfg.Logger.With("component", "ui"), mux: http.NewServeMux(),
 		meters: map[int64]*admin.RateMeter{}}
+	h.backlog = &backlogs{maxAge: cfg.BacklogAge, timeout: cfg.Timeout, log: h.log, now: time.Now,
+		m: map[string]*backlogEntry{},
+		read: func(ctx context.Context, g string, waits bool) (admin.Backlog, error) {
+			return admin.ReadBacklog(ctx, db, q, g, waits)
+		}}
 	h.routes()
 	return h, nil
 }

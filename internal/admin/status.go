@@ -29,9 +29,13 @@ type GroupStatus struct {
 	Scheduled      int64  `json:"scheduled"`
 	Retrying       int64  `json:"retrying"`
 	// OldestDueMS is the largest OldestDueMS of the partitions.
-	OldestDueMS int64             `json:"oldest_due_ms"`
-	Partitions  []PartitionStatus `json:"partitions"`
-	Members     []MemberStatus    `json:"members"`
+	OldestDueMS int64 `json:"oldest_due_ms"`
+	// BacklogAt is when the pending jobs were counted (Pending, Scheduled,
+	// Retrying, OldestDueMS, Waits), on the database clock: Now, unless the
+	// backlog came from a cache (Options.Backlog).
+	BacklogAt  time.Time         `json:"backlog_at"`
+	Partitions []PartitionStatus `json:"partitions"`
+	Members    []MemberStatus    `json:"members"`
 	// Waits are the keys whose due jobs wait behind a job that is not due,
 	// the most held up first, at most WaitsLimit.
 	Waits []WaitStatus `json:"waits"`
@@ -97,8 +101,26 @@ func (p PartitionStatus) Idle() bool {
 }
 
 // ReadStatus reads the status of groups, or of every group if none, with
-// times relative to the database clock.
+// times relative to the database clock. It counts every group's backlog
+// and waiting keys as it reads: see ReadStatusWith for a cheaper read.
 func ReadStatus(ctx context.Context, db *leasehold.DB, groups []string) (Status, error) {
+	return ReadStatusWith(ctx, db, groups, Options{})
+}
+
+// Options change what ReadStatusWith reads.
+type Options struct {
+	// NoWaits leaves GroupStatus.Waits empty, for reports that do not show
+	// them: reading them walks the group's keyed backlog.
+	NoWaits bool
+	// Backlog reads a group's backlog (its pending jobs' counts, and its
+	// waiting keys when waits is true); a cache of ReadBacklog, typically.
+	// Nil reads it with ReadBacklog for each group.
+	Backlog func(ctx context.Context, group string, waits bool) (Backlog, error)
+}
+
+// ReadStatusWith is ReadStatus with options: the web UI reads the backlog,
+// whose cost follows the number of pending jobs, from a cache.
+func ReadStatusWith(ctx context.Context, db *leasehold.DB, groups []string, o Options) (Status, error) {
 	if len(groups) == 0 {
 		var err error
 		if groups, err = partition.Groups(ctx, db); err != nil {
@@ -108,6 +130,12 @@ func ReadStatus(ctx context.Context, db *leasehold.DB, groups []string) (Status,
 	q, err := queue.New(db, queue.Config{})
 	if err != nil {
 		return Status{}, err
+	}
+	backlog := o.Backlog
+	if backlog == nil {
+		backlog = func(ctx context.Context, g string, waits bool) (Backlog, error) {
+			return ReadBacklog(ctx, db, q, g, waits)
+		}
 	}
 	now, err := dbNow(ctx, db)
 	if err != nil {
@@ -119,11 +147,7 @@ func ReadStatus(ctx context.Context, db *leasehold.DB, groups []string) (Status,
 		if err != nil {
 			return Status{}, err
 		}
-		stats, err := q.Stats(ctx, g)
-		if err != nil {
-			return Status{}, err
-		}
-		waits, err := q.Waits(ctx, g, WaitsLimit)
+		b, err := backlog(ctx, g, !o.NoWaits)
 		if err != nil {
 			return Status{}, err
 		}
@@ -131,8 +155,12 @@ func ReadStatus(ctx context.Context, db *leasehold.DB, groups []string) (Status,
 		if err != nil {
 			return Status{}, err
 		}
-		gs := groupOf(st, stats, now)
-		gs.Waits = waitsOf(waits, now)
+		gs := groupOf(st, b.Stats, now)
+		gs.BacklogAt = b.ReadAt
+		gs.Waits = []WaitStatus{}
+		if !o.NoWaits {
+			gs.Waits = waitsOf(b.Waits, now)
+		}
 		runningOf(&gs, running)
 		if gs.Paused, err = pausesOf(ctx, q, g); err != nil {
 			return Status{}, err
