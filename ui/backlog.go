@@ -15,7 +15,10 @@ import (
 // is younger than maxAge; an older one is still served at once, and one
 // read in the background replaces it (stale while revalidating), so that
 // no page waits on the count but the first of a group, and the database
-// counts a group at most once per maxAge however many pages are open.
+// counts a group at most once per maxAge however many pages are open. A
+// count that took long is repeated less often: at most once per
+// backlogSpacing times its duration, so that counting a group never takes
+// more than a tenth of the database's time on one connection.
 type backlogs struct {
 	maxAge  time.Duration // negative: no cache, every page reads
 	timeout time.Duration // bounds each read, which no request cancels
@@ -30,9 +33,11 @@ type backlogs struct {
 // backlogEntry is a group's cached reading and its read in flight.
 type backlogEntry struct {
 	b       admin.Backlog
-	have    bool      // b holds a reading
-	started time.Time // when b's read started (local clock)
-	fl      *flight   // the read in flight, if any
+	have    bool          // b holds a reading
+	started time.Time     // when b's read started (local clock)
+	took    time.Duration // how long b's read took
+	failed  time.Time     // when the latest failed read started
+	fl      *flight       // the read in flight, if any
 }
 
 // flight is one read of a group's backlog, which requests share.
@@ -43,6 +48,10 @@ type flight struct {
 	b       admin.Backlog
 	err     error
 }
+
+// backlogSpacing is how many times its duration a count waits at least
+// before the next one of its group.
+const backlogSpacing = 10
 
 // maxBacklogs bounds the groups cached: past it, the cache starts over.
 const maxBacklogs = 10000
@@ -65,7 +74,11 @@ func (c *backlogs) get(ctx context.Context, group string, waits bool) (admin.Bac
 			c.m[group] = e
 		}
 		if e.have && (e.b.HasWaits || !waits) {
-			if c.now().Sub(e.started) >= c.maxAge && e.fl == nil {
+			last := e.started
+			if e.failed.After(last) {
+				last = e.failed // a failed read is retried after maxAge too
+			}
+			if age := c.now().Sub(last); age >= c.maxAge && age >= backlogSpacing*e.took && e.fl == nil {
 				c.start(group, e, e.b.HasWaits)
 			}
 			b := e.b
@@ -105,12 +118,16 @@ func (c *backlogs) start(group string, e *backlogEntry, waits bool) *flight {
 		}
 		defer cancel()
 		fl.b, fl.err = c.read(ctx, group, waits)
+		took := c.now().Sub(fl.started)
 		c.mu.Lock()
 		if e.fl == fl {
 			e.fl = nil
 		}
-		if fl.err == nil && (!e.have || !fl.started.Before(e.started)) {
-			e.b, e.have, e.started = fl.b, true, fl.started
+		switch {
+		case fl.err != nil:
+			e.failed = fl.started
+		case !e.have || !fl.started.Before(e.started):
+			e.b, e.have, e.started, e.took = fl.b, true, fl.started, took
 		}
 		c.mu.Unlock()
 		if fl.err != nil {

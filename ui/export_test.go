@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/admin"
 )
@@ -15,3 +16,6 @@ func CountBacklogReads(h *Handler, n *atomic.Int64) {
 		return read(ctx, group, waits)
 	}
 }
+
+// SetClock makes h read the local time from now.
+func SetClock(h *Handler, now func() time.Time) { h.now = now }

@@ -117,7 +117,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 		if f.Partition != nil {
 			qf.Partitions = []int{*f.Partition}
 		}
-		d.Page, err = h.q.Page(ctx, qf)
+		d.Page, err = h.search(ctx, qf)
 		if err != nil {
 			// The form stays usable: the page shows the error where the
 			// jobs would be.
@@ -133,6 +133,39 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	v := h.newView(w, r, "Jobs", "jobs")
 	v.Now, v.Data = now, d
 	h.renderStatus(w, r, code, "jobs", v)
+}
+
+// searchSlice is how many jobs a jobs page reads at a time while it
+// searches (see search).
+const searchSlice = 1000
+
+// search reads a page of jobs matching f, as queue.Client.Page does with
+// f.Scan = Config.Scan, but in slices of searchSlice jobs, one after the
+// other, and stops early once the slices took Config.ScanTime: a filter
+// that matches rarely reads up to Config.Scan jobs on an idle database, and
+// fewer on a busy one, where the page still answers in about ScanTime. The
+// page says how many it searched, and offers the rest.
+func (h *Handler) search(ctx context.Context, f queue.Filter) (queue.JobPage, error) {
+	start := h.now()
+	var pg queue.JobPage
+	for {
+		f.Scan = min(searchSlice, h.cfg.Scan-pg.Scanned)
+		p, err := h.q.Page(ctx, f)
+		if err != nil {
+			return queue.JobPage{}, err
+		}
+		pg.Jobs = append(pg.Jobs, p.Jobs...)
+		pg.Scanned += p.Scanned
+		pg.Next = p.Next
+		if len(p.Jobs) >= f.Limit || p.Next == 0 || p.Scanned == 0 || pg.Scanned >= h.cfg.Scan ||
+			h.now().Sub(start) >= h.cfg.ScanTime {
+			if pg.Jobs == nil {
+				pg.Jobs = []queue.JobInfo{}
+			}
+			return pg, nil
+		}
+		f.Before, f.Limit = p.Next, f.Limit-len(p.Jobs)
+	}
 }
 
 // markRunning sets Running on the pending jobs of js that run now, as

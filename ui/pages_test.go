@@ -369,6 +369,9 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	if _, err := ui.New(db, ui.Config{LagAlert: -time.Second}); !errors.Is(err, ui.ErrInvalidConfig) {
 		t.Errorf("negative LagAlert: err = %v; want ErrInvalidConfig", err)
 	}
+	if _, err := ui.New(db, ui.Config{ScanTime: -time.Second}); !errors.Is(err, ui.ErrInvalidConfig) {
+		t.Errorf("negative ScanTime: err = %v; want ErrInvalidConfig", err)
+	}
 	for _, n := range []int{-1, queue.MaxListLimit*10 + 1} {
 		if _, err := ui.New(db, ui.Config{Scan: n}); !errors.Is(err, ui.ErrInvalidConfig) {
 			t.Errorf("Scan %d: err = %v; want ErrInvalidConfig", n, err)

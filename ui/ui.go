@@ -62,6 +62,12 @@ type Config struct {
 	// stops there, and offers to search older jobs. 1 to
 	// queue.MaxListLimit*10. Defaults to queue.DefaultScan.
 	Scan int
+	// ScanTime is how long a page of the jobs list searches at most, in
+	// slices of 1,000 jobs, before it answers with what it found (at
+	// most Scan jobs searched in any case): on a busy database a filter
+	// matching rarely searches fewer jobs per page rather than answer
+	// slowly. Defaults to 40ms.
+	ScanTime time.Duration
 	// Logger receives the log of actions and of failed requests. Defaults
 	// to the DB's logger.
 	Logger *slog.Logger
@@ -76,6 +82,7 @@ type Handler struct {
 	mux *http.ServeMux
 
 	backlog *backlogs
+	now     func() time.Time // the local clock, for the jobs list's search time
 
 	mu     sync.Mutex
 	meters map[int64]*admin.RateMeter // batch id -> rate measured over the reads of its pages
@@ -115,6 +122,12 @@ func New(db *leasehold.DB, cfg Config) (*Handler, error) {
 	if cfg.Scan == 0 {
 		cfg.Scan = queue.DefaultScan
 	}
+	if cfg.ScanTime < 0 {
+		return nil, fmt.Errorf("%w: ScanTime %v is negative", ErrInvalidConfig, cfg.ScanTime)
+	}
+	if cfg.ScanTime == 0 {
+		cfg.ScanTime = 40 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = db.Logger()
 	}
@@ -122,7 +135,7 @@ func New(db *leasehold.DB, cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	h := &Handler{db: db, q: q, cfg: cfg, log: cfg.Logger.With("component", "ui"), mux: http.NewServeMux(),
+	h := &Handler{db: db, q: q, cfg: cfg, now: time.Now, log: cfg.Logger.With("component", "ui"), mux: http.NewServeMux(),
 		meters: map[int64]*admin.RateMeter{}}
 	h.backlog = &backlogs{maxAge: cfg.BacklogAge, timeout: cfg.Timeout, log: h.log, now: time.Now,
 		m: map[string]*backlogEntry{},
