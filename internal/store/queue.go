@@ -359,13 +359,16 @@ const queueFenceLock = `
 // once. Batch items are left to queueRetainItems (jobs_finished leaves
 // them out). The chunk is picked through jobs_finished and deleted by primary
 // key, the conditions checked again (a job put back to pending meanwhile
-// by Retry is left alone).
+// by Retry is left alone). The cutoff is computed once, in a subquery:
+// compared with a volatile clock_timestamp() directly, finished_at could
+// not bound the index scan, which then read every finished job of the
+// partition (their heap rows included) on every round to find the old ones.
 const queueRetain = `
 DELETE FROM {{schema}}.jobs
 WHERE id = ANY(ARRAY(
         SELECT f.id FROM {{schema}}.jobs AS f
         WHERE f.group_name = $1 AND f.partition = $2 AND f.state <> 'pending'
-          AND f.finished_at < clock_timestamp() - $3 * interval '1 microsecond' AND f.batch_item IS NULL
+          AND f.finished_at < (SELECT clock_timestamp() - $3 * interval '1 microsecond') AND f.batch_item IS NULL
         ORDER BY f.finished_at
         LIMIT $4))
   AND state <> 'pending' AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
