@@ -18,6 +18,11 @@
 // cancel, pause and resume, and cancelling a batch, each a POST protected
 // against cross-site request forgery and logged. The Handler does not check
 // the request's Host (`leasehold ui` does, against DNS rebinding): mounted
-// in a server, that server's Host handling and authentication apply. See
-// docs/ui.md.
+// in a server, that server's Host handling and authentication apply.
+//
+// Every page is bounded in cost whatever the jobs table holds: the job
+// lists search at most Config.Scan jobs for at most Config.ScanTime per
+// page, and each group's backlog (whose count reads every pending job) is
+// counted in the background at most once per Config.BacklogAge, the pages
+// showing its age. See docs/ui.md.
 package ui
