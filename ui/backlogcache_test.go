@@ -114,7 +114,9 @@ func TestBacklogCacheAges(t *testing.T) {
 }
 
 // A failed count keeps the previous one; a group never counted fails its
-// page with the read's error; a negative maxAge reads on every get.
+// pages with the read's error, without reading again until the next read
+// is due; a failed read is spaced as a slow one; a negative maxAge reads
+// on every get.
 func TestBacklogCacheFailures(t *testing.T) {
 	f := newFakeBacklogs(time.Second)
 	boom := errors.New("boom")
@@ -122,25 +124,45 @@ func TestBacklogCacheFailures(t *testing.T) {
 	if _, err := f.backlogs.get(context.Background(), "g", false); !errors.Is(err, boom) {
 		t.Fatalf("get with the read failing: err = %v; want boom", err)
 	}
+	f.settle(t)
 	f.fail = nil
-	f.get(t, false)
-	f.fail = boom
+	if _, err := f.backlogs.get(context.Background(), "g", false); !errors.Is(err, boom) || f.reads != 1 {
+		t.Fatalf("right after a failed first read: err = %v, %d reads; want boom again, no new read", err, f.reads)
+	}
 	f.advance(time.Second)
 	if n := f.get(t, false); n != 2 {
-		t.Fatalf("read %d; want the second (served while the third fails)", n)
+		t.Fatalf("a second later: read %d; want the second", n)
 	}
+	// A failed refresh keeps the reading, and is retried after maxAge,
+	// not on every get.
+	f.fail = boom
+	f.advance(time.Second)
 	if n := f.get(t, false); n != 2 || f.reads != 3 {
-		t.Errorf("after a failed count: read %d of %d; want the second kept", n, f.reads)
+		t.Fatalf("read %d of %d; want the second, served while the third fails", n, f.reads)
 	}
-	// The failed count is retried after maxAge, not on every get.
 	f.fail = nil
 	if n := f.get(t, false); n != 2 || f.reads != 3 {
-		t.Errorf("right after a failed count: read %d of %d; want the second, no new read", n, f.reads)
+		t.Errorf("right after a failed count: read %d of %d; want the second kept, no new read", n, f.reads)
 	}
 	f.advance(time.Second)
 	f.get(t, false)
 	if n := f.get(t, false); n != 4 {
 		t.Errorf("a second after a failed count: read %d; want the fourth", n)
+	}
+	// A read failing after 3s (a timeout, say) waits 30s.
+	f.fail, f.cost = boom, 3*time.Second
+	f.advance(time.Second)
+	f.get(t, false)
+	f.fail, f.cost = nil, 0
+	f.advance(20 * time.Second)
+	f.get(t, false)
+	if f.reads != 5 {
+		t.Errorf("20s after a read failing in 3s: %d reads; want 5 (the next 30s after it)", f.reads)
+	}
+	f.advance(10 * time.Second)
+	f.get(t, false)
+	if f.reads != 6 {
+		t.Errorf("30s after a read failing in 3s: %d reads; want 6", f.reads)
 	}
 
 	u := newFakeBacklogs(-1)
@@ -148,5 +170,27 @@ func TestBacklogCacheFailures(t *testing.T) {
 	u.get(t, false)
 	if u.reads != 2 {
 		t.Errorf("maxAge -1: %d reads for 2 gets; want 2", u.reads)
+	}
+}
+
+// The background reads keep the waiting keys while pages asked for them
+// in the last waitsKept, and drop them after: the overview alone does not
+// read them.
+func TestBacklogCacheWaitsKept(t *testing.T) {
+	f := newFakeBacklogs(time.Second)
+	f.get(t, true)
+	f.advance(time.Second)
+	f.get(t, false) // a refresh, with the waiting keys (asked for a second ago)
+	if b, _ := f.backlogs.get(context.Background(), "g", false); !b.HasWaits {
+		t.Fatal("a refresh a second after a page asked for the waiting keys dropped them")
+	}
+	f.advance(waitsKept)
+	f.get(t, false) // a refresh, without them
+	if b, _ := f.backlogs.get(context.Background(), "g", false); b.HasWaits {
+		t.Error("a refresh a minute after the last page asked for the waiting keys still read them")
+	}
+	// A page asking for them again waits for a read with them.
+	if b, err := f.backlogs.get(context.Background(), "g", true); err != nil || !b.HasWaits {
+		t.Errorf("get with waits = %+v, %v; want the waiting keys", b, err)
 	}
 }
