@@ -21,6 +21,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/admin"
+	"github.com/leasehold/leasehold/internal/logtest"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
@@ -55,25 +56,7 @@ type env struct {
 	db   *leasehold.DB
 	q    *queue.Client
 	h    http.Handler
-	log  *syncBuffer
-}
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log  *logtest.Buffer
 }
 
 // newEnv returns an env with group "emails" of 4 partitions and a handler
@@ -86,7 +69,7 @@ func newEnv(t *testing.T, cfg ui.Config) *env {
 	pgtest.Must(t, err)
 	_, err = q.EnsureGroup(pgtest.Context(t), "emails", 4)
 	pgtest.Must(t, err)
-	e := &env{t: t, pool: pool, db: db, q: q, log: &syncBuffer{}}
+	e := &env{t: t, pool: pool, db: db, q: q, log: &logtest.Buffer{}}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/demo"
+	"github.com/leasehold/leasehold/internal/logtest"
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
@@ -129,7 +130,7 @@ var demoUIURL = regexp.MustCompile(`The web UI serves the demo's database at (ht
 func TestDemoUI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out := &syncBuffer{}
+	out := &logtest.Buffer{}
 	exited := make(chan int, 1)
 	go func() {
 		exited <- execute(ctx, []string{"demo", "--ui", "--ui-addr", "127.0.0.1:0", "--database-url", pgtest.URL(t)},

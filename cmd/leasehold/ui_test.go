@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,36 +10,17 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/logtest"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/uiserve"
 )
 
-// syncBuffer is a bytes.Buffer written by a command running in another
-// goroutine while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // waitOutput waits until the output matches re, and returns the match's
 // first group; it fails the test after within, or when the command ended.
-func waitOutput(t *testing.T, out *syncBuffer, re *regexp.Regexp, exited <-chan int, within time.Duration) string {
+func waitOutput(t *testing.T, out *logtest.Buffer, re *regexp.Regexp, exited <-chan int, within time.Duration) string {
 	t.Helper()
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		if m := re.FindStringSubmatch(out.String()); m != nil {
@@ -80,7 +60,7 @@ func TestUI(t *testing.T) {
 	ids := enqueueN(t, dbURL, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &logtest.Buffer{}
 	exited := make(chan int, 1)
 	go func() {
 		exited <- execute(ctx, []string{"ui", "--database-url", dbURL, "--addr", "127.0.0.1:0"}, strings.NewReader(""), out, out)
@@ -132,7 +112,7 @@ func TestUIAllowActions(t *testing.T) {
 	ids := enqueueN(t, dbURL, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &logtest.Buffer{}
 	exited := make(chan int, 1)
 	go func() {
 		exited <- execute(ctx, []string{"ui", "--database-url", dbURL, "--addr", "127.0.0.1:0", "--allow-actions"},
@@ -198,7 +178,7 @@ func TestUIRefusesOtherHosts(t *testing.T) {
 	dbURL, _ := adminDB(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &logtest.Buffer{}
 	exited := make(chan int, 1)
 	go func() {
 		exited <- execute(ctx, []string{"ui", "--database-url", dbURL, "--addr", "127.0.0.1:0", "--allow-actions",
