@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/fence"
@@ -185,26 +184,7 @@ func TestEventsRecordFencedRefusals(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
 	pool, c := setup(t)
-	keys := keysIn(0, 2, "fenced")
-	var ids []int64
-	for i, k := range keys {
-		res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: k, Args: deposit{Seq: i}})
-		pgtest.Must(t, err)
-		ids = append(ids, res.ID)
-	}
-	lc, err := lease.New(pgtest.DBOn(t, pool), lease.Config{Owner: "a#1"})
-	pgtest.Must(t, err)
-	t.Cleanup(func() { lc.Close(context.Background()) })
-	l, err := lc.TryAcquire(ctx, "partition/emails/0")
-	pgtest.Must(t, err)
-	ws := queue.NewWorkers()
-	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
-		if w.Args.Seq == 1 { // a newer grant of the partition, as after a takeover
-			_, err := pool.Exec(ctx, `UPDATE leasehold.leases SET token = nextval('leasehold.lease_token_seq') WHERE name = $1`, l.Name())
-			return err
-		}
-		return nil
-	})
+	ids, l, ws := fencedAtSecond(t, ctx, pool, c, 2, "a#1")
 	var fenced []int64
 	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour, PartitionConcurrency: 1,
 		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {

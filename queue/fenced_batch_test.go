@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
@@ -23,26 +24,7 @@ func TestFencedRunDoesNotRelabelCommittedRuns(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
 	pool, c := setup(t)
-	keys := keysIn(0, 3, "fenced")
-	var ids []int64
-	for i, k := range keys {
-		res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: k, Args: deposit{Seq: i}})
-		pgtest.Must(t, err)
-		ids = append(ids, res.ID)
-	}
-	lc, err := lease.New(pgtest.DBOn(t, pool), lease.Config{Owner: "a"})
-	pgtest.Must(t, err)
-	t.Cleanup(func() { lc.Close(context.Background()) })
-	l, err := lc.TryAcquire(ctx, "partition/emails/0")
-	pgtest.Must(t, err)
-	ws := queue.NewWorkers()
-	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
-		if w.Args.Seq == 1 { // a newer grant of the partition, as after a takeover
-			_, err := pool.Exec(ctx, `UPDATE leasehold.leases SET token = nextval('leasehold.lease_token_seq') WHERE name = $1`, l.Name())
-			return err
-		}
-		return nil
-	})
+	ids, l, ws := fencedAtSecond(t, ctx, pool, c, 3, "a")
 	var mu sync.Mutex
 	var events []queue.JobEvent
 	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour, PartitionConcurrency: 1,
@@ -71,4 +53,34 @@ func TestFencedRunDoesNotRelabelCommittedRuns(t *testing.T) {
 			t.Errorf("job %d reported %s but stored %s", e.ID, e.Outcome, info.State)
 		}
 	}
+}
+
+// fencedAtSecond enqueues n jobs of partition 0 of "emails" (deposits 0 to
+// n-1, each of its own key), grants that partition's lease to owner, and
+// returns the jobs, the lease and workers whose transactional handler
+// replaces the grant's token by a newer one while running deposit 1, as a
+// takeover would: that run's outcome, and those after it, are refused by
+// the fence.
+func fencedAtSecond(t *testing.T, ctx context.Context, pool *pgxpool.Pool, c *queue.Client, n int, owner string) ([]int64, *lease.Lease, *queue.Workers) {
+	t.Helper()
+	var ids []int64
+	for i, k := range keysIn(0, n, "fenced") {
+		res, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: k, Args: deposit{Seq: i}})
+		pgtest.Must(t, err)
+		ids = append(ids, res.ID)
+	}
+	lc, err := lease.New(pgtest.DBOn(t, pool), lease.Config{Owner: owner})
+	pgtest.Must(t, err)
+	t.Cleanup(func() { lc.Close(context.Background()) })
+	l, err := lc.TryAcquire(ctx, "partition/emails/0")
+	pgtest.Must(t, err)
+	ws := queue.NewWorkers()
+	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
+		if w.Args.Seq == 1 {
+			_, err := pool.Exec(ctx, `UPDATE leasehold.leases SET token = nextval('leasehold.lease_token_seq') WHERE name = $1`, l.Name())
+			return err
+		}
+		return nil
+	})
+	return ids, l, ws
 }
