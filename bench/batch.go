@@ -121,28 +121,12 @@ func openBatchBench(ctx context.Context, f batchFlags, stderr io.Writer) (b *bat
 	fail := func(err error) (*batchBench, string, string, func(), error) { return nil, "", "", nil, err }
 	where, version = srv.where, srv.version
 	server := srv.settings
-	dbName := randomName("leasehold_bench_batch_")
-	if err := srv.createDB(ctx, "batch", dbName, stderr); err != nil {
-		return fail(err)
-	}
-	base, err := srv.poolConfig(dbName)
+	b = &batchBench{f: f, server: server, stderr: stderr}
+	_, pool, ctl, err := srv.suiteDB(ctx, "batch", false, stderr)
 	if err != nil {
 		return fail(err)
 	}
-	pool := func(name string, conns int) (*pgxpool.Pool, error) {
-		p, err := newSystemPool(ctx, base, "batch-"+name, conns, nil, "")
-		if err == nil {
-			undo.push(p.Close)
-		}
-		return p, err
-	}
-	b = &batchBench{f: f, server: server, stderr: stderr}
-	if b.ctl, err = pool("ctl", 2); err != nil {
-		return fail(err)
-	}
-	if err := migrate(ctx, b.ctl, ""); err != nil {
-		return fail(fmt.Errorf("migrate: %w", err))
-	}
+	b.ctl = ctl
 	q, err := store.Quote("")
 	if err != nil {
 		return fail(err)

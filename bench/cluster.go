@@ -141,6 +141,40 @@ func (s *suiteServer) createDB(ctx context.Context, suite, name string, stderr i
 	return nil
 }
 
+// suiteDB creates a database of suite's own (dropped by undo.run, or kept
+// when keep), and migrates it. It returns the configuration of pools on
+// it, an opener of pools named suite-name whose pools undo.run closes, and
+// the control pool ("ctl", 2 connections) that migrated it.
+func (s *suiteServer) suiteDB(ctx context.Context, suite string, keep bool, stderr io.Writer) (
+	base *pgxpool.Config, pool func(name string, conns int) (*pgxpool.Pool, error), ctl *pgxpool.Pool, err error) {
+	dbName := randomName("leasehold_bench_" + suite + "_")
+	if keep {
+		if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(dbName)); err != nil {
+			return nil, nil, nil, fmt.Errorf("create the bench database: %w", err)
+		}
+		fmt.Fprintf(stderr, "%s suite: database %s is kept at the end (--keep-db)\n", suite, dbName)
+	} else if err := s.createDB(ctx, suite, dbName, stderr); err != nil {
+		return nil, nil, nil, err
+	}
+	if base, err = s.poolConfig(dbName); err != nil {
+		return nil, nil, nil, err
+	}
+	pool = func(name string, conns int) (*pgxpool.Pool, error) {
+		p, err := newSystemPool(ctx, base, suite+"-"+name, conns, nil, "")
+		if err == nil {
+			s.undo.push(p.Close)
+		}
+		return p, err
+	}
+	if ctl, err = pool("ctl", 2); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := migrate(ctx, ctl, ""); err != nil {
+		return nil, nil, nil, fmt.Errorf("migrate: %w", err)
+	}
+	return base, pool, ctl, nil
+}
+
 // poolConfig returns the configuration of pools on database name.
 func (s *suiteServer) poolConfig(name string) (*pgxpool.Config, error) {
 	base, err := pgxpool.ParseConfig(s.url)

@@ -147,32 +147,12 @@ func openUIBench(ctx context.Context, f uiFlags, stderr io.Writer) (b *uiBench, 
 		}
 	}()
 	fail := func(err error) (*uiBench, string, string, func(), error) { return nil, "", "", nil, err }
-	dbName := randomName("leasehold_bench_ui_")
-	if f.keepDB {
-		if _, err := srv.admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(dbName)); err != nil {
-			return fail(fmt.Errorf("create the bench database: %w", err))
-		}
-		fmt.Fprintf(stderr, "ui suite: database %s is kept at the end (--keep-db)\n", dbName)
-	} else if err := srv.createDB(ctx, "ui", dbName, stderr); err != nil {
-		return fail(err)
-	}
 	b = &uiBench{f: f, server: srv.settings, stderr: stderr}
-	if b.base, err = srv.poolConfig(dbName); err != nil {
+	base, pool, ctl, err := srv.suiteDB(ctx, "ui", f.keepDB, stderr)
+	if err != nil {
 		return fail(err)
 	}
-	pool := func(name string, conns int) (*pgxpool.Pool, error) {
-		p, err := newSystemPool(ctx, b.base, "ui-"+name, conns, nil, "")
-		if err == nil {
-			undo.push(p.Close)
-		}
-		return p, err
-	}
-	if b.ctl, err = pool("ctl", 2); err != nil {
-		return fail(err)
-	}
-	if err := migrate(ctx, b.ctl, ""); err != nil {
-		return fail(fmt.Errorf("migrate: %w", err))
-	}
+	b.base, b.ctl = base, ctl
 	q, err := store.Quote("")
 	if err != nil {
 		return fail(err)
