@@ -25,7 +25,6 @@ var funcs = template.FuncMap{
 	"query":    query,
 	"seg":      url.PathEscape,
 	"deref":    func(p *time.Time) time.Time { return derefTime(p) },
-	"add":      func(a, b int) int { return a + b },
 }
 
 // ago says when t was relative to now (the database clock): "3s ago",
