@@ -220,6 +220,9 @@ func TestStatusWaits(t *testing.T) {
 	if len(rep.Groups) != 1 {
 		t.Fatalf("groups %+v", rep.Groups)
 	}
+	if !rep.Groups[0].BacklogAt.Equal(rep.Now) {
+		t.Errorf("backlog_at %v; want the report's now %v: the command counts as it reads", rep.Groups[0].BacklogAt, rep.Now)
+	}
 	ws := rep.Groups[0].Waits
 	want := []admin.WaitStatus{
 		{Partition: partition.OfString("s", 8), Key: "s", JobID: res[0].ID, Waiting: 2},

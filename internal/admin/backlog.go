@@ -30,7 +30,13 @@ func ReadBacklog(ctx context.Context, db *leasehold.DB, q *queue.Client, group s
 	if err != nil {
 		return Backlog{}, err
 	}
+	return readBacklog(ctx, q, group, waits, now)
+}
+
+// readBacklog is ReadBacklog at database time now, read just before.
+func readBacklog(ctx context.Context, q *queue.Client, group string, waits bool, now time.Time) (Backlog, error) {
 	b := Backlog{ReadAt: now, HasWaits: waits}
+	var err error
 	if b.Stats, err = q.Stats(ctx, group); err != nil {
 		return Backlog{}, err
 	}

@@ -131,15 +131,15 @@ func ReadStatusWith(ctx context.Context, db *leasehold.DB, groups []string, o Op
 	if err != nil {
 		return Status{}, err
 	}
-	backlog := o.Backlog
-	if backlog == nil {
-		backlog = func(ctx context.Context, g string, waits bool) (Backlog, error) {
-			return ReadBacklog(ctx, db, q, g, waits)
-		}
-	}
 	now, err := dbNow(ctx, db)
 	if err != nil {
 		return Status{}, err
+	}
+	backlog := o.Backlog
+	if backlog == nil { // counted now: at the report's time
+		backlog = func(ctx context.Context, g string, waits bool) (Backlog, error) {
+			return readBacklog(ctx, q, g, waits, now)
+		}
 	}
 	rep := Status{Now: now, Groups: []GroupStatus{}}
 	for _, g := range groups {
