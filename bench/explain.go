@@ -121,7 +121,8 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				args      []any
 			}{
 				{"before (NOT EXISTS per candidate)", st.Queue.FetchBefore12, []any{"g", c.partition, 100}},
-				{"after (window and per-key probe)", fetch, []any{"g", c.partition, 100, ids, skip, []string{}}},
+				{"after (window and per-key probe)", fetch, []any{"g", []int32{int32(c.partition)}, []int32{100}, ids,
+					partitionOf(ids, c.partition), skip, partitionOf(skip, c.partition), []string{}}},
 			} {
 				e, err := explainOne(ctx, pool, f.sql, f.args...)
 				if err != nil {
@@ -215,4 +216,14 @@ func explainDatabase(ctx context.Context, url string) (*pgxpool.Pool, func(), er
 		return nil, nil, err
 	}
 	return pool, drop, nil
+}
+
+// partitionOf is the fetch's partition array for a list of held ids or
+// skipped keys all of partition part.
+func partitionOf[T any](xs []T, part int) []int32 {
+	in := make([]int32, len(xs))
+	for i := range in {
+		in[i] = int32(part)
+	}
+	return in
 }

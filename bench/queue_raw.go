@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/partition"
@@ -24,10 +23,6 @@ type rawQueueSystem struct {
 	lhTables
 	q    *queueBench
 	pool *pgxpool.Pool // --conns connections, traced
-	// fetchExtra are the fetch statement's arguments after its first three
-	// ($1 group, $2 partition, $3 limit); see fetchArgs.
-	fetchExtra []any
-	described  bool
 }
 
 // rawToken is the fencing token the raw-sql baseline records on the jobs it
@@ -100,9 +95,6 @@ type rawQueueRun struct {
 }
 
 func (s *rawQueueSystem) start(ctx context.Context, c string, b *burn, started func(int)) (queueRun, error) {
-	if err := s.describeFetch(ctx); err != nil {
-		return nil, err
-	}
 	s.q.tracer.follow(b)
 	r := &rawQueueRun{s: s, c: c, b: b, started: started}
 	r.ctx, r.cancel = context.WithCancel(ctx)
@@ -227,38 +219,6 @@ func (r *rawQueueRun) listen(ctx context.Context) error {
 	return nil
 }
 
-// describeFetch reads, once, which parameters the fetch statement takes
-// beyond its first three ($1 group, $2 partition, $3 limit): newer versions
-// of the statement also take the ids the owner holds in flight and keys to
-// skip. A raw loop holds no job when it fetches (it records a batch before
-// it fetches the next), so every such parameter gets an empty array.
-func (s *rawQueueSystem) describeFetch(ctx context.Context) error {
-	if s.described {
-		return nil
-	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	sd, err := conn.Conn().PgConn().Prepare(ctx, "", s.q.sql.fetch, nil)
-	if err != nil {
-		return fmt.Errorf("describe the fetch statement: %w", err)
-	}
-	for _, oid := range sd.ParamOIDs[min(3, len(sd.ParamOIDs)):] {
-		switch oid {
-		case pgtype.Int8ArrayOID:
-			s.fetchExtra = append(s.fetchExtra, []int64{})
-		case pgtype.TextArrayOID:
-			s.fetchExtra = append(s.fetchExtra, []string{})
-		default:
-			return fmt.Errorf("the fetch statement's parameter of type %d: the raw-sql loop does not know what to pass", oid)
-		}
-	}
-	s.described = true
-	return nil
-}
-
 // fetchedJob is a job as the raw-sql loop reads it: the columns the
 // Processor scans.
 type fetchedJob struct {
@@ -275,8 +235,12 @@ type fetchedJob struct {
 // skipped.
 func (r *rawQueueRun) batch(ctx context.Context, p int) (int, error) {
 	s := r.s
-	args := append([]any{queueGroup, p, s.q.f.batch}, s.fetchExtra...)
-	rows, err := s.pool.Query(ctx, s.q.sql.fetch, args...)
+	// The fetch for partition p alone, holding nothing (a raw loop records
+	// a batch before it fetches the next): group, partitions, their limits,
+	// held ids and their partitions, skipped keys and their partitions,
+	// paused kinds.
+	rows, err := s.pool.Query(ctx, s.q.sql.fetch, queueGroup, []int32{int32(p)}, []int32{int32(s.q.f.batch)},
+		[]int64{}, []int32{}, []string{}, []int32{}, []string{})
 	if err != nil {
 		return 0, err
 	}
@@ -327,7 +291,11 @@ func (r *rawQueueRun) batch(ctx context.Context, p int) (int, error) {
 		}
 	}
 	// One autocommitted statement: the fewest round trips a batch can take.
-	_, err = s.pool.Exec(ctx, s.q.sql.complete, ids, states, spent, delays, errs, int64(rawToken))
+	tokens := make([]int64, k)
+	for i := range tokens {
+		tokens[i] = rawToken
+	}
+	_, err = s.pool.Exec(ctx, s.q.sql.complete, ids, states, spent, delays, errs, tokens, []string(nil))
 	return k, err
 }
 
@@ -339,7 +307,7 @@ func (s *rawQueueSystem) one(ctx context.Context, j fetchedJob) error {
 			return err
 		}
 		tag, err := tx.Exec(ctx, s.q.sql.complete, []int64{j.id}, []string{"completed"}, []int32{1},
-			[]*int64{nil}, []*string{nil}, int64(rawToken))
+			[]*int64{nil}, []*string{nil}, []int64{rawToken}, []string(nil))
 		if err == nil && tag.RowsAffected() == 0 {
 			err = fmt.Errorf("job %d was already finished", j.id)
 		}

@@ -2,9 +2,7 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -16,19 +14,25 @@ import (
 	"github.com/leasehold/leasehold/partition"
 )
 
-// A completer records the outcomes of one grant's runs, many at a time, in
-// the fenced statement of completeFenced, while the pipeline goes on running
-// jobs: a slow job delays no other job's completion, and a run that stalls
-// past the lease voids only its own outcome. Outcomes are recorded in the
-// order they were added. A statement that fails (other than by the fence)
-// is tried again with the outcomes added since, until it succeeds or the
-// grant ends, so a key's outcomes are never recorded out of order.
+// The completer records the outcomes of all the member's grants, many at a
+// time, in one fenced statement per flush (completeGrants), while the
+// pipelines go on running jobs: a slow job delays no other job's
+// completion, and a grant whose lease ended voids only its own outcomes.
+// Each grant's outcomes are recorded in the order they were added. A
+// statement that fails (other than by the fence) is tried again with the
+// outcomes added since, for every grant whose lease is live and whose
+// pipeline is not closing, so a key's outcomes are never recorded out of
+// order.
+//
+// One goroutine runs while outcomes wait, and returns when none does: an
+// idle member has no completer goroutine.
 
 // record is one outcome handed to the completer.
 type record struct {
 	rec outcome
 	ev  event
 	key string // the job's key ("" for none), for the pipeline's bookkeeping
+	to  *inbox // the grant's pipeline, which takes the answer
 }
 
 // recorded is the completer's answer for records it is done with: recorded,
@@ -38,28 +42,62 @@ type recorded struct {
 	err  error
 }
 
-type completer struct {
-	p     *Processor
+// inbox is one grant's side of the completer: the answers for its
+// pipeline, and whether it is closing (its records are flushed at once and
+// not retried).
+type inbox struct {
 	o     partition.Ownership
-	log   *slog.Logger
-	lease context.Context // done when the grant's lease ends: stop retrying
+	ready chan struct{} // cap 1: answers to take
+
+	mu      sync.Mutex
+	done    []recorded
+	closing bool
+}
+
+func newInbox(o partition.Ownership) *inbox {
+	return &inbox{o: o, ready: make(chan struct{}, 1)}
+}
+
+// answers takes the answers ready so far.
+func (in *inbox) answers() []recorded {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	a := in.done
+	in.done = nil
+	return a
+}
+
+func (in *inbox) answer(a recorded) {
+	in.mu.Lock()
+	in.done = append(in.done, a)
+	in.mu.Unlock()
+	signal(in.ready)
+}
+
+func (in *inbox) isClosing() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.closing
+}
+
+// gone reports whether the grant's outcomes can no longer be retried: its
+// lease ended, or its pipeline is closing.
+func (in *inbox) gone() bool {
+	return in.o.Lease.Context().Err() != nil || in.isClosing()
+}
+
+type completer struct {
+	p *Processor
 
 	mu      sync.Mutex
 	buf     []record
 	first   time.Time // when the oldest record in buf was added
-	closing bool
-	done    []recorded // answers not yet taken by the pipeline
-
-	kick  chan struct{} // cap 1: records added, or closing
-	ready chan struct{} // cap 1: answers to take
-	ended chan struct{} // closed when the completer has stopped
+	running bool      // the loop's goroutine runs
+	kick    chan struct{}
 }
 
-func newCompleter(p *Processor, o partition.Ownership, log *slog.Logger, lease context.Context) *completer {
-	c := &completer{p: p, o: o, log: log, lease: lease,
-		kick: make(chan struct{}, 1), ready: make(chan struct{}, 1), ended: make(chan struct{})}
-	go c.loop()
-	return c
+func newCompleter(p *Processor) *completer {
+	return &completer{p: p, kick: make(chan struct{}, 1)}
 }
 
 func signal(c chan struct{}) {
@@ -69,7 +107,7 @@ func signal(c chan struct{}) {
 	}
 }
 
-// add hands records to the completer.
+// add hands records of one grant to the completer.
 func (c *completer) add(rs ...record) {
 	if len(rs) == 0 {
 		return
@@ -79,50 +117,40 @@ func (c *completer) add(rs ...record) {
 		c.first = time.Now()
 	}
 	c.buf = append(c.buf, rs...)
+	if !c.running {
+		c.running = true
+		go c.loop()
+	}
 	c.mu.Unlock()
 	signal(c.kick)
 }
 
-// answers takes the answers ready so far.
-func (c *completer) answers() []recorded {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a := c.done
-	c.done = nil
-	return a
-}
-
-// close records what is left, once, and stops; ended is closed then.
-func (c *completer) close() {
-	c.mu.Lock()
-	c.closing = true
-	c.mu.Unlock()
+// close marks in closing: what it has in the completer is recorded at
+// once, and not retried after a failure. Its pipeline then waits for the
+// answers to everything it added.
+func (c *completer) close(in *inbox) {
+	in.mu.Lock()
+	in.closing = true
+	in.mu.Unlock()
 	signal(c.kick)
-}
-
-func (c *completer) answer(a recorded) {
-	c.mu.Lock()
-	c.done = append(c.done, a)
-	c.mu.Unlock()
-	signal(c.ready)
 }
 
 func (c *completer) loop() {
-	defer close(c.ended)
 	interval, size := c.p.cfg.CompleteInterval, c.p.cfg.BatchSize
 	retry := time.Duration(0)
 	for {
 		c.mu.Lock()
-		n, closing, wait := len(c.buf), c.closing, time.Until(c.first.Add(interval))
-		c.mu.Unlock()
-		switch {
-		case n == 0 && closing:
+		n, wait := len(c.buf), time.Until(c.first.Add(interval))
+		if n == 0 {
+			c.running = false
+			c.mu.Unlock()
 			return
-		case n == 0 || !closing && n < size && wait > 0:
+		}
+		// A closing pipeline waits for its answers: no waiting for more.
+		urgent := slices.ContainsFunc(c.buf, func(r record) bool { return r.to.isClosing() })
+		c.mu.Unlock()
+		if !urgent && n < size && wait > 0 {
 			t := time.NewTimer(max(wait, time.Millisecond))
-			if n == 0 {
-				t.Stop()
-			}
 			select {
 			case <-c.kick:
 			case <-t.C:
@@ -131,96 +159,142 @@ func (c *completer) loop() {
 			continue
 		}
 		c.mu.Lock()
-		recs := c.buf[:min(len(c.buf), 10*size)]
+		recs := slices.Clone(c.buf[:min(len(c.buf), 10*size)])
 		c.mu.Unlock()
-		err := c.flush(recs)
-		var fe *fence.FencedError
-		switch {
-		case err == nil, errors.As(err, &fe), c.lease.Err() != nil, closing:
-			// Done with them: recorded, refused by the fence, or not
-			// recordable any more (the grant ended).
-			c.mu.Lock()
-			c.buf = c.buf[len(recs):]
-			if len(c.buf) > 0 {
-				c.first = time.Now()
-			}
-			c.mu.Unlock()
-			c.answer(recorded{recs: recs, err: err})
+		kept := c.flush(recs)
+		c.mu.Lock()
+		rest := c.buf[len(recs):]
+		c.buf = append(kept, rest...)
+		if len(c.buf) > 0 {
+			c.first = time.Now()
+		}
+		c.mu.Unlock()
+		if len(kept) == 0 {
 			retry = 0
-			switch {
-			case err == nil:
-				c.p.fails.Recovered("record", "queue: recording outcomes recovered")
-			case !errors.As(err, &fe):
-				c.p.fail("unrecorded", c.o, "queue: outcomes not recorded; their jobs run again", "jobs", len(recs), "err", err)
-			}
+			continue
+		}
+		// A database error: try again, with the records added since.
+		retry = min(max(2*retry, 50*time.Millisecond), time.Second)
+		t := time.NewTimer(retry)
+		select {
+		case <-t.C:
+		case <-c.kick: // a pipeline closing: its records are not retried
+		}
+		t.Stop()
+	}
+}
+
+// flush records recs in one fenced statement and answers each grant; it
+// returns the records to try again (a database error, their grants' leases
+// live and their pipelines not closing), in order.
+func (c *completer) flush(recs []record) (kept []record) {
+	var gs []grantOutcomes
+	var ins []*inbox
+	at := make(map[*inbox]int)
+	for _, r := range recs {
+		i, ok := at[r.to]
+		if !ok {
+			i = len(gs)
+			at[r.to] = i
+			gs, ins = append(gs, grantOutcomes{o: r.to.o}), append(ins, r.to)
+		}
+		gs[i].outs = append(gs[i].outs, r.rec)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	refused := make([]error, len(gs))
+	_, err := c.p.record(ctx, gs, refused)
+	if err == nil {
+		c.p.fails.Recovered("record", "queue: recording outcomes recovered")
+	}
+	byInbox := make(map[*inbox][]record, len(ins))
+	for _, r := range recs {
+		byInbox[r.to] = append(byInbox[r.to], r)
+	}
+	for i, in := range ins {
+		rs := byInbox[in]
+		switch {
+		case err == nil:
+			in.answer(recorded{recs: rs, err: refused[i]})
+		case in.gone():
+			// Not recordable any more: the grant ended, or its pipeline is
+			// closing and waits for this answer.
+			c.p.fail("unrecorded", in.o, "queue: outcomes not recorded; their jobs run again", "jobs", len(rs), "err", err)
+			in.answer(recorded{recs: rs, err: err})
 		default:
-			// A database error: try again, with the records added since.
-			retry = min(max(2*retry, 50*time.Millisecond), time.Second)
-			c.p.fail("record", c.o, "queue: recording outcomes failed; retrying", "jobs", len(recs), "retry_in", retry, "err", err)
-			t := time.NewTimer(retry)
-			select {
-			case <-t.C:
-			case <-c.lease.Done():
-			}
-			t.Stop()
+			c.p.fail("record", in.o, "queue: recording outcomes failed; retrying", "jobs", len(rs), "err", err)
+			kept = append(kept, rs...)
 		}
 	}
-}
-
-// flush records recs, fenced (see record).
-func (c *completer) flush(recs []record) error {
-	outs := make([]outcome, len(recs))
-	for i, r := range recs {
-		outs[i] = r.rec
+	// kept is in recs' order: a grant's records stay in the order added.
+	if len(kept) > 0 {
+		keep := make(map[*inbox]bool)
+		for _, r := range kept {
+			keep[r.to] = true
+		}
+		kept = kept[:0]
+		for _, r := range recs {
+			if keep[r.to] {
+				kept = append(kept, r)
+			}
+		}
 	}
-	ctx, cancel := recordContext(c.lease)
-	defer cancel()
-	_, err := c.p.record(ctx, c.o, outs)
-	return err
+	return kept
 }
 
-// record records outcomes, fenced, and returns how many jobs changed. When
+// recordTimeout bounds a statement that records outcomes: it must not be
+// cut short by a handoff, only bounded.
+const recordTimeout = 30 * time.Second
+
+// record records the outcomes of grants gs, fenced (see completeGrants:
+// refused[i] is grant i's refusal), and returns how many jobs changed. When
 // none of the jobs is a batch item, that is one statement committing on
 // its own. Otherwise it is a transaction that also finishes the batches
 // whose partitions' last items it finished (see batches.finish), so that
 // a batch's follow-ups are enqueued by the commit that finishes its last
 // item, or not at all.
-func (p *Processor) record(ctx context.Context, o partition.Ownership, outs []outcome) (int, error) {
+func (p *Processor) record(ctx context.Context, gs []grantOutcomes, refused []error) (int, error) {
+	n, item := 0, false
+	for _, g := range gs {
+		n += len(g.outs)
+		item = item || slices.ContainsFunc(g.outs, func(o outcome) bool { return o.item })
+	}
+	resource := gs[0].o.Lease.Name()
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("queue: record %d outcome(s): %w", len(outs), err)
+		return 0, fmt.Errorf("queue: record %d outcome(s): %w", n, err)
 	}
 	defer conn.Release()
-	if !slices.ContainsFunc(outs, func(o outcome) bool { return o.item }) {
+	if !item {
 		// The statement commits on its own: watch for a commit the
 		// synchronous standby did not confirm (the outcomes are then tried
 		// again).
 		done := store.Watch(conn.Conn().PgConn())
-		n, _, err := p.completeFenced(ctx, conn, o, outs) // no batch item: nothing drained
+		changed, _, err := p.completeGrants(ctx, conn, gs, refused) // no batch item: nothing drained
 		if nr := done(); err == nil && nr != nil {
-			return 0, &fence.IndeterminateError{Op: "queue: record outcomes", Resource: o.Lease.Name(), Err: nr}
+			return 0, &fence.IndeterminateError{Op: "queue: record outcomes", Resource: resource, Err: nr}
 		}
-		return n, err
+		return changed, err
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("queue: record %d outcome(s): %w", len(outs), err)
+		return 0, fmt.Errorf("queue: record %d outcome(s): %w", n, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // after the commit: a no-op
-	n, err := p.recordIn(ctx, tx, o, outs)
+	changed, err := p.recordIn(ctx, tx, gs, refused)
 	if err != nil {
 		return 0, err
 	}
-	if err := store.Commit(ctx, tx, "queue: record outcomes", o.Lease.Name()); err != nil {
-		return 0, store.ClassifyCommit("queue", fmt.Sprintf("record %d outcome(s)", len(outs)), o.Lease.Name(), err)
+	if err := store.Commit(ctx, tx, "queue: record outcomes", resource); err != nil {
+		return 0, store.ClassifyCommit("queue", fmt.Sprintf("record %d outcome(s)", n), resource, err)
 	}
-	return n, nil
+	return changed, nil
 }
 
 // recordIn is record in tx, up to the commit, which is the caller's: the
 // fenced statement, and the batches whose last items it finished.
-func (p *Processor) recordIn(ctx context.Context, tx pgx.Tx, o partition.Ownership, outs []outcome) (int, error) {
-	n, drained, err := p.completeFenced(ctx, tx, o, outs)
+func (p *Processor) recordIn(ctx context.Context, tx pgx.Tx, gs []grantOutcomes, refused []error) (int, error) {
+	n, drained, err := p.completeGrants(ctx, tx, gs, refused)
 	if err != nil {
 		return 0, err
 	}
@@ -228,4 +302,15 @@ func (p *Processor) recordIn(ctx context.Context, tx pgx.Tx, o partition.Ownersh
 		return 0, err
 	}
 	return n, nil
+}
+
+// recordOne is record for the outcomes of one grant, its refusal as the
+// error.
+func (p *Processor) recordOne(ctx context.Context, o partition.Ownership, outs []outcome) (int, error) {
+	refused := make([]error, 1)
+	n, err := p.record(ctx, []grantOutcomes{{o, outs}}, refused)
+	if err == nil {
+		err = refused[0]
+	}
+	return n, err
 }

@@ -15,7 +15,10 @@
 // (plain), HandleTx (transactional: exactly-once effects in this database)
 // and HandleTxBatch, in a continuous pipeline per partition: it fetches
 // while jobs run, up to a window of jobs held, and records outcomes in
-// fenced batches as they come.
+// fenced batches as they come. The member, not the partition, talks to the
+// database: one fetch statement for all its partitions that ask at once,
+// one fenced completion statement per flush for all of them (each
+// partition fenced on its own), and one poll per PollInterval.
 //
 // Middleware (Workers.Use, WithMiddleware) wraps handlers of every shape;
 // see docs/middleware.md. With a TracerProvider in Config and

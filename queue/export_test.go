@@ -41,4 +41,4 @@ func NotedCancels(p *Processor) int {
 }
 
 // Publishers returns how many publisher goroutines of p run.
-func Publishers(p *Processor) int { return int(p.publishers.Load()) }
+func Publishers(p *Processor) int { return int(p.members.Load()) }

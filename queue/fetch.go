@@ -44,54 +44,75 @@ type walkPos struct {
 	gen uint64 // the pauses' generation the positions were taken under
 }
 
-// fetch reads up to n due jobs of the partition (see queueFetch in internal/store),
-// leaving out the jobs in flight, the keys in skip and the paused kinds.
+// fetch reads up to n due jobs of o's partition (see queueFetch in
+// internal/store), leaving out the jobs in flight, the keys in skip and the
+// paused kinds.
 func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string) (res fetchResult, err error) {
 	return p.fetchFrom(ctx, o, n, inFlight, skip, nil)
 }
 
-// fetchFrom is fetch; with kinds of the group paused, each level's walk
-// resumes at pos (nil: from the beginning) and is capped (see
-// queueFetchPaused), and pos is moved on.
+// fetchFrom is fetch. With no kind of the group paused, the member's
+// fetcher reads it together with the other partitions' fetches asked for
+// meanwhile (see fetcher); with kinds paused, each level's walk resumes at
+// pos (nil: from the beginning) and is capped (see queueFetchPaused), and
+// pos is moved on.
 func (p *Processor) fetchFrom(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string, pos *walkPos) (res fetchResult, err error) {
 	if p.trace.tracer != nil {
 		defer p.trace.fetched(ctx, time.Now(), o, n, &res, &err)
 	}
-	if inFlight == nil {
-		inFlight = []int64{}
+	ps := p.pauses.of(o.Group)
+	if ps == nil || len(ps.kinds) == 0 {
+		return p.fetcher.fetch(ctx, fetchAsk{group: o.Group, part: o.Partition, n: n, held: inFlight, skip: skip})
 	}
-	if skip == nil {
-		skip = []string{}
+	if pos == nil {
+		pos = &walkPos{}
 	}
-	// In a read-only transaction without JIT: statistics that no longer fit
-	// the table (say from a backlog of one key, kept after it was gone) can
-	// make the planner estimate the per-key probes at many rows each, and
-	// the estimate past jit_above_cost makes every fetch compile the plan:
-	// measured at 770 ms a fetch instead of 3.6 ms.
-	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: "BEGIN READ ONLY; SET LOCAL jit = off"})
-	if err != nil {
-		return fetchResult{}, err
+	if g := p.pauses.gen.Load(); pos.gen != g {
+		*pos = walkPos{gen: g} // other kinds paused or resumed: walk from the beginning
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) // after the commit: a no-op
-	paused := []string{}
-	if ps := p.pauses.of(o.Group); ps != nil {
-		paused = ps.kinds
+	a := fetchAsk{group: o.Group, part: o.Partition, n: n, held: inFlight, skip: skip}
+	var args fetchArgs
+	args.add(a)
+	res = fetchResult{}
+	err = p.readFetch(ctx, p.q.FetchPaused, []any{o.Group, args.parts, args.n, args.held, args.heldIn, args.skip, args.skipIn,
+		ps.kinds, pausedWalk * n, pos.at[:], pos.id[:]}, pos, func(int) *fetchResult { return &res })
+	return res, err
+}
+
+// fetchArgs are the arrays of queueFetch's arguments for many partitions.
+type fetchArgs struct {
+	parts, n       []int32
+	held           []int64
+	heldIn, skipIn []int32
+	skip           []string
+}
+
+func (fa *fetchArgs) add(a fetchAsk) {
+	fa.parts, fa.n = append(fa.parts, int32(a.part)), append(fa.n, int32(a.n))
+	fa.held = append(fa.held, a.held...)
+	for range a.held {
+		fa.heldIn = append(fa.heldIn, int32(a.part))
 	}
-	var rows pgx.Rows
-	if len(paused) == 0 {
-		rows, err = tx.Query(ctx, p.q.Fetch, o.Group, o.Partition, n, inFlight, skip, paused)
-	} else {
-		if pos == nil {
-			pos = &walkPos{}
-		}
-		if g := p.pauses.gen.Load(); pos.gen != g {
-			*pos = walkPos{gen: g} // other kinds paused or resumed: walk from the beginning
-		}
-		rows, err = tx.Query(ctx, p.q.FetchPaused, o.Group, o.Partition, n, inFlight, skip, paused, pausedWalk*n, pos.at[:], pos.id[:])
+	fa.skip = append(fa.skip, a.skip...)
+	for range a.skip {
+		fa.skipIn = append(fa.skipIn, int32(a.part))
 	}
-	if err != nil {
-		return fetchResult{}, err
-	}
+}
+
+// readFetch runs a fetch statement in one round trip and hands each row to
+// the result of its partition (into). The statement runs in a read-only
+// transaction without JIT, pipelined with its BEGIN, SET and COMMIT:
+// statistics that no longer fit the table (say from a backlog of one key,
+// kept after it was gone) can make the planner estimate the per-key probes
+// at many rows each, and the estimate past jit_above_cost makes every fetch
+// compile the plan: measured at 770 ms a fetch instead of 3.6 ms. pos
+// takes the walk positions of queueFetchPaused (nil for queueFetch).
+func (p *Processor) readFetch(ctx context.Context, stmt string, args []any, pos *walkPos, into func(part int) *fetchResult) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN READ ONLY")
+	b.Queue("SET LOCAL jit = off")
+	q := b.Queue(stmt, args...)
+	b.Queue("COMMIT")
 	// Every column a job row has is NOT NULL in the other rows too (kind ''
 	// for a key's wait or a level's walk position), so that it is scanned
 	// into a value, not a pointer allocated for each row; wait is set only
@@ -107,39 +128,45 @@ func (p *Processor) fetchFrom(ctx context.Context, o partition.Ownership, n int,
 	var batch *int64
 	var item *string
 	var prio int16
-	_, err = pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item,
-		&prio, &maxSet, &f.trace}, func() error {
-		res.scanned = scanned
-		if kind == "" && wait == nil { // a level's walk position (queueFetchPaused)
-			l := prio - 1
-			if holds {
-				pos.at[l], pos.id[l] = nil, nil
-			} else {
-				at, id := runAt, f.id
-				pos.at[l], pos.id[l] = &at, &id
-				res.walking = true
+	var part int32
+	q.Query(func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item,
+			&prio, &maxSet, &f.trace, &part}, func() error {
+			res := into(int(part))
+			if res == nil {
+				return nil // not asked for (cannot happen)
 			}
+			res.scanned = scanned
+			if kind == "" && wait == nil { // a level's walk position (queueFetchPaused)
+				l := prio - 1
+				if holds {
+					pos.at[l], pos.id[l] = nil, nil
+				} else {
+					at, id := runAt, f.id
+					pos.at[l], pos.id[l] = &at, &id
+					res.walking = true
+				}
+				return nil
+			}
+			if kind == "" {
+				res.waiting = append(res.waiting, waiting{key: f.key, id: f.id, wait: time.Duration(*wait) * time.Microsecond})
+				return nil
+			}
+			j := f
+			j.kind, j.attempt, j.max, j.created, j.holds, j.maxSet = kind, attempt, max, created, holds, maxSet
+			j.batch, j.item = 0, ""
+			if batch != nil {
+				j.batch = *batch
+			}
+			if item != nil {
+				j.item = *item
+			}
+			j.max = p.cfg.Workers.maxAttempts(j.kind, j.max, j.maxSet)
+			res.jobs = append(res.jobs, j)
+			f.args, f.trace = nil, nil // ForEachRow scans into the same variables: do not share them
 			return nil
-		}
-		if kind == "" {
-			res.waiting = append(res.waiting, waiting{key: f.key, id: f.id, wait: time.Duration(*wait) * time.Microsecond})
-			return nil
-		}
-		j := f
-		j.kind, j.attempt, j.max, j.created, j.holds, j.maxSet = kind, attempt, max, created, holds, maxSet
-		if batch != nil {
-			j.batch = *batch
-		}
-		if item != nil {
-			j.item = *item
-		}
-		j.max = p.cfg.Workers.maxAttempts(j.kind, j.max, j.maxSet)
-		res.jobs = append(res.jobs, j)
-		f.args, f.trace = nil, nil // ForEachRow scans into the same variables: do not share them
-		return nil
+		})
+		return err
 	})
-	if err != nil {
-		return fetchResult{}, err
-	}
-	return res, tx.Commit(ctx)
+	return p.pool.SendBatch(ctx, b).Close()
 }

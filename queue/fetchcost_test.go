@@ -72,13 +72,13 @@ func TestFetchCostDoesNotGrowWithKeyBacklog(t *testing.T) {
 		}
 		pgtest.Must(t, rows.Err())
 		var plan string
-		cost[p], plan = explain(t, ctx, pool, fetch, "emails", p, 100, inFlight, []string{}, []string{})
+		cost[p], plan = explain(t, ctx, pool, fetch, fetchOf("emails", p, 100, inFlight, nil)...)
 		if strings.Contains(plan, "Seq Scan") {
 			t.Errorf("the fetch plans a sequential scan on an unanalysed table:\n%s", plan)
 		}
 		var got int
 		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM (`+fetch+`) AS f WHERE f.kind IS NOT NULL`,
-			"emails", p, 100, inFlight, []string{}, []string{}).Scan(&got))
+			fetchOf("emails", p, 100, inFlight, nil)...).Scan(&got))
 		if got != 100 {
 			t.Errorf("partition %d: the fetch returned %d of the key's next jobs; want 100", p, got)
 		}
@@ -134,7 +134,7 @@ func TestCompletionPlanWithStaleStatistics(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		pgtest.Must(t, err)
 		defer tx.Rollback(ctx) // the EXPLAIN ANALYZE of an UPDATE changes the jobs
-		b, _ := explain(t, ctx, tx, sql, ids, states, spent, make([]*int64, n), make([]*string, n), int64(1))
+		b, _ := explain(t, ctx, tx, sql, ids, states, spent, make([]*int64, n), make([]*string, n), make([]int64, n), []string(nil))
 		return b
 	}
 	got, control := buffers(complete), buffers(plain)

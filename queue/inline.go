@@ -85,9 +85,12 @@ func runInline(ctx context.Context, r queuehook.Request) (queuehook.Result, erro
 		rctx, cancel := recordContext(ctx)
 		defer cancel()
 		if r.Tx != nil {
-			_, err = p.recordIn(rctx, r.Tx, o, []outcome{*res.rec})
+			refused := make([]error, 1)
+			if _, err = p.recordIn(rctx, r.Tx, []grantOutcomes{{o, []outcome{*res.rec}}}, refused); err == nil {
+				err = refused[0]
+			}
 		} else {
-			_, err = p.record(rctx, o, []outcome{*res.rec})
+			_, err = p.recordOne(rctx, o, []outcome{*res.rec})
 		}
 		var fe *fence.FencedError
 		switch {

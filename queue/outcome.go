@@ -151,11 +151,31 @@ func (o outcome) result() Outcome {
 	return Outcome(o.state) // completed, discarded, cancelled
 }
 
-// completeFenced records outcomes in one fenced statement (see
-// queueCompleteFenced in internal/store) on db: the pool (the statement is
-// then its own transaction) or a transactional handler's transaction. It returns how
-// many jobs changed (finished ones are left alone); a stale owner's
-// outcomes are refused with a *fence.FencedError.
+// grantOutcomes are outcomes of jobs run under one grant.
+type grantOutcomes struct {
+	o    partition.Ownership
+	outs []outcome
+}
+
+// completeFenced records the outcomes of one grant, fenced: completeGrants
+// for one grant, its refusal as the error.
+func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o partition.Ownership, outs []outcome) (changed int, drained []int64, err error) {
+	refused := make([]error, 1)
+	changed, drained, err = p.completeGrants(ctx, db, []grantOutcomes{{o, outs}}, refused)
+	if err == nil {
+		err = refused[0]
+	}
+	return changed, drained, err
+}
+
+// completeGrants records outcomes of any number of grants in one fenced
+// statement (see queueCompleteFenced in internal/store) on db: the pool
+// (the statement is then its own transaction) or a transactional handler's
+// transaction. Each grant's outcomes are applied only while its lease
+// carries its token and is live: refused[i] is set to a *fence.FencedError
+// for grant gs[i] if they were not, nil if they were (refused must be as
+// long as gs). It returns how many jobs changed in all (finished ones are
+// left alone), and err if the statement failed (no outcome recorded).
 //
 // Outcomes among which is a batch item take the statement that counts
 // items (CompleteItems), which also returns the batches of which it
@@ -164,24 +184,37 @@ func (o outcome) result() Outcome {
 // changed (and locked) in id order, as every statement that changes many
 // batch items does, so that two of them never wait for each other in a
 // cycle.
-func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o partition.Ownership, outs []outcome) (changed int, drained []int64, err error) {
+func (p *Processor) completeGrants(ctx context.Context, db fence.Querier, gs []grantOutcomes, refused []error) (changed int, drained []int64, err error) {
 	if p.trace.tracer != nil {
 		var span trace.Span
-		ctx, span = p.trace.startComplete(ctx, o, outs)
+		ctx, span = p.trace.startComplete(ctx, gs)
 		defer func() { end(span, err, "") }()
 	}
+	type row struct {
+		outcome
+		token int64
+		lease string
+	}
+	var rs []row
+	item := false
+	for _, g := range gs {
+		name := g.o.Lease.Name()
+		for _, o := range g.outs {
+			rs = append(rs, row{o, int64(g.o.Token), name})
+			item = item || o.item
+		}
+	}
 	stmt := p.q.CompleteFenced
-	if slices.ContainsFunc(outs, func(o outcome) bool { return o.item }) {
+	if item {
 		stmt = p.q.CompleteItems
 	}
-	outs = slices.Clone(outs)
-	slices.SortStableFunc(outs, func(a, b outcome) int { return cmp.Compare(a.id, b.id) })
-	n := len(outs)
+	slices.SortStableFunc(rs, func(a, b row) int { return cmp.Compare(a.id, b.id) })
+	n := len(rs)
 	ids, states, spent := make([]int64, n), make([]string, n), make([]int32, n)
-	delays, errs := make([]*int64, n), make([]*string, n)
+	delays, errs, tokens, leases := make([]*int64, n), make([]*string, n), make([]int64, n), make([]string, n)
 	var holds []*bool // nil (no change of holds) unless a policy changes one
-	for i, o := range outs {
-		ids[i], states[i], spent[i], delays[i], errs[i] = o.id, o.state, o.spent, o.delay, o.err
+	for i, o := range rs {
+		ids[i], states[i], spent[i], delays[i], errs[i], tokens[i], leases[i] = o.id, o.state, o.spent, o.delay, o.err, o.token, o.lease
 		if o.holds != nil {
 			if holds == nil {
 				holds = make([]*bool, n)
@@ -189,20 +222,39 @@ func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o part
 			holds[i] = o.holds
 		}
 	}
-	name := o.Lease.Name()
-	var current int64
-	var live bool
-	err = db.QueryRow(ctx, stmt, ids, states, spent, delays, errs, int64(o.Token), name,
-		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10), holds).Scan(&current, &live, &changed, &drained)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return 0, nil, &fence.FencedError{Resource: name, Held: o.Token, Reason: "no such lease"}
-	case err != nil:
+	type found struct {
+		token fence.Token
+		live  bool
+	}
+	leased := make(map[string]found, len(gs))
+	rows, err := db.Query(ctx, stmt, ids, states, spent, delays, errs, tokens, leases,
+		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10), holds)
+	if err == nil {
+		var name string
+		var f found
+		var current int64
+		_, err = pgx.ForEachRow(rows, []any{&name, &current, &f.live, &changed, &drained}, func() error {
+			f.token = fence.Token(current)
+			leased[name] = f
+			return nil
+		})
+	}
+	if err != nil {
 		return 0, nil, fmt.Errorf("queue: record %d outcome(s): %w", n, err)
-	case fence.Token(current) != o.Token:
-		return 0, nil, &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease was granted anew"}
-	case !live:
-		return 0, nil, &fence.FencedError{Resource: name, Held: o.Token, Current: fence.Token(current), Reason: "the lease expired"}
+	}
+	for i, g := range gs {
+		name := g.o.Lease.Name()
+		f, ok := leased[name]
+		switch {
+		case !ok:
+			refused[i] = &fence.FencedError{Resource: name, Held: g.o.Token, Reason: "no such lease"}
+		case f.token != g.o.Token:
+			refused[i] = &fence.FencedError{Resource: name, Held: g.o.Token, Current: f.token, Reason: "the lease was granted anew"}
+		case !f.live:
+			refused[i] = &fence.FencedError{Resource: name, Held: g.o.Token, Current: f.token, Reason: "the lease expired"}
+		default:
+			refused[i] = nil
+		}
 	}
 	return changed, drained, nil
 }

@@ -46,7 +46,7 @@ type pipeline struct {
 	o         partition.Ownership
 	log       *slog.Logger
 	ctx, hctx context.Context
-	comp      *completer
+	in        *inbox // the grant's answers from the member's completer
 	window    int
 	set       *runningSet // the jobs running, for cancels and publishing
 
@@ -59,10 +59,13 @@ type pipeline struct {
 	done    chan *run            // units that ended
 
 	fenced error
-	lost   bool      // an outcome could not be recorded: the run did not end cleanly
-	more   bool      // the last fetch saw a full window: fetch again when there is room
-	poke   bool      // woken, or polled: fetch when there is room
-	thawAt time.Time // the earliest end of a wait in cool or skip (zero: none)
+	lost   bool // an outcome could not be recorded: the run did not end cleanly
+	// unanswered counts the records handed to the completer whose answer
+	// the pipeline has not taken.
+	unanswered int
+	more       bool      // the last fetch saw a full window: fetch again when there is room
+	poke       bool      // woken, or polled: fetch when there is room
+	thawAt     time.Time // the earliest end of a wait in cool or skip (zero: none)
 	// pauseGen is the generation of the Processor's pauses this pipeline
 	// last saw (see pause.go).
 	pauseGen uint64
@@ -84,7 +87,7 @@ type pipeline struct {
 // newer owner has the partition.
 func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}, set *runningSet) (bool, error) {
 	pl := &pipeline{p: p, o: o, log: log, ctx: ctx, hctx: hctx, window: p.cfg.Window, set: set,
-		comp: newCompleter(p, o, log, o.Lease.Context()), // Serve refuses a nil Lease
+		in:   newInbox(o), // Serve refuses a nil Lease
 		held: make(map[int64]bool), cool: make(map[int64]time.Time), lines: make(map[string]*line),
 		skip: make(map[string]time.Time), done: make(chan *run, p.cfg.Window+1), poke: true,
 		pauseGen: p.pauses.gen.Load(), pausedKeys: make(map[string]bool)}
@@ -125,27 +128,22 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 			pl.start()
 		case r := <-pl.done:
 			pl.finish(r)
-		case <-pl.comp.ready:
+		case <-pl.in.ready:
 			pl.answers()
 		case <-wake:
 			pl.poke = true
-		case <-timer.C:
-			pl.poke = true
+		case <-timer.C: // housekeeping (thaw, cancels); the member polls for due jobs
 			timer.Reset(p.cfg.PollInterval)
 		case <-ctxDone:
 		case <-hctxDone:
 		}
 	}
-	pl.comp.close()
-	for {
-		select {
-		case <-pl.comp.ready:
-			pl.answers()
-			continue
-		case <-pl.comp.ended:
-			pl.answers()
-		}
-		break
+	if pl.unanswered > 0 {
+		p.completer.close(pl.in)
+	}
+	for pl.unanswered > 0 {
+		<-pl.in.ready
+		pl.answers()
 	}
 	return pl.fenced == nil && !pl.lost, pl.fenced
 }
@@ -396,7 +394,7 @@ func (pl *pipeline) finish(r *run) {
 			ln.busy = false
 		}
 		if res.rec != nil {
-			recs = append(recs, record{rec: *res.rec, ev: res.ev, key: f.key})
+			recs = append(recs, record{rec: *res.rec, ev: res.ev, key: f.key, to: pl.in})
 			if ln == nil {
 				continue
 			}
@@ -437,13 +435,15 @@ func (pl *pipeline) finish(r *run) {
 			}
 		}
 	}
-	pl.comp.add(recs...)
+	pl.unanswered += len(recs)
+	pl.p.completer.add(recs...)
 }
 
 // answers takes in what the completer recorded.
 func (pl *pipeline) answers() {
 	var fe *fence.FencedError
-	for _, a := range pl.comp.answers() {
+	for _, a := range pl.in.answers() {
+		pl.unanswered -= len(a.recs)
 		fenced := errors.As(a.err, &fe)
 		if fenced && pl.fenced == nil {
 			pl.fenced = a.err

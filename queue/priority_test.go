@@ -164,10 +164,10 @@ func TestFetchCostDoesNotGrowWithPriorityBacklog(t *testing.T) {
 		ORDER BY j.priority, j.run_at, j.id LIMIT $3`
 	cost, naiveCost := map[int]int{}, map[int]int{}
 	for p := range backlogs {
-		cost[p], _ = explain(t, ctx, pool, st.Queue.Fetch, "emails", p, 100, []int64{}, []string{}, []string{})
+		cost[p], _ = explain(t, ctx, pool, st.Queue.Fetch, fetchOf("emails", p, 100, nil, nil)...)
 		naiveCost[p], _ = explain(t, ctx, pool, naive, "emails", p, 100)
 		rows, err := pool.Query(ctx, `SELECT f.kind IS NOT NULL, j.priority FROM (`+st.Queue.Fetch+`) AS f JOIN leasehold.jobs AS j USING (id)`,
-			"emails", p, 100, []int64{}, []string{}, []string{})
+			fetchOf("emails", p, 100, nil, nil)...)
 		pgtest.Must(t, err)
 		var prios []int16
 		for rows.Next() {
@@ -243,11 +243,11 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 	cost, control := map[int]int{}, map[int]int{}
 	for p, backlog := range backlogs {
 		var plan string
-		cost[p], plan = explain(t, ctx, pool, st.Queue.FetchPaused, "emails", p, n, []int64{}, []string{}, paused, walk, start, startID)
+		cost[p], plan = explain(t, ctx, pool, st.Queue.FetchPaused, append(fetchOf("emails", p, n, nil, paused), walk, start, startID)...)
 		if strings.Contains(plan, "Seq Scan") {
 			t.Errorf("the paused fetch plans a sequential scan:\n%s", plan)
 		}
-		control[p], _ = explain(t, ctx, pool, st.Queue.Fetch, "emails", p, n, []int64{}, []string{}, paused)
+		control[p], _ = explain(t, ctx, pool, st.Queue.Fetch, fetchOf("emails", p, n, nil, paused)...)
 		// Walk on until the other kind's 100 jobs are fetched.
 		at, ids := make([]*time.Time, 4), make([]*int64, 4)
 		got, fetches := 0, 0
@@ -256,7 +256,7 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 			if fetches > backlog/walk+5 {
 				t.Fatalf("partition %d: %d fetches found %d of the 100 runnable jobs", p, fetches, got)
 			}
-			rows, err := pool.Query(ctx, st.Queue.FetchPaused, "emails", p, n, []int64{}, []string{}, paused, walk, at, ids)
+			rows, err := pool.Query(ctx, st.Queue.FetchPaused, append(fetchOf("emails", p, n, nil, paused), walk, at, ids)...)
 			pgtest.Must(t, err)
 			var seen []int64
 			for rows.Next() {
@@ -266,7 +266,7 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 				var wait *int64
 				var runAt time.Time
 				var prio int16
-				pgtest.Must(t, rows.Scan(&id, nil, &kind, nil, nil, nil, nil, &holds, &wait, nil, &runAt, nil, nil, &prio, nil, nil))
+				pgtest.Must(t, rows.Scan(&id, nil, &kind, nil, nil, nil, nil, &holds, &wait, nil, &runAt, nil, nil, &prio, nil, nil, nil))
 				switch {
 				case kind == "" && wait == nil:
 					if holds {
@@ -302,4 +302,21 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 		t.Errorf("control: the uncapped fetch touched %d and %d buffers; want it to grow with the backlog, or this test cannot tell",
 			control[2], control[1])
 	}
+}
+
+// fetchOf is the arguments of the fetch statement (store's queueFetch) for
+// partition part of group alone: up to n jobs, past the held ids, leaving
+// out the paused kinds.
+func fetchOf(group string, part, n int, held []int64, paused []string) []any {
+	in := make([]int32, len(held))
+	for i := range in {
+		in[i] = int32(part)
+	}
+	if held == nil {
+		held = []int64{}
+	}
+	if paused == nil {
+		paused = []string{}
+	}
+	return []any{group, []int32{int32(part)}, []int32{int32(n)}, held, in, []string{}, []int32{}, paused}
 }

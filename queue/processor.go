@@ -38,12 +38,16 @@ type ProcessorConfig struct {
 	// jobs run. Defaults to 2 × max(BatchSize, PartitionConcurrency).
 	Window int
 	// CompleteInterval is how long an outcome may wait to be recorded
-	// together with later ones; BatchSize outcomes are recorded at once.
-	// While a completion statement runs, the outcomes that come meanwhile
-	// wait for it, and are recorded together after it. Defaults to 1ms.
+	// together with later ones, of any of the member's partitions: one
+	// fenced statement records them all (see docs/queue.md); BatchSize
+	// outcomes are recorded at once. While a completion statement runs, the
+	// outcomes that come meanwhile wait for it, and are recorded together
+	// after it. Defaults to 1ms.
 	CompleteInterval time.Duration
-	// PollInterval is how long an idle partition waits before fetching
-	// again when no notification wakes it (see Listen). Defaults to 500ms.
+	// PollInterval is how often the member polls for due jobs that no
+	// notification announced (scheduled or retried jobs that came due,
+	// notifications lost; see Listen): one statement per interval for all
+	// its partitions, which wakes those with due jobs. Defaults to 500ms.
 	PollInterval time.Duration
 	// Concurrency is how many handlers run at once across all the
 	// partitions this Processor runs. Defaults to 100.
@@ -72,12 +76,12 @@ type ProcessorConfig struct {
 	// and the problem is recorded on the job and logged. Defaults to 1m.
 	UnknownKindDelay time.Duration
 	// Retention is how long finished (completed, discarded, cancelled) jobs
-	// are kept; each partition's owner deletes older ones when it gets the
-	// partition and every RetentionInterval after, idle or busy, in
-	// statements of at most RetainChunk rows. Defaults to 24h.
+	// are kept; the member deletes older ones of all its partitions when it
+	// gets its first partition and every RetentionInterval after, idle or
+	// busy, in statements of at most RetainChunk rows. Defaults to 24h.
 	Retention time.Duration
-	// RetentionInterval is how often each partition's owner deletes its
-	// finished jobs older than Retention. Defaults to 1m.
+	// RetentionInterval is how often the member deletes the finished jobs
+	// of its partitions older than Retention. Defaults to 1m.
 	RetentionInterval time.Duration
 	// Fence sets the timeouts of the fenced transactions. Defaults as in
 	// lease.FenceConfig.
@@ -131,6 +135,11 @@ type Processor struct {
 
 	batches batches
 	pauses  pauses
+	// completer records the outcomes of all the Processor's grants (see
+	// completer.go).
+	completer *completer
+	// fetcher reads the due jobs of all its partitions (see fetcher.go).
+	fetcher *fetcher
 	// tallies are the outcome counts and fenced events to record (see
 	// record.go).
 	tallies tallies
@@ -142,13 +151,14 @@ type Processor struct {
 	wakes map[wakeKey][]chan struct{} // by partition, for Listen
 	// grants are the running sets of the grants this Processor serves, by
 	// partition (see running.go); serving counts the grants whose runs have
-	// not ended. The publisher runs while serving > 0: stopPublisher ends
-	// it, and pubDone is closed when it returned.
-	grants        map[wakeKey][]*runningSet
-	serving       int
-	stopPublisher context.CancelFunc
-	pubDone       chan struct{}
-	publishers    atomic.Int32 // publisher goroutines running (for tests)
+	// not ended. The member's loop (member.go) runs while serving > 0:
+	// stopMember ends it, and memberDone is closed when it returned.
+	grants     map[wakeKey][]*runningSet
+	serving    int
+	stopMember context.CancelFunc
+	memberDone chan struct{}
+	members    atomic.Int32 // member loops running (for tests)
+	polls      atomic.Int64 // polls run (for tests)
 }
 
 // NewProcessor returns a Processor whose jobs and handlers' transactions
@@ -214,6 +224,8 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),
 		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}
 	p.pauses.p = p
+	p.completer = newCompleter(p)
+	p.fetcher = &fetcher{p: p}
 	return p, nil
 }
 
@@ -275,9 +287,7 @@ func (p *Processor) Serve(ctx context.Context, o partition.Ownership) error {
 	if ok, err := p.open(ctx, hctx, o, log, &st, wake); !ok {
 		return err // fenced, or ended before the previous run's jobs were recovered
 	}
-	stopRetain := p.retainer(hctx, o, log)
 	clean, fenced := p.pipeline(ctx, hctx, o, log, wake, set)
-	stopRetain()
 	if hctx.Err() != nil && ctx.Err() == nil {
 		<-ctx.Done() // the lease ended: no job can run under this grant
 		return fenced

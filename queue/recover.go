@@ -206,7 +206,7 @@ func (p *Processor) process(ctx, hctx context.Context, o partition.Ownership, lo
 	// held until Run returns, and the fence refuses a stale owner.
 	cctx, cancel := recordContext(ctx)
 	defer cancel()
-	_, err = p.record(cctx, o, outs)
+	_, err = p.recordOne(cctx, o, outs)
 	switch {
 	case errors.Is(err, fence.ErrFenced):
 		override(OutcomeFenced, err)

@@ -2,68 +2,54 @@ package queue
 
 import (
 	"context"
-	"log/slog"
-	"time"
-
-	"github.com/leasehold/leasehold/partition"
+	"slices"
 )
 
 // RetainChunk is the most finished jobs one retention statement deletes:
-// an owner deletes its partition's old finished jobs in statements of at
+// a member deletes its partitions' old finished jobs in statements of at
 // most this many rows, one after the other, until one deletes fewer.
 const RetainChunk = 1000
 
-// retainer deletes o's partition's finished jobs older than Retention, on
-// its own goroutine: at once, then every RetentionInterval, whether the
-// partition is idle or busy, in chunks of RetainChunk rows. It stops when
-// ctx ends or stop is called (stop waits for it). Its deletes are not
-// fenced: jobs finished that long ago are nobody's any more.
-func (p *Processor) retainer(ctx context.Context, o partition.Ownership, log *slog.Logger) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTimer(0)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			p.retain(ctx, o, log)
-			t.Reset(p.cfg.RetentionInterval)
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
+// retainChunks bounds the statements of one round of retention per group,
+// so that a large deletion does not hold up the member's loop (its polls):
+// a round cut short goes on at the next poll.
+const retainChunks = 10
+
+// retain runs one round of retention for all the partitions the Processor
+// runs (see the member's loop): per group, of plain jobs then of the items
+// of finished batches, chunk after chunk until one comes back short, ctx
+// ends or a statement fails (logged; the next round tries again). It
+// reports whether the round finished: false when it was cut short with
+// more to delete. Its deletes are not fenced: jobs finished that long ago
+// are nobody's any more.
+func (p *Processor) retain(ctx context.Context) bool {
+	finished := true
+	for group, parts := range p.owned() {
+		slices.Sort(parts)
+		budget := retainChunks
+		done := p.retainWith(ctx, group, parts, p.q.Retain, &budget) &&
+			p.retainWith(ctx, group, parts, p.q.RetainItems, &budget)
+		finished = finished && (done || budget > 0)
 	}
+	return finished
 }
 
-// retain runs one round of retention, of plain jobs then of the items of
-// finished batches: chunk after chunk until one comes back short, ctx ends
-// or a statement fails (logged; the next round tries again).
-func (p *Processor) retain(ctx context.Context, o partition.Ownership, log *slog.Logger) {
-	if p.retainWith(ctx, o, log, p.q.Retain) {
-		p.retainWith(ctx, o, log, p.q.RetainItems)
-	}
-}
-
-// retainWith runs stmt (Retain or RetainItems) chunk after chunk, and
-// reports whether it ended with a short chunk.
-func (p *Processor) retainWith(ctx context.Context, o partition.Ownership, log *slog.Logger, stmt string) bool {
-	for ctx.Err() == nil {
-		tag, err := p.pool.Exec(ctx, stmt, o.Group, o.Partition, p.cfg.Retention.Microseconds(), RetainChunk)
+// retainWith runs stmt (Retain or RetainItems) chunk after chunk, at most
+// *budget of them (counted down), and reports whether it ended with a
+// short chunk.
+func (p *Processor) retainWith(ctx context.Context, group string, parts []int32, stmt string, budget *int) bool {
+	for ctx.Err() == nil && *budget > 0 {
+		*budget--
+		tag, err := p.pool.Exec(ctx, stmt, group, parts, p.cfg.Retention.Microseconds(), RetainChunk)
 		if err != nil {
 			if ctx.Err() == nil {
-				p.fail("retain", o, "queue: deleting old finished jobs failed", "err", err)
+				p.fails.Fail("retain", "queue: deleting old finished jobs failed", "group", group, "err", err)
 			}
 			return false
 		}
 		p.fails.Recovered("retain", "queue: deleting old finished jobs recovered")
 		if n := tag.RowsAffected(); n > 0 {
-			log.Debug("queue: deleted old finished jobs", "jobs", n)
+			p.log.Debug("queue: deleted old finished jobs", "group", group, "partitions", len(parts), "jobs", n)
 		}
 		if tag.RowsAffected() < RetainChunk {
 			return true

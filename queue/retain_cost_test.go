@@ -38,7 +38,7 @@ func TestRetainReadsOnlyOldJobs(t *testing.T) {
 	conn, err := pool.Acquire(ctx)
 	pgtest.Must(t, err)
 	defer conn.Release()
-	const types, args = `text, int, bigint, int`, `('emails', 0, 86400000000, 1000)`
+	const types, args = `text, int[], bigint, int`, `('emails', '{0}', 86400000000, 1000)`
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		for _, c := range []struct {
 			name, stmt string

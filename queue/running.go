@@ -133,8 +133,8 @@ func (s *runningSet) takeNotified() map[int64]bool {
 	return m
 }
 
-// register starts keeping o's running set, and the publisher if it is not
-// running.
+// register starts keeping o's running set, and the member's loop (see
+// member.go) if it is not running.
 func (p *Processor) register(o partition.Ownership) *runningSet {
 	s := &runningSet{o: o, jobs: make(map[int64]runningJob)}
 	if o.Lease != nil {
@@ -146,18 +146,18 @@ func (p *Processor) register(o partition.Ownership) *runningSet {
 	defer p.mu.Unlock()
 	p.grants[k] = append(p.grants[k], s)
 	p.serving++
-	if p.stopPublisher == nil {
+	if p.stopMember == nil {
 		ctx, stop := context.WithCancel(context.Background())
-		p.stopPublisher, p.pubDone = stop, make(chan struct{})
-		p.publishers.Add(1)
-		go p.publisher(ctx, p.pubDone)
+		p.stopMember, p.memberDone = stop, make(chan struct{})
+		p.members.Add(1)
+		go p.member(ctx, p.memberDone)
 	}
 	return s
 }
 
-// unregister marks s closed: the publisher publishes it empty (if it ever
-// published it) and drops it. When s was the last grant served, the
-// publisher is stopped instead (its statement in flight cancelled), the
+// unregister marks s closed: the member's loop publishes it empty (if it
+// ever published it) and drops it. When s was the last grant served, the
+// loop is stopped instead (its statement in flight cancelled), the
 // outcome counts are written a last time, and unregister returns once
 // they are: no goroutine of the Processor outlives
 // its last Serve, and none holds a connection of the pool. The sets left
@@ -173,8 +173,8 @@ func (p *Processor) unregister(s *runningSet) {
 		p.mu.Unlock()
 		return
 	}
-	stop, done := p.stopPublisher, p.pubDone
-	p.stopPublisher, p.pubDone = nil, nil
+	stop, done := p.stopMember, p.memberDone
+	p.stopMember, p.memberDone = nil, nil
 	clear(p.grants)
 	p.mu.Unlock()
 	stop()
@@ -234,25 +234,6 @@ func (p *Processor) cancelJobs(k wakeKey, ids []int64) {
 				p.log.Info("queue: running job cancelled", "group", s.o.Group, "partition", s.o.Partition,
 					"token", int64(s.o.Token), "job", id)
 			}
-		}
-	}
-}
-
-// publisher publishes the running sets, and writes the outcome counts
-// (see record.go), every PublishInterval until ctx is cancelled (see
-// unregister); then it closes done.
-func (p *Processor) publisher(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	defer p.publishers.Add(-1)
-	t := time.NewTicker(p.cfg.PublishInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			p.publish(ctx)
-			p.writeTallies(ctx, false)
 		}
 	}
 }

@@ -45,8 +45,7 @@ func TestCompletionNotConfirmedBySyncStandbyIsIndeterminate(t *testing.T) {
 		db := pgtest.Open(t, c.Pool(t, nil, hook), leasehold.Config{})
 		p, err := NewProcessor(db, ProcessorConfig{Workers: NewWorkers()})
 		pgtest.Must(t, err)
-		comp := &completer{p: p, o: o, lease: ctx}
-		err = comp.flush([]record{{rec: outcome{id: id, state: "completed", spent: 1}}})
+		_, err = p.recordOne(ctx, o, []outcome{{id: id, state: "completed", spent: 1}})
 		var state string
 		pgtest.Must(t, c.Local.QueryRow(ctx, `SELECT state FROM leasehold.jobs WHERE id = $1`, id).Scan(&state))
 		if state != "completed" {

@@ -30,14 +30,18 @@ const (
 	attrGroup     = attribute.Key("leasehold.group")
 	attrPartition = attribute.Key("leasehold.partition")
 	attrToken     = attribute.Key("leasehold.token")
-	attrJobID     = attribute.Key("leasehold.job.id")
-	attrJobIDs    = attribute.Key("leasehold.job.ids")
-	attrJobCount  = attribute.Key("leasehold.job.count")
-	attrKind      = attribute.Key("leasehold.job.kind")
-	attrAttempt   = attribute.Key("leasehold.job.attempt")
-	attrOutcome   = attribute.Key("leasehold.job.outcome")
-	attrWaiting   = attribute.Key("leasehold.fetch.waiting_keys")
-	attrLimit     = attribute.Key("leasehold.fetch.limit")
+	// attrPartitions and attrTokens replace attrPartition and attrToken on
+	// a completion span that records the outcomes of several grants.
+	attrPartitions = attribute.Key("leasehold.partitions")
+	attrTokens     = attribute.Key("leasehold.tokens")
+	attrJobID      = attribute.Key("leasehold.job.id")
+	attrJobIDs     = attribute.Key("leasehold.job.ids")
+	attrJobCount   = attribute.Key("leasehold.job.count")
+	attrKind       = attribute.Key("leasehold.job.kind")
+	attrAttempt    = attribute.Key("leasehold.job.attempt")
+	attrOutcome    = attribute.Key("leasehold.job.outcome")
+	attrWaiting    = attribute.Key("leasehold.fetch.waiting_keys")
+	attrLimit      = attribute.Key("leasehold.fetch.limit")
 )
 
 // tracerName names the queue's tracer (its instrumentation scope).
@@ -175,15 +179,30 @@ func (t tracing) fetched(ctx context.Context, start time.Time, o partition.Owner
 // startComplete starts the span of a fenced completion statement: a child
 // of the run's span for a transactional run, a new root for the outcomes
 // the completer records together.
-func (t tracing) startComplete(ctx context.Context, o partition.Ownership, outs []outcome) (context.Context, trace.Span) {
+func (t tracing) startComplete(ctx context.Context, gs []grantOutcomes) (context.Context, trace.Span) {
 	ctx, span := t.tracer.Start(ctx, spanComplete, trace.WithSpanKind(trace.SpanKindInternal))
-	if span.IsRecording() {
-		ids := make([]int64, min(len(outs), maxSpanIDs))
-		for i := range ids {
-			ids[i] = outs[i].id
+	if span.IsRecording() && len(gs) > 0 {
+		var ids []int64
+		jobs := 0
+		for _, g := range gs {
+			jobs += len(g.outs)
+			for _, o := range g.outs {
+				if len(ids) < maxSpanIDs {
+					ids = append(ids, o.id)
+				}
+			}
 		}
-		span.SetAttributes(attrSystem.String("leasehold"), attrGroup.String(o.Group), attrPartition.Int(o.Partition),
-			attrToken.Int64(int64(o.Token)), attrJobCount.Int(len(outs)), attrJobIDs.Int64Slice(ids))
+		o := gs[0].o
+		span.SetAttributes(attrSystem.String("leasehold"), attrGroup.String(o.Group), attrJobCount.Int(jobs), attrJobIDs.Int64Slice(ids))
+		if len(gs) == 1 {
+			span.SetAttributes(attrPartition.Int(o.Partition), attrToken.Int64(int64(o.Token)))
+		} else {
+			parts, tokens := make([]int, len(gs)), make([]int64, len(gs))
+			for i, g := range gs {
+				parts[i], tokens[i] = g.o.Partition, int64(g.o.Token)
+			}
+			span.SetAttributes(attrPartitions.IntSlice(parts), attrTokens.Int64Slice(tokens))
+		}
 	}
 	return ctx, span
 }

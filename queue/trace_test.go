@@ -190,8 +190,8 @@ func TestTraceFollowsTheJobFromEnqueueToCompletion(t *testing.T) {
 		t.Fatalf("plain run span: kind %v, status %v, attributes %v", run.SpanKind(), run.Status(), run.Attributes())
 	}
 	comp := completeSpanOf(t, sr, plain.ID)
-	if attr(comp, "leasehold.token").AsInt64() != attr(run, "leasehold.token").AsInt64() {
-		t.Fatalf("completion span token %v; the run's is %v", attr(comp, "leasehold.token"), attr(run, "leasehold.token"))
+	if got := completeToken(comp, plain.Partition); got != attr(run, "leasehold.token").AsInt64() {
+		t.Fatalf("completion span token %v (attributes %v); the run's is %v", got, comp.Attributes(), attr(run, "leasehold.token"))
 	}
 
 	// The transactional job: its fenced completion is a child of its run.
@@ -299,4 +299,20 @@ func TestTraceJoinsCatchesAnUnlinkedRun(t *testing.T) {
 	if err := joins(runSpanOf(t, sr, res.ID), enqs[0]); err == nil {
 		t.Fatal("joins accepted a run span that is not in its enqueue's trace")
 	}
+}
+
+// completeToken is the token a completion span names for partition part:
+// its leasehold.token when it records one grant's outcomes, else the entry
+// of leasehold.tokens beside part in leasehold.partitions (0: none).
+func completeToken(span sdktrace.ReadOnlySpan, part int) int64 {
+	if v := attr(span, "leasehold.token"); v.Type() != attribute.INVALID {
+		return v.AsInt64()
+	}
+	parts, tokens := attr(span, "leasehold.partitions").AsInt64Slice(), attr(span, "leasehold.tokens").AsInt64Slice()
+	for i, p := range parts {
+		if int(p) == part && i < len(tokens) {
+			return tokens[i]
+		}
+	}
+	return 0
 }

@@ -74,69 +74,88 @@ woken AS (
         FROM (SELECT DISTINCT g, p FROM t WHERE $8::text IS NOT NULL AND r <= clock_timestamp()) AS d) AS x)
 SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 
-// queueFetch reads due jobs of one partition, without locks: only the
-// partition's owner reads them. $1 group, $2 partition, $3 how many due jobs
-// to look at (the window), $4 the ids the owner has in flight (fetched, not
-// yet recorded: never returned again), $5 keys to skip (the owner knows
-// they wait), $6 the paused kinds (see migration 0010): never returned.
-// A key whose first job is of a paused kind waits behind it, returned as
-// a waiting row with a wait of 0. The pipeline runs this statement only
-// while no kind of the group is paused ($6 empty); with kinds paused it
-// runs queueFetchPaused, whose walk past the paused kinds' due jobs is
-// capped (here the walk would read a paused kind's whole due backlog at
-// every fetch).
+// queueFetch reads due jobs of the partitions of group $1 a member asks
+// for, in one statement, without locks: only each partition's owner reads
+// them. $2 are the partitions and $3 how many due jobs to look at in each
+// (its window's room); $4 the ids the owner holds (fetched, not yet
+// recorded: never returned again), each of partition $5[i]; $6 keys to
+// skip (the owner knows they wait), each of partition $7[i]; $8 the paused
+// kinds (see migration 0010): never returned. A key whose first job is of a
+// paused kind waits behind it, returned as a waiting row with a wait of 0.
+// The member runs this statement only while no kind of the group is paused
+// ($8 empty); with kinds paused it runs queueFetchPaused, one partition at
+// a time, whose walk past the paused kinds' due jobs is capped (here the
+// walk would read a paused kind's whole due backlog at every fetch).
 //
-// A keyless job is returned as soon as it is in the window: it waits for no
-// other job. For each key in the window, the statement reads the key's first
-// pending jobs in id order (not in flight, and holding their place or due;
-// as many as the window has of the key, through jobs_key), and returns the
-// longest due prefix of that list: the key's consecutive due jobs, which
-// the owner runs one at a time in id order. A key whose first such job is
-// not due is returned as a row whose kind is empty (no job's is), naming
-// that job (the one the key waits behind) and how long until it is due, so that the owner skips
-// the key for a while.
+// Each partition is read as if alone (fetchWindow, fetchKeys): the held
+// ids and skipped keys are grouped by partition first (r), so that each
+// partition's probes compare with its own lists only, and a busy partition
+// takes no room of another's.
 //
-// The window is the first $3 due jobs in (priority, run_at, id) order
-// (migration 0010): one probe of jobs_due per priority level (1 to 4), each
-// in (run_at, id) order and at most $3 long, merged. A level without due
-// jobs costs one index descent that finds nothing, so with every job at
-// the default priority the fetch reads what it read before priorities.
-// Priority picks the window; it never reorders a key's jobs, which run in
-// id order whatever their priorities.
+// A keyless job is returned as soon as it is in its partition's window: it
+// waits for no other job. For each key in a window, the statement reads the
+// key's first pending jobs in id order (not held, and holding their place
+// or due; as many as the window has of the key, through jobs_key), and
+// returns the longest due prefix of that list: the key's consecutive due
+// jobs, which the owner runs one at a time in id order. A key whose first
+// such job is not due is returned as a row whose kind is empty (no job's
+// is), naming that job (the one the key waits behind) and how long until it
+// is due, so that the owner skips the key for a while.
 //
-// Its cost is bounded by the window, the jobs in flight and the keys in the
-// window, never by a key's backlog, a low-priority backlog or a future one:
-// each level's probe walks jobs_due in (run_at, id) order past the ids in
-// flight, and each key's probe reads at most the
-// key's jobs in flight plus its jobs in the window. Every step is a
-// MATERIALIZED CTE or a LATERAL probe with its index named by its ORDER BY,
-// so the plan needs no statistics. Rows come in (priority, run_at, id)
-// order, each with the window's size; a key's jobs are run in id order.
+// A partition's window is its first $3[i] due jobs in (priority, run_at, id)
+// order (migration 0010): one probe of jobs_due per priority level (1 to
+// 4), each in (run_at, id) order and at most $3[i] long, merged. A level
+// without due jobs costs one index descent that finds nothing. Priority
+// picks the window; it never reorders a key's jobs, which run in id order
+// whatever their priorities.
+//
+// Its cost is bounded by the windows, the jobs held and the keys in the
+// windows, never by a key's backlog, a low-priority backlog or a future one.
+// Every step is a MATERIALIZED CTE or a LATERAL probe with its index named
+// by its ORDER BY, so the plan needs no statistics. Rows come in
+// (partition, priority, run_at, id) order, each with its partition's
+// window size (scanned) and, last, its partition.
 const queueFetch = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
+` + fetchAsked + `,
 w AS MATERIALIZED (
-    SELECT x.id, x.key, x.priority
-    FROM c CROSS JOIN unnest('{1,2,3,4}'::smallint[]) AS l(priority) CROSS JOIN LATERAL (
-        SELECT j.id, j.key, j.priority, j.run_at
-        FROM {{schema}}.jobs AS j
-        WHERE j.group_name = $1 AND j.partition = $2 AND j.priority = l.priority AND j.state = 'pending'
-          AND j.run_at <= c.now
-          AND j.id <> ALL($4::bigint[]) AND j.key <> ALL($5::text[]) AND j.kind <> ALL($6::text[])
-        ORDER BY j.run_at, j.id
-        LIMIT $3) AS x
-    ORDER BY x.priority, x.run_at, x.id
-    LIMIT $3),
-` + fetchKeys + `ORDER BY 14, 11, 1`
+    SELECT r.partition, x.id, x.key, x.priority, x.run_at
+    FROM r CROSS JOIN c CROSS JOIN LATERAL (
+        SELECT y.id, y.key, y.priority, y.run_at
+        FROM unnest('{1,2,3,4}'::smallint[]) AS l(priority) CROSS JOIN LATERAL (
+            SELECT j.id, j.key, j.priority, j.run_at
+            FROM {{schema}}.jobs AS j
+            WHERE j.group_name = $1 AND j.partition = r.partition AND j.priority = l.priority AND j.state = 'pending'
+              AND j.run_at <= c.now
+              AND j.id <> ALL(r.held) AND j.key <> ALL(r.skip) AND j.kind <> ALL($8::text[])
+            ORDER BY j.run_at, j.id
+            LIMIT r.n) AS y
+        ORDER BY y.priority, y.run_at, y.id
+        LIMIT r.n) AS x),
+` + fetchKeys + `ORDER BY 17, 14, 11, 1`
 
-// queueFetchPaused is queueFetch while kinds of the group are paused ($6
-// not empty); the pipeline runs queueFetch otherwise, so the common path's
-// statement and plan are untouched. kind is not in jobs_due: filtering the
-// paused kinds inside each level's probe (as queueFetch does) walks the
-// paused kinds' whole due backlog at every fetch. Here each level's probe
-// walks at most $7 rows of jobs_due, in (run_at, id) order, starting after
-// the level's resume position ($8[l], $9[l]; NULL: from the start), and
-// the paused kinds are filtered out of those rows only: the fetch's cost
-// is bounded by $7 per level, whatever the paused backlog.
+// fetchAsked is the part queueFetch and queueFetchPaused share before their
+// windows: the partitions asked for (r), each with its window's room (n),
+// its held ids and its skipped keys as arrays of their own.
+const fetchAsked = `h AS MATERIALIZED (
+    SELECT h.partition, array_agg(h.id) AS ids FROM unnest($4::bigint[], $5::int[]) AS h(id, partition) GROUP BY h.partition),
+s AS MATERIALIZED (
+    SELECT s.partition, array_agg(s.key) AS keys FROM unnest($6::text[], $7::int[]) AS s(key, partition) GROUP BY s.partition),
+r AS MATERIALIZED (
+    SELECT a.partition, a.n, coalesce(h.ids, '{}') AS held, coalesce(s.keys, '{}') AS skip
+    FROM unnest($2::int[], $3::int[]) AS a(partition, n)
+    LEFT JOIN h ON h.partition = a.partition LEFT JOIN s ON s.partition = a.partition)`
+
+// queueFetchPaused is queueFetch for one partition ($2 and $3 of one
+// element) while kinds of the group are paused ($8 not empty); the member
+// runs queueFetch otherwise, so the common path's statement and plan are
+// untouched. kind is not in jobs_due: filtering the paused kinds inside
+// each level's probe (as queueFetch does) walks the paused kinds' whole
+// due backlog at every fetch. Here each level's probe walks at most $9
+// rows of jobs_due, in (run_at, id) order, starting after the level's
+// resume position ($10[l], $11[l]; NULL: from the start), and the paused
+// kinds are filtered out of those rows only: the fetch's cost is bounded
+// by $9 per level, whatever the paused backlog.
 //
 // Besides queueFetch's rows, it returns a position row per level (kind
 // empty, wait_us NULL, priority the level): holds false, id and run_at the
@@ -147,22 +166,24 @@ w AS MATERIALIZED (
 // the window's jobs, as in queueFetch.
 const queueFetchPaused = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
+` + fetchAsked + `,
 v AS MATERIALIZED (
-    SELECT x.id, x.key, x.priority, x.run_at, x.free, x.pos
-    FROM c CROSS JOIN unnest('{1,2,3,4}'::smallint[], $8::timestamptz[], $9::bigint[]) AS l(priority, at, after) CROSS JOIN LATERAL (
-        SELECT j.id, j.key, j.priority, j.run_at, j.kind <> ALL($6::text[]) AS free,
+    SELECT r.partition, x.id, x.key, x.priority, x.run_at, x.free, x.pos
+    FROM r CROSS JOIN c CROSS JOIN unnest('{1,2,3,4}'::smallint[], $10::timestamptz[], $11::bigint[]) AS l(priority, at, after)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.key, j.priority, j.run_at, j.kind <> ALL($8::text[]) AS free,
                row_number() OVER (ORDER BY j.run_at, j.id) AS pos
         FROM {{schema}}.jobs AS j
-        WHERE j.group_name = $1 AND j.partition = $2 AND j.priority = l.priority AND j.state = 'pending'
+        WHERE j.group_name = $1 AND j.partition = r.partition AND j.priority = l.priority AND j.state = 'pending'
           AND j.run_at <= c.now
           AND (j.run_at, j.id) > (coalesce(l.at, '-infinity'::timestamptz), coalesce(l.after, 0))
-          AND j.id <> ALL($4::bigint[]) AND j.key <> ALL($5::text[])
+          AND j.id <> ALL(r.held) AND j.key <> ALL(r.skip)
         ORDER BY j.run_at, j.id
-        LIMIT $7) AS x),
+        LIMIT $9) AS x),
 w AS MATERIALIZED (
-    SELECT v.id, v.key, v.priority FROM v WHERE v.free
+    SELECT v.partition, v.id, v.key, v.priority, v.run_at FROM v WHERE v.free
     ORDER BY v.priority, v.run_at, v.id
-    LIMIT $3),
+    LIMIT (SELECT r.n FROM r LIMIT 1)),
 cut AS MATERIALIZED (
     SELECT v.priority, count(*) AS walked,
            min(v.pos) FILTER (WHERE v.free AND NOT EXISTS (SELECT FROM w WHERE w.id = v.id)) AS cut
@@ -170,47 +191,49 @@ cut AS MATERIALIZED (
 pos AS (
     SELECT v.id, v.run_at, v.priority, false AS exhausted
     FROM cut JOIN v ON v.priority = cut.priority
-    WHERE v.pos = coalesce(cut.cut - 1, cut.walked) AND (cut.cut IS NOT NULL OR cut.walked = $7)
+    WHERE v.pos = coalesce(cut.cut - 1, cut.walked) AND (cut.cut IS NOT NULL OR cut.walked = $9)
     UNION ALL
     SELECT 0, c.now, l.priority, true
     FROM c CROSS JOIN unnest('{1,2,3,4}'::smallint[]) AS l(priority) LEFT JOIN cut ON cut.priority = l.priority
-    WHERE cut.priority IS NULL OR cut.cut IS NULL AND cut.walked < $7),
+    WHERE cut.priority IS NULL OR cut.cut IS NULL AND cut.walked < $9),
 ` + fetchKeys + `UNION ALL
 SELECT pos.id, '', '', NULL, 0, 0, pos.run_at, pos.exhausted,
-       NULL, (SELECT count(*) FROM w), pos.run_at, NULL, NULL, pos.priority::smallint, true, NULL
-FROM pos
-ORDER BY 14, 11, 1`
+       NULL, (SELECT count(*) FROM w), pos.run_at, NULL, NULL, pos.priority::smallint, true, NULL, r.partition
+FROM pos CROSS JOIN r
+ORDER BY 17, 14, 11, 1`
 
 // fetchKeys is the part queueFetch and queueFetchPaused share, after their
-// window w: each key's probe (f), and the rows returned: the jobs that run
+// windows w: each key's probe (f), and the rows returned: the jobs that run
 // (by primary key) and, for each key whose next job is not due, that job
 // with how long until it is.
-const fetchKeys = `k AS MATERIALIZED (
-    SELECT w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.key),
+const fetchKeys = `n AS MATERIALIZED (
+    SELECT w.partition, count(*) AS scanned FROM w GROUP BY w.partition),
+k AS MATERIALIZED (
+    SELECT w.partition, w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.partition, w.key),
 f AS MATERIALIZED (
-    SELECT k.key, e.id, e.run_at, e.run_at <= c.now AND e.kind <> ALL($6::text[]) AS due,
-           bool_and(e.run_at <= c.now AND e.kind <> ALL($6::text[])) OVER (PARTITION BY k.key ORDER BY e.id) AS runs,
-           row_number() OVER (PARTITION BY k.key ORDER BY e.id) AS pos
-    FROM k CROSS JOIN c CROSS JOIN LATERAL (
+    SELECT k.partition, k.key, e.id, e.run_at, e.run_at <= c.now AND e.kind <> ALL($8::text[]) AS due,
+           bool_and(e.run_at <= c.now AND e.kind <> ALL($8::text[])) OVER (PARTITION BY k.partition, k.key ORDER BY e.id) AS runs,
+           row_number() OVER (PARTITION BY k.partition, k.key ORDER BY e.id) AS pos
+    FROM k JOIN r ON r.partition = k.partition CROSS JOIN c CROSS JOIN LATERAL (
         SELECT e.id, e.run_at, e.kind FROM {{schema}}.jobs AS e
-        WHERE e.group_name = $1 AND e.partition = $2 AND e.key = k.key AND e.key <> ''
-          AND e.state = 'pending' AND e.id <> ALL($4::bigint[]) AND (e.holds OR e.run_at <= c.now)
+        WHERE e.group_name = $1 AND e.partition = k.partition AND e.key = k.key AND e.key <> ''
+          AND e.state = 'pending' AND e.id <> ALL(r.held) AND (e.holds OR e.run_at <= c.now)
         ORDER BY e.id
         LIMIT k.n) AS e),
 ok AS (
-    SELECT f.id FROM f WHERE f.runs
+    SELECT f.partition, f.id FROM f WHERE f.runs
     UNION ALL
-    SELECT w.id FROM w WHERE w.key = '')
+    SELECT w.partition, w.id FROM w WHERE w.key = '')
 SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.holds,
-       NULL::bigint AS wait_us, (SELECT count(*) FROM w) AS scanned, j.run_at, j.batch_id, j.batch_item,
-       j.priority, j.max_attempts_set, j.trace
-FROM ok CROSS JOIN LATERAL (
+       NULL::bigint AS wait_us, n.scanned, j.run_at, j.batch_id, j.batch_item,
+       j.priority, j.max_attempts_set, j.trace, ok.partition
+FROM ok JOIN n ON n.partition = ok.partition CROSS JOIN LATERAL (
     SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j -- LIMIT: a primary-key probe per row, never a join over the table
 UNION ALL
 SELECT f.id, f.key, '', NULL, 0, 0, f.run_at, false,
-       greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), (SELECT count(*) FROM w), f.run_at,
-       NULL, NULL, 32767::smallint, true, NULL
-FROM f CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
+       greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), n.scanned, f.run_at,
+       NULL, NULL, 32767::smallint, true, NULL, f.partition
+FROM f JOIN n ON n.partition = f.partition CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
 `
 
 // queueFetchBefore12 is the fetch the pipeline replaced (issue 12), kept as the
@@ -266,7 +289,9 @@ WHERE group_name = $1 AND partition = $2 AND token = $3`
 // counted). An error is appended to the job's errors unless it repeats the
 // last one with no attempt spent since (a job whose kind has no handler,
 // looked at again); a recovered run's failure spends 0 here, its attempt
-// having been spent before it, and is appended.
+// having been spent before it, and is appended. Each outcome carries the
+// token of the grant it was run under ($6[i], recorded as finished_token)
+// and that grant's lease ($7[i], which the fenced forms check).
 //
 // The jobs are found by primary key. Their state is tested in a form
 // (coalesce) from which the planner cannot prove state = 'pending', so that
@@ -289,33 +314,36 @@ SET state          = o.state,
     run_at         = CASE WHEN o.delay IS NULL THEN j.run_at
                      ELSE clock_timestamp() + o.delay * interval '1 microsecond' END,
     finished_at    = CASE WHEN o.state = 'pending' THEN NULL ELSE clock_timestamp() END,
-    finished_token = CASE WHEN o.state = 'pending' THEN NULL ELSE $6::bigint END,
+    finished_token = CASE WHEN o.state = 'pending' THEN NULL ELSE o.token END,
     errors         = CASE WHEN o.error IS NULL THEN j.errors
                           WHEN o.spent = 0 AND j.errors->-1->>'error' = o.error
                                AND j.errors->-1->'attempt' = to_jsonb(j.attempt) THEN j.errors
                      ELSE j.errors || jsonb_build_array(jsonb_build_object(
                           'attempt', j.attempt + o.spent, 'at', clock_timestamp(), 'error', o.error)) END,
     holds          = coalesce(o.holds, j.holds)
-FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[], `
+FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::text[], $6::bigint[], $7::text[], `
 
-const queueCompleteWhere = `) AS o(id, state, spent, delay, error, holds)
+const queueCompleteWhere = `) AS o(id, state, spent, delay, error, token, lease, holds)
 WHERE j.id = o.id AND coalesce(j.state = 'pending', false)`
 
 // queueComplete records the outcomes of jobs in one statement, without a fence:
-// the benchmarks' raw-SQL limit runs it. (The queue runs queueCompleteFenced.)
-// It changes no job's holds.
+// the benchmarks' raw-SQL limit runs it ($7 may be NULL). (The queue runs
+// queueCompleteFenced.) It changes no job's holds.
 const queueComplete = queueCompleteSet + `NULL::bool[]` + queueCompleteWhere
 
-// queueCompleteFenced is queueComplete, fenced, as one statement: it locks the
-// partition's lease row $7 FOR SHARE (so no takeover or renewal can commit
-// before this statement's transaction does), waiting at most $8
-// milliseconds for the lock, and changes the jobs only if the lease carries
-// token $6 and is unexpired. On its own it is its own transaction: one
-// round trip instead of BEGIN, check, complete, COMMIT; in a transactional
-// handler's transaction, the lock is held until that commits. It returns
-// the lease's token and liveness (no row: no such lease), how many jobs
-// changed, and NULL (see queueCompleteItems). $9 are the new holds (see
-// queueCompleteSet).
+// queueCompleteFenced is queueComplete, fenced, as one statement, for the
+// outcomes of any number of grants (a member's partitions): it locks the
+// leases named in $7 FOR SHARE, in name order (so no takeover or renewal
+// of them can commit before this statement's transaction does), waiting at
+// most $8 milliseconds for each lock, and changes each job only if its
+// grant's lease ($7[i]) carries its grant's token ($6[i]) and is unexpired:
+// a partition that lost its lease voids its own outcomes only. On its own
+// it is its own transaction: one round trip instead of BEGIN, check,
+// complete, COMMIT; in a transactional handler's transaction, the locks
+// are held until that commits. It returns one row per lease found, with
+// its name, token and liveness (a lease with no row does not exist), how
+// many jobs changed in all, and NULL (see queueCompleteItems). $9 are the
+// new holds (see queueCompleteSet).
 //
 // It changes no batch item (batch_item IS NULL): those take
 // queueCompleteItems, which counts them. Were an item's outcome ever
@@ -325,9 +353,9 @@ const queueCompleteFenced = `
 WITH l AS MATERIALIZED (` + queueFenceLock + `),
 changed AS (` + queueCompleteJobs + `
       AND j.batch_item IS NULL
-      AND EXISTS (SELECT FROM l WHERE l.token = $6::bigint AND l.live)
+      AND EXISTS (SELECT FROM l WHERE l.name = o.lease AND l.token = o.token AND l.live)
     RETURNING 1)
-SELECT l.token, l.live, (SELECT count(*) FROM changed), NULL::bigint[] FROM l`
+SELECT l.name, l.token, l.live, (SELECT count(*) FROM changed), NULL::bigint[] FROM l`
 
 // queueCompleteItems is queueCompleteFenced for outcomes among which are
 // batch items: it also counts the items it finishes in batch_counts (see
@@ -337,24 +365,45 @@ SELECT l.token, l.live, (SELECT count(*) FROM changed), NULL::bigint[] FROM l`
 const queueCompleteItems = `
 WITH l AS MATERIALIZED (` + queueFenceLock + `),
 changed AS (` + queueCompleteJobs + `
-      AND EXISTS (SELECT FROM l WHERE l.token = $6::bigint AND l.live)
+      AND EXISTS (SELECT FROM l WHERE l.name = o.lease AND l.token = o.token AND l.live)
     RETURNING j.batch_id, j.partition, j.state, 'pending'::text AS was, j.batch_item IS NOT NULL AS item),
 counted AS (` + batchCount + `),
 drained AS (` + batchDrained + `)
-SELECT l.token, l.live, (SELECT count(*) FROM changed), (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained)
+SELECT l.name, l.token, l.live, (SELECT count(*) FROM changed),
+       (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained)
 FROM l`
 
 // queueFenceLock is the fence of queueCompleteFenced and queueCompleteItems:
-// the lease row $7, locked FOR SHARE within lock_timeout $8.
+// the lease rows named in $7, locked FOR SHARE in name order within
+// lock_timeout $8.
 const queueFenceLock = `
-    SELECT l.token, l.expires_at > clock_timestamp() AS live
+    SELECT l.name, l.token, l.expires_at > clock_timestamp() AS live
     FROM (SELECT set_config('lock_timeout', $8, true)) AS settings, {{schema}}.leases AS l
-    WHERE l.name = $7
+    WHERE l.name = ANY($7::text[])
+    ORDER BY l.name
     FOR SHARE OF l`
 
-// queueRetain deletes at most $4 jobs of partition $2 of group $1 that
-// finished more than $3 microseconds ago, oldest first, and returns how
-// many it deleted: the owner deletes in such chunks until one comes back
+// queuePoll finds, among the partitions $2 of group $1 that a member owns,
+// those with a job due now: one statement per PollInterval for all of
+// them, instead of a fetch per partition. Each partition costs one index
+// descent of jobs_due per priority level (a level without due jobs finds
+// nothing at once), whatever its backlog of future jobs.
+const queuePoll = `
+SELECT p.partition
+FROM unnest($2::int[]) AS p(partition)
+WHERE EXISTS (
+    SELECT FROM unnest('{1,2,3,4}'::smallint[]) AS l(priority) CROSS JOIN LATERAL (
+        SELECT 1 FROM {{schema}}.jobs AS j
+        WHERE j.group_name = $1 AND j.partition = p.partition AND j.priority = l.priority AND j.state = 'pending'
+          AND j.run_at <= clock_timestamp()
+        ORDER BY j.run_at
+        LIMIT 1) AS x)
+ORDER BY p.partition`
+
+// queueRetain deletes at most $4 jobs of partitions $2 of group $1 that
+// finished more than $3 microseconds ago, oldest first in each partition,
+// and returns how many it deleted: the member deletes in such chunks until
+// one comes back
 // short, so that no statement holds many row locks or writes much WAL at
 // once. Batch items are left to queueRetainItems (jobs_finished leaves
 // them out). The chunk is picked through jobs_finished and deleted by primary
@@ -363,18 +412,24 @@ const queueFenceLock = `
 // compared with a volatile clock_timestamp() directly, finished_at could
 // not bound the index scan, which then read every finished job of the
 // partition (their heap rows included) on every round to find the old ones.
+// Each partition is probed on its own (LATERAL, in finished_at order
+// through jobs_finished), so that the scan reads old jobs only and stops
+// at the chunk's size: one index descent per partition with none.
 const queueRetain = `
 DELETE FROM {{schema}}.jobs
 WHERE id = ANY(ARRAY(
-        SELECT f.id FROM {{schema}}.jobs AS f
-        WHERE f.group_name = $1 AND f.partition = $2 AND f.state <> 'pending'
-          AND f.finished_at < (SELECT clock_timestamp() - $3 * interval '1 microsecond') AND f.batch_item IS NULL
-        ORDER BY f.finished_at
+        SELECT f.id
+        FROM unnest($2::int[]) AS p(partition) CROSS JOIN LATERAL (
+            SELECT f.id FROM {{schema}}.jobs AS f
+            WHERE f.group_name = $1 AND f.partition = p.partition AND f.state <> 'pending'
+              AND f.finished_at < (SELECT clock_timestamp() - $3 * interval '1 microsecond') AND f.batch_item IS NULL
+            ORDER BY f.finished_at
+            LIMIT $4) AS f
         LIMIT $4))
   AND state <> 'pending' AND finished_at < clock_timestamp() - $3 * interval '1 microsecond'`
 
 // queueRetainItems deletes, as queueRetain, at most $4 finished items of
-// partition $2 of the batches of group $1 that finished more than $3
+// partitions $2 of the batches of group $1 that finished more than $3
 // microseconds ago. Until its batch finished, an item is kept however old:
 // a producer submitting the batch again must find it (its item key is what
 // makes the second add a no-op). Each finished batch costs a probe of
@@ -386,7 +441,7 @@ WHERE id = ANY(ARRAY(
         FROM {{schema}}.batches AS b
         CROSS JOIN LATERAL (
             SELECT f.id FROM {{schema}}.jobs AS f
-            WHERE f.batch_id = b.id AND f.partition = $2 AND f.state <> 'pending' AND f.batch_item IS NOT NULL
+            WHERE f.batch_id = b.id AND f.partition = ANY($2::int[]) AND f.state <> 'pending' AND f.batch_item IS NOT NULL
             LIMIT $4) AS f
         WHERE b.group_name = $1 AND b.finished_at < clock_timestamp() - $3 * interval '1 microsecond'
         LIMIT $4))

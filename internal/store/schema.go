@@ -84,7 +84,7 @@ func For(schema string) (*Statements, error) {
 			CreateGroup: r(queueCreateGroup), Groups: r(queueGroups), Enqueue: r(queueEnqueue), EnqueuePlain: r(queueEnqueuePlain),
 			Fetch: r(queueFetch), FetchPaused: r(queueFetchPaused), FetchBefore12: r(queueFetchBefore12), OpenRun: r(queueOpenRun),
 			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced), CompleteItems: r(queueCompleteItems),
-			Retain: r(queueRetain), RetainItems: r(queueRetainItems), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
+			Retain: r(queueRetain), Poll: r(queuePoll), RetainItems: r(queueRetainItems), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits), ReleaseUnique: r(queueReleaseUnique),
 			ByKind: r(queueByKind), PendingKinds: r(queuePendingKinds), Trace: r(queueTrace),
 			Channel: QueueChannel(schema),
@@ -154,6 +154,8 @@ type PartitionSQL struct {
 type QueueSQL struct {
 	CreateGroup, Groups, Enqueue, EnqueuePlain, Fetch, FetchPaused, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
 	Retry, Stats, Cancel, List, Waits, ReleaseUnique string
+	// Poll finds which of a member's partitions have due jobs.
+	Poll string
 	// CompleteItems is CompleteFenced for outcomes of batch items;
 	// RetainItems is Retain for the items of finished batches.
 	CompleteItems, RetainItems string

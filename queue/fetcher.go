@@ -1,0 +1,134 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// The fetcher reads the due jobs of all the member's partitions that ask
+// for them, in one statement per group (queueFetch), instead of one per
+// partition. A partition's pipeline asks and waits for its answer; the
+// asks that come while a statement runs are read together by the next one.
+// So a member whose partitions are woken together (a poll that found due
+// jobs in many of them, a burst of enqueues, a start) fetches with a few
+// statements, and one partition woken alone waits for no other.
+//
+// One goroutine runs while asks wait, and returns when none does: an idle
+// member has no fetcher goroutine.
+
+// maxFetchPartitions bounds the partitions one fetch statement reads: the
+// rest wait for the next one.
+const maxFetchPartitions = 64
+
+// fetchTimeout bounds one fetch statement; a pipeline that stops waiting
+// for its answer earlier (its grant ended) just drops it.
+const fetchTimeout = 30 * time.Second
+
+// fetchAsk is one partition's ask: up to n due jobs, leaving out the held
+// ids and the skipped keys.
+type fetchAsk struct {
+	group string
+	part  int
+	n     int
+	held  []int64
+	skip  []string
+}
+
+// asked is an ask waiting for its answer.
+type asked struct {
+	fetchAsk
+	res  fetchResult
+	err  error
+	done chan struct{} // closed once res and err are set
+}
+
+type fetcher struct {
+	p *Processor
+
+	mu      sync.Mutex
+	asks    []*asked
+	running bool // the loop's goroutine runs
+}
+
+// fetch asks for a's jobs and waits for them, or for ctx's end.
+func (fr *fetcher) fetch(ctx context.Context, a fetchAsk) (fetchResult, error) {
+	w := &asked{fetchAsk: a, done: make(chan struct{})}
+	fr.mu.Lock()
+	fr.asks = append(fr.asks, w)
+	if !fr.running {
+		fr.running = true
+		go fr.loop()
+	}
+	fr.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.res, w.err
+	case <-ctx.Done():
+		return fetchResult{}, ctx.Err()
+	}
+}
+
+// loop reads the asks, a statement per group and at most
+// maxFetchPartitions at a time, until none is left.
+func (fr *fetcher) loop() {
+	for {
+		fr.mu.Lock()
+		if len(fr.asks) == 0 {
+			fr.running = false
+			fr.mu.Unlock()
+			return
+		}
+		group := fr.asks[0].group
+		var take []*asked
+		rest := fr.asks[:0]
+		for _, a := range fr.asks {
+			if a.group == group && len(take) < maxFetchPartitions && !asking(take, a.part) {
+				take = append(take, a)
+			} else {
+				rest = append(rest, a)
+			}
+		}
+		fr.asks = rest
+		fr.mu.Unlock()
+		fr.read(group, take)
+	}
+}
+
+// asking reports whether as has an ask of partition part (two grants of
+// one partition, the old one ending as the new one starts, are read by
+// two statements: each partition's rows go to one ask).
+func asking(as []*asked, part int) bool {
+	for _, a := range as {
+		if a.part == part {
+			return true
+		}
+	}
+	return false
+}
+
+// read runs one statement for the asks as, all of group, and answers them.
+func (fr *fetcher) read(group string, as []*asked) {
+	p := fr.p
+	var args fetchArgs
+	byPart := make(map[int]*asked, len(as))
+	for _, a := range as {
+		args.add(a.fetchAsk)
+		byPart[a.part] = a
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+	defer cancel()
+	err := p.readFetch(ctx, p.q.Fetch, []any{group, args.parts, args.n, args.held, args.heldIn, args.skip, args.skipIn, []string{}},
+		nil, func(part int) *fetchResult {
+			if a := byPart[part]; a != nil {
+				return &a.res
+			}
+			return nil
+		})
+	for _, a := range as {
+		if err != nil {
+			a.res, a.err = fetchResult{}, err
+		}
+		close(a.done)
+	}
+}
