@@ -163,6 +163,8 @@ func TestHandlerRawCommitFailsTheRun(t *testing.T) {
 			}
 			var applied int
 			pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&applied))
+			// A run's event is reported just after its outcome's commit.
+			waitUntil(t, "two events", func() bool { mu.Lock(); defer mu.Unlock(); return len(evs) >= 2 })
 			mu.Lock()
 			defer mu.Unlock()
 			if applied != 2 || len(evs) != 2 {

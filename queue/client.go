@@ -31,10 +31,12 @@ type Config struct {
 	// MaxAttempts is the attempt limit of jobs that set none. Defaults to 25.
 	MaxAttempts int
 	// NotifyWindow coalesces the notifications that wake idle partition
-	// owners: Enqueue and EnqueueMany notify a partition at most once per
-	// window, and an enqueue whose notification is coalesced is notified
-	// at the end of the window, after it has committed. (EnqueueTx in your
-	// own transaction always notifies at its commit.) Defaults to 5ms;
+	// owners: Enqueue and EnqueueMany notify a group's partitions in their
+	// statements at most once per window, and an enqueue whose
+	// notification is coalesced is notified at the end of the window (one
+	// statement for all the partitions pending by then), after it has
+	// committed. (EnqueueTx in your
+	// own transaction always notifies at its commit.) Defaults to 10ms;
 	// negative means every enqueue notifies in its own statement.
 	NotifyWindow time.Duration
 	// SubmitChunk is how many items SubmitItems adds per transaction.
@@ -97,7 +99,7 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 		cfg.SubmitChunk = 1000
 	}
 	if cfg.NotifyWindow == 0 {
-		cfg.NotifyWindow = 5 * time.Millisecond
+		cfg.NotifyWindow = 10 * time.Millisecond
 	}
 	st, err := store.For(db.Schema())
 	if err != nil {

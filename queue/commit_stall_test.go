@@ -117,6 +117,8 @@ func TestStallAtCommitIsNotChargedToTheHandler(t *testing.T) {
 	pgtest.Must(t, err)
 	var applied int
 	pgtest.Must(t, direct.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&applied))
+	// The completion's event is reported just after its commit.
+	waitUntil(t, "two events", func() bool { mu.Lock(); defer mu.Unlock(); return len(evs) >= 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if info.State != "completed" || info.Attempt != 1 || len(info.Errors) != 0 || applied != 1 {

@@ -109,10 +109,8 @@ func (fa *fetchArgs) add(a fetchAsk) {
 // takes the walk positions of queueFetchPaused (nil for queueFetch).
 func (p *Processor) readFetch(ctx context.Context, stmt string, args []any, pos *walkPos, into func(part int) *fetchResult) error {
 	b := &pgx.Batch{}
-	b.Queue("BEGIN READ ONLY")
-	b.Queue("SET LOCAL jit = off")
-	q := b.Queue(stmt, args...)
-	b.Queue("COMMIT")
+	var q *pgx.QueuedQuery
+	withoutJIT(b, true, func() { q = b.Queue(stmt, args...) })
 	// Every column a job row has is NOT NULL in the other rows too (kind ''
 	// for a key's wait or a level's walk position), so that it is scanned
 	// into a value, not a pointer allocated for each row; wait is set only
@@ -169,4 +167,24 @@ func (p *Processor) readFetch(ctx context.Context, stmt string, args []any, pos 
 		return err
 	})
 	return p.pool.SendBatch(ctx, b).Close()
+}
+
+// withoutJIT queues, in b, what queue queues between a BEGIN (READ ONLY
+// when readOnly), SET LOCAL jit = off and a COMMIT: one transaction
+// without JIT, sent in the batch's one round trip. The member's
+// statements that probe many partitions (a fetch, the poll, retention)
+// run so: statistics that no longer fit the table (a drained backlog, a
+// table truncated and refilled) can put their estimates past
+// jit_above_cost, and compiling the plan then costs more than running it
+// (770 ms a fetch instead of 3.6 ms, measured; polls of 256 partitions at
+// about a second each, saturating the server, in bench fleet).
+func withoutJIT(b *pgx.Batch, readOnly bool, queue func()) {
+	if readOnly {
+		b.Queue("BEGIN READ ONLY")
+	} else {
+		b.Queue("BEGIN")
+	}
+	b.Queue("SET LOCAL jit = off")
+	queue()
+	b.Queue("COMMIT")
 }

@@ -12,7 +12,14 @@ import (
 // asks that come while a statement runs are read together by the next one.
 // So a member whose partitions are woken together (a poll that found due
 // jobs in many of them, a burst of enqueues, a start) fetches with a few
-// statements, and one partition woken alone waits for no other.
+// statements.
+//
+// Under a steady trickle, wakes come one at a time, each for a job or two:
+// a statement per wake would cost a statement per job. So after a fetch
+// that found its partitions caught up (no ask filled), the next statement
+// waits until FetchCooldown has passed since it, and reads every ask that
+// came meanwhile; after a fetch that filled an ask (a backlog), the next
+// one runs at once, and so does a fetch after a quiet spell.
 //
 // One goroutine runs while asks wait, and returns when none does: an idle
 // member has no fetcher goroutine.
@@ -49,6 +56,9 @@ type fetcher struct {
 	mu      sync.Mutex
 	asks    []*asked
 	running bool // the loop's goroutine runs
+	// calm is when the next statement may run after a fetch that found
+	// its partitions caught up (zero: at once).
+	calm time.Time
 }
 
 // fetch asks for a's jobs and waits for them, or for ctx's end.
@@ -78,6 +88,11 @@ func (fr *fetcher) loop() {
 			fr.running = false
 			fr.mu.Unlock()
 			return
+		}
+		if wait := time.Until(fr.calm); wait > 0 {
+			fr.mu.Unlock()
+			time.Sleep(wait) // more asks join this statement meanwhile
+			fr.mu.Lock()
 		}
 		group := fr.asks[0].group
 		var take []*asked
@@ -125,10 +140,18 @@ func (fr *fetcher) read(group string, as []*asked) {
 			}
 			return nil
 		})
+	caughtUp := true
 	for _, a := range as {
 		if err != nil {
 			a.res, a.err = fetchResult{}, err
 		}
+		caughtUp = caughtUp && a.res.scanned < a.n
 		close(a.done)
 	}
+	fr.mu.Lock()
+	fr.calm = time.Time{}
+	if caughtUp && err == nil {
+		fr.calm = time.Now().Add(p.cfg.FetchCooldown)
+	}
+	fr.mu.Unlock()
 }

@@ -146,6 +146,7 @@ type pauses struct {
 	gen   atomic.Uint64                      // bumped at every change of state
 	skips atomic.Int64                       // fetches left out because a group was paused (for tests)
 	polls atomic.Int64                       // polls done (for tests)
+	read  atomic.Int64                       // when the pauses were last read (UnixNano)
 
 	// refreshing serializes the reads: a read takes the watched groups
 	// under it, so that a read of fewer groups never publishes after one
@@ -276,8 +277,9 @@ func (ps *pauses) wake() {
 	}
 }
 
-// poll reads the pauses every PauseInterval, and when kicked, until ctx
-// ends.
+// poll reads the pauses when kicked, and when PauseInterval passed since
+// the last read (the member's poll reads them every PollInterval), until
+// ctx ends.
 func (ps *pauses) poll(ctx context.Context, kick <-chan struct{}) {
 	t := time.NewTimer(ps.p.cfg.PauseInterval)
 	defer t.Stop()
@@ -293,6 +295,12 @@ func (ps *pauses) poll(ctx context.Context, kick <-chan struct{}) {
 				}
 			}
 		case <-t.C:
+			// The member's poll reads the pauses too (see poll.go): read
+			// them here only when no read came within PauseInterval.
+			if since := time.Since(time.Unix(0, ps.read.Load())); since < ps.p.cfg.PauseInterval {
+				t.Reset(ps.p.cfg.PauseInterval - since)
+				continue
+			}
 		}
 		if err := ps.refresh(ctx); err != nil && ctx.Err() == nil {
 			ps.p.fails.Fail("pauses", "queue: cannot read pauses; the last ones read stay in force", "err", err)
@@ -313,6 +321,20 @@ func (ps *pauses) refresh(ctx context.Context) error {
 // load is refresh, unless loaded (if not nil) is closed once the lock is
 // taken: another read loaded the pauses meanwhile.
 func (ps *pauses) load(ctx context.Context, loaded <-chan struct{}) error {
+	return ps.loadWith(ctx, loaded, func(groups []string) (pgx.Rows, func() error, error) {
+		rows, err := ps.p.pool.Query(ctx, ps.p.pz.Kinds, groups)
+		return rows, func() error { return nil }, err
+	})
+}
+
+// pauseReader runs the read of the pauses of groups (store's pauseKinds)
+// and returns its rows, and done, which ends the round trip it belongs to
+// once the rows are read (the member's poll sends the read together with
+// its own statements).
+type pauseReader func(groups []string) (rows pgx.Rows, done func() error, err error)
+
+// loadWith is load, reading the pauses with read.
+func (ps *pauses) loadWith(ctx context.Context, loaded <-chan struct{}, read pauseReader) error {
 	ps.hook("lock", nil)
 	ps.refreshing.Lock()
 	defer ps.refreshing.Unlock()
@@ -330,7 +352,7 @@ func (ps *pauses) load(ctx context.Context, loaded <-chan struct{}) error {
 	}
 	ps.mu.Unlock()
 	ps.hook("read", groups)
-	rows, err := ps.p.pool.Query(ctx, ps.p.pz.Kinds, groups)
+	rows, done, err := read(groups)
 	if err != nil {
 		return err
 	}
@@ -349,10 +371,11 @@ func (ps *pauses) load(ctx context.Context, loaded <-chan struct{}) error {
 		}
 		return nil
 	})
-	if err != nil {
+	if err := errors.Join(err, done()); err != nil {
 		return err
 	}
 	ps.polls.Add(1)
+	ps.read.Store(time.Now().UnixNano())
 	for _, s := range next {
 		slices.Sort(s.kinds)
 	}

@@ -42,8 +42,18 @@ type ProcessorConfig struct {
 	// fenced statement records them all (see docs/queue.md); BatchSize
 	// outcomes are recorded at once. While a completion statement runs, the
 	// outcomes that come meanwhile wait for it, and are recorded together
-	// after it. Defaults to 1ms.
+	// after it. Defaults to 10ms (see docs/queue.md: under a trickle, 1ms
+	// recorded nearly every outcome alone).
 	CompleteInterval time.Duration
+	// FetchCooldown is how long the member waits, after a fetch that found
+	// its partitions caught up (every partition got fewer due jobs than it
+	// had room for), before its next fetch statement: the partitions woken
+	// meanwhile are read together by it (see docs/queue.md). A fetch after
+	// one that found a backlog runs at once. Under a steady trickle of
+	// jobs it trades at most this much latency for a fetch statement per
+	// several jobs instead of one per job. Defaults to 10ms; negative means
+	// no wait.
+	FetchCooldown time.Duration
 	// PollInterval is how often the member polls for due jobs that no
 	// notification announced (scheduled or retried jobs that came due,
 	// notifications lost; see Listen): one statement per interval for all
@@ -195,8 +205,9 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 		cfg.PartitionConcurrency = cfg.Concurrency
 	}
 	defInt(&cfg.Window, 2*max(cfg.BatchSize, cfg.PartitionConcurrency))
-	def(&cfg.CompleteInterval, time.Millisecond)
+	def(&cfg.CompleteInterval, 10*time.Millisecond)
 	def(&cfg.PollInterval, 500*time.Millisecond)
+	def(&cfg.FetchCooldown, 10*time.Millisecond)
 	def(&cfg.JobTimeout, time.Minute)
 	def(&cfg.StopGrace, 5*time.Second)
 	def(&cfg.MinRetry, time.Second)

@@ -3,6 +3,9 @@ package queue
 import (
 	"context"
 	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // RetainChunk is the most finished jobs one retention statement deletes:
@@ -40,8 +43,15 @@ func (p *Processor) retain(ctx context.Context) bool {
 func (p *Processor) retainWith(ctx context.Context, group string, parts []int32, stmt string, budget *int) bool {
 	for ctx.Err() == nil && *budget > 0 {
 		*budget--
-		tag, err := p.pool.Exec(ctx, stmt, group, parts, p.cfg.Retention.Microseconds(), RetainChunk)
-		if err != nil {
+		var tag pgconn.CommandTag
+		b := &pgx.Batch{}
+		withoutJIT(b, false, func() {
+			b.Queue(stmt, group, parts, p.cfg.Retention.Microseconds(), RetainChunk).Exec(func(t pgconn.CommandTag) error {
+				tag = t
+				return nil
+			})
+		})
+		if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 			if ctx.Err() == nil {
 				p.fails.Fail("retain", "queue: deleting old finished jobs failed", "group", group, "err", err)
 			}

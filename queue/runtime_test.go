@@ -247,6 +247,9 @@ func TestJobTimeoutIsAFailedAttempt(t *testing.T) {
 		!strings.Contains(errorsText(info.Errors), "job timed out after 100ms") {
 		t.Fatalf("job %+v; want completed on attempt 2 after one timeout", info)
 	}
+	// The completion's event is reported once its commit's answer reaches
+	// the pipeline, just after the job is seen completed.
+	waitUntil(t, "two events", func() bool { mu.Lock(); defer mu.Unlock(); return len(events) >= 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(events) != 2 || events[0].Outcome != queue.OutcomeRetried || !errors.Is(events[0].Err, queue.ErrJobTimeout) ||
