@@ -144,6 +144,9 @@ type stmt struct {
 	slot  *slot
 	start time.Time
 	ids   []int64 // complete statements: the jobs given
+	// parts are, for a complete statement of several partitions (the
+	// member's completer), the jobs given of each slot; nil otherwise.
+	parts map[*slot][]int64
 }
 
 type stmtKey struct{}
@@ -199,6 +202,10 @@ func (t *jobTracer) slotOf(ctx context.Context, b *burn, args []any, pi, li int)
 			p = v
 		case int32:
 			p = int(v)
+		case []int32: // the fetch of one partition
+			if len(v) == 1 {
+				p = int(v[0])
+			}
 		case int64:
 			p = int(v)
 		}
@@ -226,15 +233,32 @@ func (t *jobTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.T
 	switch data.SQL {
 	case t.fetch:
 		st.kind, st.start = stmtFetch, time.Now()
-		st.slot = t.slotOf(ctx, b, data.Args, 1, -1) // $1 group, $2 partition
+		st.slot = t.slotOf(ctx, b, data.Args, 1, -1) // $1 group, $2 partitions
 	case t.complete, t.completeFenced:
-		// $1 the jobs' ids; the fenced statement's $7 is the lease name.
-		st.kind, st.slot = stmtComplete, t.slotOf(ctx, b, data.Args, -1, 6)
+		// $1 the jobs' ids; $7 the lease name of each (the fenced
+		// statement's; the raw loop's statement names its slot in ctx).
+		st.kind = stmtComplete
 		if data.SQL == t.completeFenced {
 			st.kind = stmtCompleteFenced
 		}
 		if len(data.Args) > 0 {
 			st.ids, _ = data.Args[0].([]int64)
+		}
+		st.slot = t.slotOf(ctx, b, data.Args, -1, -1)
+		if st.slot == nil && len(data.Args) > 6 {
+			leases, _ := data.Args[6].([]string)
+			for i, name := range leases {
+				if s := t.slotOfLease(b, name); s != nil && i < len(st.ids) {
+					if st.parts == nil {
+						st.parts = map[*slot][]int64{}
+					}
+					st.parts[s] = append(st.parts[s], st.ids[i])
+				}
+			}
+			for s := range st.parts {
+				st.slot = s // any: a transaction's statements are of one grant
+				break
+			}
 		}
 	case "commit":
 		st.kind = stmtCommit
@@ -270,6 +294,12 @@ func (t *jobTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.
 			n = data.CommandTag.RowsAffected()
 		}
 		if conn.PgConn().TxStatus() == 'I' { // the statement was its own transaction
+			if st.parts != nil {
+				for s, ids := range st.parts {
+					s.credit(int64(len(ids)), ids)
+				}
+				return
+			}
 			st.slot.credit(n, st.ids)
 			return
 		}
@@ -329,3 +359,49 @@ func (s *slot) credit(n int64, ids []int64) {
 	b.completed(ids, now)
 	b.finish(n, now)
 }
+
+// slotOfLease returns the slot of the partition whose lease is name, nil
+// if none.
+func (t *jobTracer) slotOfLease(b *burn, name string) *slot {
+	if p, ok := t.leases[name]; ok && p < len(b.slots) {
+		return b.slots[p]
+	}
+	return nil
+}
+
+// batchStart is the start of a traced batch, carried by its context.
+type batchStart struct{ at time.Time }
+
+// TraceBatchStart notes when a batch (the member's pipelined fetch) was
+// sent.
+func (t *jobTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return context.WithValue(ctx, batchStart{}, time.Now())
+}
+
+// TraceBatchQuery notes a pipelined fetch's rows. The member's fetch reads
+// several partitions ($2) at once, and a tracer sees only its row count:
+// the rows are shared evenly among its partitions (each gets at least one
+// while any are left), so a job's latency is counted from the start of a
+// fetch of its partition that returned rows.
+func (t *jobTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	b := t.cur.Load()
+	if b == nil || data.SQL != t.fetch || data.Err != nil || len(data.Args) < 2 {
+		return
+	}
+	start, _ := ctx.Value(batchStart{}).(time.Time)
+	parts, _ := data.Args[1].([]int32)
+	rows := data.CommandTag.RowsAffected()
+	for i, p := range parts {
+		if int(p) < 0 || int(p) >= len(b.slots) {
+			continue
+		}
+		share := rows / int64(len(parts))
+		if int64(i) < rows%int64(len(parts)) {
+			share++
+		}
+		b.slots[p].fetched(start, share)
+	}
+}
+
+// TraceBatchEnd does nothing: the batch's queries were noted one by one.
+func (t *jobTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
