@@ -73,7 +73,6 @@ func (p *Processor) fetchFrom(ctx context.Context, o partition.Ownership, n int,
 	a := fetchAsk{group: o.Group, part: o.Partition, n: n, held: inFlight, skip: skip}
 	var args fetchArgs
 	args.add(a)
-	res = fetchResult{}
 	err = p.readFetch(ctx, p.q.FetchPaused, []any{o.Group, args.parts, args.n, args.held, args.heldIn, args.skip, args.skipIn,
 		ps.kinds, pausedWalk * n, pos.at[:], pos.id[:]}, pos, func(int) *fetchResult { return &res })
 	return res, err
