@@ -47,7 +47,8 @@ type asked struct {
 	fetchAsk
 	res  fetchResult
 	err  error
-	done chan struct{} // closed once res and err are set
+	done chan struct{}   // closed once res and err are set
+	gone <-chan struct{} // closed when the asker stopped waiting (its ctx ended)
 }
 
 type fetcher struct {
@@ -63,7 +64,7 @@ type fetcher struct {
 
 // fetch asks for a's jobs and waits for them, or for ctx's end.
 func (fr *fetcher) fetch(ctx context.Context, a fetchAsk) (fetchResult, error) {
-	w := &asked{fetchAsk: a, done: make(chan struct{})}
+	w := &asked{fetchAsk: a, done: make(chan struct{}), gone: ctx.Done()}
 	fr.mu.Lock()
 	fr.asks = append(fr.asks, w)
 	if !fr.running {
@@ -98,6 +99,12 @@ func (fr *fetcher) loop() {
 		var take []*asked
 		rest := fr.asks[:0]
 		for _, a := range fr.asks {
+			if isClosed(a.gone) {
+				// Its grant ended while it waited (a handoff, a stop):
+				// nobody reads the answer, so no statement reads it.
+				close(a.done)
+				continue
+			}
 			if a.group == group && len(take) < maxFetchPartitions && !asking(take, a.part) {
 				take = append(take, a)
 			} else {
@@ -106,7 +113,19 @@ func (fr *fetcher) loop() {
 		}
 		fr.asks = rest
 		fr.mu.Unlock()
-		fr.read(group, take)
+		if len(take) > 0 {
+			fr.read(group, take)
+		}
+	}
+}
+
+// isClosed reports whether c is closed (a nil c never is).
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
