@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
@@ -441,12 +442,30 @@ func (c *Client) GuardTokens(ctx context.Context, above fence.Token) error {
 	return c.guardTokens(ctx, above)
 }
 
+// guardAttempts bounds the tries of the token guard when its statement
+// times out.
+const guardAttempts = 5
+
+// guardTokens runs the guard. Its statements are bounded by the Client's
+// statement timeout (a third of TTL); on a server busy for a moment they
+// may time out, which is tried again, up to guardAttempts times within
+// ctx: the guard comes before any grant, so waiting costs no lease, and a
+// timed-out guard would fail a first acquire (or a member's Start) that a
+// moment later succeeds.
 func (c *Client) guardTokens(ctx context.Context, above fence.Token) error {
-	ctx, cancel := c.stmtCtx(ctx)
-	defer cancel()
-	raise, err := store.GuardTokens(ctx, c.pool, c.st, int64(above), false)
-	if err != nil {
-		return err
+	var raise *store.TokenRaise
+	for attempt := 1; ; attempt++ {
+		sctx, cancel := c.stmtCtx(ctx)
+		var err error
+		raise, err = store.GuardTokens(sctx, c.pool, c.st, int64(above), false)
+		cancel()
+		if err == nil {
+			break
+		}
+		if attempt >= guardAttempts || ctx.Err() != nil || !timedOut(err) {
+			return err
+		}
+		c.log.WarnContext(ctx, "lease: the token guard's statement timed out; trying again", "attempt", attempt, "err", err)
 	}
 	c.guarded.Store(true) // the first grant's guard is done too
 	if raise != nil {
@@ -737,4 +756,11 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	c.fails.Close()
 	return errors.Join(errs...)
+}
+
+// timedOut reports whether err is a statement's timeout: the Client's
+// deadline, or the server's statement_timeout (SQLSTATE 57014).
+func timedOut(err error) bool {
+	var pe *pgconn.PgError
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &pe) && pe.Code == "57014"
 }

@@ -150,9 +150,6 @@ func (m *Member) start(ctx context.Context) error {
 	return nil
 }
 
-// guardAttempts bounds the tries of the token guard's read at Start.
-const guardAttempts = 5
-
 func (m *Member) join(ctx context.Context) error {
 	if _, err := m.pool.Exec(ctx, m.q.CreateGroup, m.cfg.Group, m.cfg.Partitions); err != nil {
 		return m.dbErr("create group", err)
@@ -166,19 +163,10 @@ func (m *Member) join(ctx context.Context) error {
 	}
 	// The token regression guard, before the first claim (the lease
 	// client would run it at its first grant): so that a failure shows at
-	// Start, not as claims that keep failing. Its read is bounded by the
-	// lease client's statement timeout (a third of TTL); on a server busy
-	// for a moment it may time out: that is tried again (a few times,
-	// within ctx), not a failed Start.
-	for attempt := 1; ; attempt++ {
-		err := m.leases.GuardTokens(ctx, 0)
-		if err == nil {
-			break
-		}
-		if attempt >= guardAttempts || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-		m.log.Warn("partition: the token guard's read timed out; trying again", "attempt", attempt, "err", err)
+	// Start, not as claims that keep failing. (The lease client tries a
+	// timed-out guard again, a few times.)
+	if err := m.leases.GuardTokens(ctx, 0); err != nil {
+		return err
 	}
 	return m.joinID(ctx)
 }
