@@ -89,6 +89,24 @@ func TestBatchWorkerPausedPastItsLeaseOnTheLastItem(t *testing.T) {
 	// timeout, 5s, would end it first on a slow machine: then no commit is
 	// tried and nothing is fenced).
 	workerFence(t, pool, "a", wsA, aClock, slog.New(slog.NewTextHandler(&aLog, nil)), lease.FenceConfig{IdleTimeout: 5 * time.Minute})
+	// a's clock runs (so it renews its leases) until it stalls on the last
+	// item: the first 49 items may take longer than one TTL on a loaded
+	// machine, and a worker that stopped renewing before then would be
+	// fenced on them, not on the last one.
+	ticking := make(chan struct{})
+	go func() {
+		defer close(ticking)
+		for {
+			select {
+			case <-stalled:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+				aClock.Advance(20 * time.Millisecond)
+			}
+		}
+	}()
 	createBatch(t, c, "pause")
 	_, err := c.SubmitItems(ctx, "emails", "pause", items(49, nil))
 	pgtest.Must(t, err)
@@ -104,7 +122,11 @@ func TestBatchWorkerPausedPastItsLeaseOnTheLastItem(t *testing.T) {
 	pgtest.Must(t, err)
 	_, err = c.SealBatch(ctx, "emails", "pause2")
 	pgtest.Must(t, err)
-	tickUntil(t, aClock, stalled)
+	select {
+	case <-ticking: // a's clock stops: it renews no more
+	case <-ctx.Done():
+		t.Fatal("the last item never ran")
+	}
 	startWorker(t, pool, "b", batchHandlers(nil, nil), nil) // takes over once a's leases expire
 	b := waitBatch(t, c, "pause2", func(b queue.BatchInfo) bool { return b.SucceededAt != nil })
 	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
