@@ -56,6 +56,9 @@ type fleetFlags struct {
 	maxRateStart  float64
 	maxRateCap    float64
 	maxRateP99    time.Duration
+
+	// leasehold's settings other than its defaults (zero: the default).
+	fetchCooldown, completeInterval, notifyWindow time.Duration
 }
 
 // parseFleetFlags parses the suite's flags. --quick changes the defaults of
@@ -80,6 +83,9 @@ func parseFleetFlags(args []string, stderr io.Writer) (fleetFlags, error) {
 	fs.Float64Var(&f.maxRateStart, "max-rate-start", 100, "first rate of the --max-rate search, doubled until it fails")
 	fs.Float64Var(&f.maxRateCap, "max-rate-cap", 12800, "highest rate the --max-rate search tries")
 	fs.DurationVar(&f.maxRateP99, "max-rate-p99", 100*time.Millisecond, "a sustained rate keeps p99 below this")
+	fs.DurationVar(&f.fetchCooldown, "fetch-cooldown", 0, "leasehold workers' Queue.FetchCooldown (0: the default)")
+	fs.DurationVar(&f.completeInterval, "complete-interval", 0, "leasehold workers' Queue.CompleteInterval (0: the default)")
+	fs.DurationVar(&f.notifyWindow, "notify-window", 0, "leasehold producer's NotifyWindow (0: the default)")
 	quick := fs.Bool("quick", false, "tiny run: sizes 2x8, 1 round, settle 1s, idle 1s, load 2s, rate 50")
 	if err := parseSuiteFlags(fs, args); err != nil {
 		return f, err

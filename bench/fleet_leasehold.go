@@ -44,7 +44,7 @@ func newLHFleet(ctx context.Context, env *fleetEnv) (*lhFleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.producer, err = queue.New(db, queue.Config{}); err != nil {
+	if l.producer, err = queue.New(db, queue.Config{NotifyWindow: env.f.notifyWindow}); err != nil {
 		return nil, err
 	}
 	queue.Handle(l.ws, func(_ context.Context, w *queue.Work[fleetArgs]) error {
@@ -94,7 +94,8 @@ func (l *lhFleet) startWorker(ctx context.Context, i int, id string, partitions 
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(db, worker.Config{Group: l.group, Partitions: partitions, ID: id, Workers: l.ws})
+	w, err := worker.New(db, worker.Config{Group: l.group, Partitions: partitions, ID: id, Workers: l.ws,
+		Queue: queue.ProcessorConfig{FetchCooldown: l.env.f.fetchCooldown, CompleteInterval: l.env.f.completeInterval}})
 	if err != nil {
 		return err
 	}

@@ -106,7 +106,10 @@ type fleetStmt struct {
 	Query   string  `json:"query"`
 	Calls   int64   `json:"calls"`
 	TotalMs float64 `json:"total_ms"`
-	PerJob  float64 `json:"calls_per_job,omitempty"`
+	// PlanMs is the statement's planning time (pg_stat_statements'
+	// total_plan_time: track_planning is on in the suite's server).
+	PlanMs float64 `json:"plan_ms"`
+	PerJob float64 `json:"calls_per_job,omitempty"`
 }
 
 // resetStatements empties pg_stat_statements, when loaded.
@@ -124,9 +127,9 @@ func (e *fleetEnv) readStatements(ctx context.Context, db string, top int) (call
 	if !e.statements {
 		return 0, nil, nil
 	}
-	rows, err := e.srv.admin.Query(ctx, `SELECT query, calls, total_exec_time, sum(calls) OVER ()
+	rows, err := e.srv.admin.Query(ctx, `SELECT query, calls, total_exec_time, total_plan_time, sum(calls) OVER ()
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
-		ORDER BY total_exec_time DESC`, db)
+		ORDER BY total_exec_time + total_plan_time DESC`, db)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -134,7 +137,7 @@ func (e *fleetEnv) readStatements(ctx context.Context, db string, top int) (call
 	for rows.Next() {
 		var s fleetStmt
 		var sum float64
-		if err := rows.Scan(&s.Query, &s.Calls, &s.TotalMs, &sum); err != nil {
+		if err := rows.Scan(&s.Query, &s.Calls, &s.TotalMs, &s.PlanMs, &sum); err != nil {
 			return 0, nil, err
 		}
 		calls = int64(sum)

@@ -135,9 +135,9 @@ func (r fleetReport) printStatements(w io.Writer) {
 			}
 			l := ss[len(ss)-1].load
 			t := ptable{title: fmt.Sprintf("Top statements, %s, %s, last round's load window (%d jobs finished)", sys, res.size, l.finished),
-				header: []string{"calls", "total ms", "calls/job", "statement"}}
+				header: []string{"calls", "execution ms", "planning ms", "calls/job", "statement"}}
 			for _, st := range l.cost.top {
-				t.add(fmt.Sprint(st.Calls), f1(st.TotalMs), f2(perJob(float64(st.Calls), l.finished)), "`"+strings.ReplaceAll(clip(st.Query, 110), "|", "\\|")+"`")
+				t.add(fmt.Sprint(st.Calls), f1(st.TotalMs), f1(st.PlanMs), f2(perJob(float64(st.Calls), l.finished)), "`"+strings.ReplaceAll(clip(st.Query, 110), "|", "\\|")+"`")
 			}
 			t.markdown(w)
 		}

@@ -17,8 +17,9 @@ import (
 // durable defaults: pg_stat_statements loaded, and connections enough for
 // 64 members of each system with their pools at pgxpool's default size.
 var fleetClusterSettings = map[string]string{
-	"shared_preload_libraries": "pg_stat_statements",
-	"max_connections":          "1000",
+	"shared_preload_libraries":          "pg_stat_statements",
+	"max_connections":                   "1000",
+	"pg_stat_statements.track_planning": "on",
 }
 
 // fleetEnv is the fleet suite's server: a database for each system, the

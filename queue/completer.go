@@ -93,6 +93,9 @@ type completer struct {
 	buf     []record
 	first   time.Time // when the oldest record in buf was added
 	running bool      // the loop's goroutine runs
+	// hurried: a job waits for outcomes in buf (a transactional job
+	// behind its key's earlier outcomes): the next flush runs at once.
+	hurried bool
 	kick    chan struct{}
 }
 
@@ -125,6 +128,15 @@ func (c *completer) add(rs ...record) {
 	signal(c.kick)
 }
 
+// hurry flushes what waits at once, without waiting CompleteInterval: a
+// job waits for it.
+func (c *completer) hurry() {
+	c.mu.Lock()
+	c.hurried = len(c.buf) > 0
+	c.mu.Unlock()
+	signal(c.kick)
+}
+
 // close marks in closing: what it has in the completer is recorded at
 // once, and not retried after a failure. Its pipeline then waits for the
 // answers to everything it added.
@@ -146,8 +158,9 @@ func (c *completer) loop() {
 			c.mu.Unlock()
 			return
 		}
-		// A closing pipeline waits for its answers: no waiting for more.
-		urgent := slices.ContainsFunc(c.buf, func(r record) bool { return r.to.isClosing() })
+		// A closing pipeline waits for its answers, a hurried job for
+		// outcomes in buf: no waiting for more.
+		urgent := c.hurried || slices.ContainsFunc(c.buf, func(r record) bool { return r.to.isClosing() })
 		c.mu.Unlock()
 		if !urgent && n < size && wait > 0 {
 			t := time.NewTimer(max(wait, time.Millisecond))
@@ -160,6 +173,7 @@ func (c *completer) loop() {
 		}
 		c.mu.Lock()
 		recs := slices.Clone(c.buf[:min(len(c.buf), 10*size)])
+		c.hurried = false
 		c.mu.Unlock()
 		kept := c.flush(recs)
 		c.mu.Lock()

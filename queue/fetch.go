@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -109,7 +110,7 @@ func (fa *fetchArgs) add(a fetchAsk) {
 func (p *Processor) readFetch(ctx context.Context, stmt string, args []any, pos *walkPos, into func(part int) *fetchResult) error {
 	b := &pgx.Batch{}
 	var q *pgx.QueuedQuery
-	withoutJIT(b, true, func() { q = b.Queue(stmt, args...) })
+	genericFetch(b, func() { q = b.Queue(stmt, args...) })
 	// Every column a job row has is NOT NULL in the other rows too (kind ''
 	// for a key's wait or a level's walk position), so that it is scanned
 	// into a value, not a pointer allocated for each row; wait is set only
@@ -169,21 +170,35 @@ func (p *Processor) readFetch(ctx context.Context, stmt string, args []any, pos 
 }
 
 // withoutJIT queues, in b, what queue queues between a BEGIN (READ ONLY
-// when readOnly), SET LOCAL jit = off and a COMMIT: one transaction
-// without JIT, sent in the batch's one round trip. The member's
-// statements that probe many partitions (a fetch, the poll, retention)
-// run so: statistics that no longer fit the table (a drained backlog, a
-// table truncated and refilled) can put their estimates past
-// jit_above_cost, and compiling the plan then costs more than running it
-// (770 ms a fetch instead of 3.6 ms, measured; polls of 256 partitions at
-// about a second each, saturating the server, in bench fleet).
+// when readOnly), store.MemberSettings and a COMMIT: one transaction
+// without JIT and without sequential scans of the jobs (see
+// store.MemberSettings), sent in the batch's one round trip. The member's
+// statements that probe many partitions (the poll, retention) run so.
 func withoutJIT(b *pgx.Batch, readOnly bool, queue func()) {
+	inTx(b, readOnly, store.MemberSettings, queue)
+}
+
+// genericFetch is withoutJIT for the fetch statements, which also run on
+// their prepared statement's generic plan (store.FetchSettings).
+// PostgreSQL otherwise plans a fetch at every call: its generic plan's
+// estimate (arrays of unknown length) never beats the custom plans', so it
+// keeps making custom ones, and planning the statement cost several times
+// running it (bench fleet, 4 x 64 at 500 jobs/s: 0.70 ms of planning per
+// fetch, 0.09 ms of execution; the planning was a third of the server's
+// CPU per job). Every step of the statements names its index (see
+// queueFetch), so the generic plan is the custom one
+// (TestFetchCostDoesNotGrowWithKeyBacklog, TestMemberPlansOnEmptyStatistics).
+func genericFetch(b *pgx.Batch, queue func()) {
+	inTx(b, true, store.FetchSettings, queue)
+}
+
+func inTx(b *pgx.Batch, readOnly bool, settings string, queue func()) {
 	if readOnly {
 		b.Queue("BEGIN READ ONLY")
 	} else {
 		b.Queue("BEGIN")
 	}
-	b.Queue("SET LOCAL jit = off")
+	b.Queue(settings)
 	queue()
 	b.Queue("COMMIT")
 }

@@ -3,10 +3,12 @@ package queue_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/store"
@@ -29,6 +31,54 @@ func explain(t *testing.T, ctx context.Context, db interface {
 	}
 	pgtest.Must(t, json.Unmarshal([]byte(plan), &doc))
 	return doc[0].Plan.Hit + doc[0].Plan.Read, plan
+}
+
+// explainGeneric is explain of sql's generic plan, as the member runs a
+// fetch: the plan a prepared statement runs under settings (a statement
+// setting them for the transaction, such as store.FetchSettings, whose
+// plan_cache_mode is force_generic_plan), its parameters unknown when it
+// is planned.
+func explainGeneric(t *testing.T, ctx context.Context, pool *pgxpool.Pool, settings, sql string, args ...any) (int, string) {
+	t.Helper()
+	conn, err := pool.Acquire(ctx)
+	pgtest.Must(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `PREPARE generic_explained AS `+sql)
+	pgtest.Must(t, err)
+	defer conn.Exec(ctx, `DEALLOCATE generic_explained`)
+	tx, err := conn.Begin(ctx) // rolled back: an EXPLAIN ANALYZE of a write writes
+	pgtest.Must(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, settings)
+	pgtest.Must(t, err)
+	params := make([]string, len(args))
+	for i := range args {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	// The simple protocol writes the arguments into EXECUTE as literals.
+	buffers, plan := explain(t, ctx, simpleProtocol{tx}, `EXECUTE generic_explained(`+strings.Join(params, ", ")+`)`, args...)
+	if !strings.Contains(plan, "$1") {
+		t.Fatalf("control: the plan explained is not the generic one (no parameter in it):\n%s", plan)
+	}
+	return buffers, plan
+}
+
+// explainWith is explain of sql in a transaction that ran settings first.
+func explainWith(t *testing.T, ctx context.Context, pool *pgxpool.Pool, settings, sql string, args ...any) (int, string) {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, settings)
+	pgtest.Must(t, err)
+	return explain(t, ctx, tx, sql, args...)
+}
+
+// simpleProtocol runs its queries with pgx's simple protocol.
+type simpleProtocol struct{ tx pgx.Tx }
+
+func (s simpleProtocol) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return s.tx.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
 }
 
 // The fetch's cost does not grow with a key's backlog, on a table never
@@ -83,6 +133,13 @@ func TestFetchCostDoesNotGrowWithKeyBacklog(t *testing.T) {
 			t.Errorf("partition %d: the fetch returned %d of the key's next jobs; want 100", p, got)
 		}
 		oldCost[p], _ = explain(t, ctx, pool, st.Queue.FetchBefore12, "emails", p, 100)
+		// The member runs the fetch on its prepared statement's generic
+		// plan (genericFetch): it must be as cheap as the custom one.
+		generic, plan := explainGeneric(t, ctx, pool, store.FetchSettings, fetch, fetchOf("emails", p, 100, inFlight, nil)...)
+		t.Logf("partition %d: buffers per fetch on the generic plan: %d", p, generic)
+		if strings.Contains(plan, "Seq Scan") || generic > 2*cost[p]+20 {
+			t.Errorf("partition %d: the fetch's generic plan touches %d buffers, its custom plan %d:\n%s", p, generic, cost[p], plan)
+		}
 	}
 	t.Logf("buffers per fetch: 1,000 jobs of one key %d, 20,000: %d (control, the previous fetch: %d and %d)",
 		cost[1], cost[2], oldCost[1], oldCost[2])
@@ -144,5 +201,89 @@ func TestCompletionPlanWithStaleStatistics(t *testing.T) {
 	}
 	if control < 5*got {
 		t.Errorf("control: the plain state test touched %d buffers, the statement %d; want the control to walk the pending jobs, or this test cannot tell", control, got)
+	}
+}
+
+// The member's poll and fetch run as prepared statements on its pool's
+// connections. Planned while the jobs table is empty and analysed so (a
+// new deployment, or a queue truncated, before autovacuum sees it
+// filled), PostgreSQL's plan cache can keep a
+// generic plan that scans the table (free when empty): the poll and
+// fetch, a probe per partition and priority level, would then each read
+// the whole table for as long as the connection lives. Under the member's
+// settings (store.MemberSettings, store.FetchSettings) the plan made on
+// the empty table probes the index. The controls, the same statements
+// planned without them, scan the table once it is filled.
+func TestMemberPlansOnAnEmptyTable(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, _ := setup(t)
+	for _, s := range []string{`ALTER TABLE leasehold.jobs SET (autovacuum_enabled = false)`, `ANALYZE leasehold.jobs`} {
+		_, err := pool.Exec(ctx, s) // analysed empty, as autovacuum does a new or truncated table
+		pgtest.Must(t, err)
+	}
+	st, err := store.For("")
+	pgtest.Must(t, err)
+	parts := []int32{0, 1, 2, 3, 4, 5, 6, 7}
+	type planned struct {
+		what, settings, sql string
+		args                []any
+		control             bool
+		conn                *pgxpool.Conn
+	}
+	generic := `set_config('plan_cache_mode', 'force_generic_plan', true)`
+	ps := []*planned{
+		{what: "poll", settings: store.MemberSettings + ", " + generic, sql: st.Queue.Poll, args: []any{"emails", parts}},
+		{what: "poll", settings: `SELECT set_config('jit', 'off', true), ` + generic, sql: st.Queue.Poll, args: []any{"emails", parts}, control: true},
+		{what: "fetch", settings: store.FetchSettings, sql: st.Queue.Fetch, args: fetchOf("emails", 1, 100, nil, nil)},
+		{what: "fetch", settings: `SELECT set_config('jit', 'off', true), ` + generic, sql: st.Queue.Fetch, args: fetchOf("emails", 1, 100, nil, nil), control: true},
+	}
+	params := func(n int) string {
+		var p []string
+		for i := range n {
+			p = append(p, fmt.Sprintf("$%d", i+1))
+		}
+		return strings.Join(p, ", ")
+	}
+	for _, p := range ps { // planned on the empty table, as a member's first poll and fetch
+		p.conn, err = pool.Acquire(ctx)
+		pgtest.Must(t, err)
+		defer p.conn.Release()
+		_, err = p.conn.Exec(ctx, `PREPARE member_stmt AS `+p.sql)
+		pgtest.Must(t, err)
+		defer p.conn.Exec(ctx, `DEALLOCATE member_stmt`)
+		tx, err := p.conn.Begin(ctx)
+		pgtest.Must(t, err)
+		_, err = tx.Exec(ctx, p.settings)
+		pgtest.Must(t, err)
+		_, err = tx.Exec(ctx, `EXECUTE member_stmt(`+params(len(p.args))+`)`, append([]any{pgx.QueryExecModeSimpleProtocol}, p.args...)...)
+		pgtest.Must(t, err)
+		pgtest.Must(t, tx.Rollback(ctx))
+	}
+	for _, s := range []string{
+		`INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at, state, finished_at)
+		 SELECT 'emails', i % 8, 'k' || i, 'step', '{}', 25, now(), 'completed', now() FROM generate_series(1, 20000) AS i`,
+		`INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at)
+		 SELECT 'emails', 1, '', 'step', '{}', 25, now() FROM generate_series(1, 50) AS i`,
+	} {
+		_, err := ps[0].conn.Exec(ctx, s) // the pool's connections are all taken
+		pgtest.Must(t, err)
+	}
+	for _, p := range ps {
+		tx, err := p.conn.Begin(ctx)
+		pgtest.Must(t, err)
+		_, err = tx.Exec(ctx, p.settings)
+		pgtest.Must(t, err)
+		buffers, plan := explain(t, ctx, simpleProtocol{tx}, `EXECUTE member_stmt(`+params(len(p.args))+`)`, p.args...)
+		pgtest.Must(t, tx.Rollback(ctx))
+		scans := strings.Contains(plan, `"Seq Scan"`)
+		t.Logf("%s (control %v): %d buffers, sequential scan %v", p.what, p.control, buffers, scans)
+		switch {
+		case !p.control && (scans || buffers > 500):
+			t.Errorf("the %s planned on an empty table touches %d buffers once it is filled:\n%s", p.what, buffers, plan)
+		case p.control && !scans:
+			t.Errorf("control: the %s planned on an empty table without the member's settings does not scan it once filled; "+
+				"this test cannot tell:\n%s", p.what, plan)
+		}
 	}
 }

@@ -275,9 +275,9 @@ func TestProcessorConcurrencyDefaults(t *testing.T) {
 	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: ws})
 	pgtest.Must(t, err)
 	if c := p.Config(); c.Concurrency != 100 || c.PartitionConcurrency != 100 || c.Window != 200 ||
-		c.BatchSize != 100 || c.CompleteInterval != 10*time.Millisecond || c.FetchCooldown != 10*time.Millisecond {
+		c.BatchSize != 100 || c.CompleteInterval != 100*time.Millisecond || c.FetchCooldown != 10*time.Millisecond {
 		t.Errorf("defaults: Concurrency %d, PartitionConcurrency %d, Window %d, BatchSize %d, CompleteInterval %v; "+
-			"want 100, 100, 200, 100, 10ms (FetchCooldown %v, want 10ms)", c.Concurrency, c.PartitionConcurrency, c.Window, c.BatchSize, c.CompleteInterval, c.FetchCooldown)
+			"want 100, 100, 200, 100, 100ms (FetchCooldown %v, want 10ms)", c.Concurrency, c.PartitionConcurrency, c.Window, c.BatchSize, c.CompleteInterval, c.FetchCooldown)
 	}
 	var logs strings.Builder
 	log := slog.New(slog.NewTextHandler(&logs, nil))

@@ -306,7 +306,9 @@ func (pl *pipeline) advance(ln *line) {
 	}
 	f := ln.queue[0]
 	if h, ok := pl.p.cfg.Workers.handlers[f.kind]; ok && h.tx && ln.unrecorded > 0 {
-		// It commits on its own: not before the key's earlier outcomes.
+		// It commits on its own: not before the key's earlier outcomes,
+		// which it asks to be recorded now.
+		pl.p.completer.hurry()
 		return
 	}
 	ln.queue = ln.queue[1:]
@@ -387,6 +389,7 @@ func (pl *pipeline) finish(r *run) {
 		pl.p.fail("fenced", pl.o, "queue: fenced: a newer owner has the partition", "err", r.fenced)
 	}
 	var recs []record
+	var next []*line // advanced once recs are in the completer (advance may hurry them)
 	for _, res := range r.results {
 		f := res.f
 		ln := pl.lines[f.key] // nil for a keyless job
@@ -406,7 +409,7 @@ func (pl *pipeline) finish(r *run) {
 			if res.rec.state == "pending" && holds && res.ev.Outcome != OutcomeInterrupted {
 				pl.stall(ln) // it waits, and its key waits behind it
 			} else {
-				pl.advance(ln)
+				next = append(next, ln)
 			}
 			continue
 		}
@@ -437,6 +440,9 @@ func (pl *pipeline) finish(r *run) {
 	}
 	pl.unanswered += len(recs)
 	pl.p.completer.add(recs...)
+	for _, ln := range next {
+		pl.advance(ln)
+	}
 }
 
 // answers takes in what the completer recorded.

@@ -164,7 +164,7 @@ func TestFetchCostDoesNotGrowWithPriorityBacklog(t *testing.T) {
 		ORDER BY j.priority, j.run_at, j.id LIMIT $3`
 	cost, naiveCost := map[int]int{}, map[int]int{}
 	for p := range backlogs {
-		cost[p], _ = explain(t, ctx, pool, st.Queue.Fetch, fetchOf("emails", p, 100, nil, nil)...)
+		cost[p], _ = explainGeneric(t, ctx, pool, store.FetchSettings, st.Queue.Fetch, fetchOf("emails", p, 100, nil, nil)...) // as the member runs it
 		naiveCost[p], _ = explain(t, ctx, pool, naive, "emails", p, 100)
 		rows, err := pool.Query(ctx, `SELECT f.kind IS NOT NULL, j.priority FROM (`+st.Queue.Fetch+`) AS f JOIN leasehold.jobs AS j USING (id)`,
 			fetchOf("emails", p, 100, nil, nil)...)
@@ -243,7 +243,7 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 	cost, control := map[int]int{}, map[int]int{}
 	for p, backlog := range backlogs {
 		var plan string
-		cost[p], plan = explain(t, ctx, pool, st.Queue.FetchPaused, append(fetchOf("emails", p, n, nil, paused), walk, start, startID)...)
+		cost[p], plan = explainGeneric(t, ctx, pool, store.FetchSettings, st.Queue.FetchPaused, append(fetchOf("emails", p, n, nil, paused), walk, start, startID)...)
 		if strings.Contains(plan, "Seq Scan") {
 			t.Errorf("the paused fetch plans a sequential scan:\n%s", plan)
 		}

@@ -42,8 +42,11 @@ type ProcessorConfig struct {
 	// fenced statement records them all (see docs/queue.md); BatchSize
 	// outcomes are recorded at once. While a completion statement runs, the
 	// outcomes that come meanwhile wait for it, and are recorded together
-	// after it. Defaults to 10ms (see docs/queue.md: under a trickle, 1ms
-	// recorded nearly every outcome alone).
+	// after it. A transactional job waiting for its key's earlier outcomes
+	// has them recorded at once. Defaults to 100ms (see docs/queue.md: under
+	// a trickle, shorter intervals record an outcome or two per statement;
+	// the interval delays when an outcome is visible, not when the next
+	// job starts).
 	CompleteInterval time.Duration
 	// FetchCooldown is how long the member waits, after a fetch that found
 	// its partitions caught up (every partition got fewer due jobs than it
@@ -205,7 +208,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 		cfg.PartitionConcurrency = cfg.Concurrency
 	}
 	defInt(&cfg.Window, 2*max(cfg.BatchSize, cfg.PartitionConcurrency))
-	def(&cfg.CompleteInterval, 10*time.Millisecond)
+	def(&cfg.CompleteInterval, 100*time.Millisecond)
 	def(&cfg.PollInterval, 500*time.Millisecond)
 	def(&cfg.FetchCooldown, 10*time.Millisecond)
 	def(&cfg.JobTimeout, time.Minute)

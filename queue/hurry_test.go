@@ -1,0 +1,84 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/partition"
+	"github.com/leasehold/leasehold/queue"
+)
+
+// A transactional job behind its key's plain job commits only after that
+// job's outcome is recorded, and asks for it to be recorded at once: with
+// CompleteInterval an hour, it still runs. The control: a plain job alone
+// stays unrecorded after its run (the interval holds), until Stop records
+// it.
+func TestTransactionalJobHurriesItsKeysOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	ledgerSetup(t, pool)
+	ran := make(chan string, 4)
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(_ context.Context, w *queue.Work[step]) error {
+		ran <- w.Args.Name
+		return nil
+	})
+	queue.HandleTx(ws, record)
+	p, err := queue.NewProcessor(pgtest.Open(t, pool, leasehold.Config{Logger: quiet}), queue.ProcessorConfig{Workers: ws,
+		CompleteInterval: time.Hour, PollInterval: 20 * time.Millisecond})
+	pgtest.Must(t, err)
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, ID: "w", Run: p.Run,
+		PollInterval: 100 * time.Millisecond})
+	pgtest.Must(t, err)
+	pgtest.Must(t, m.Start(ctx))
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			m.Stop(context.Background())
+		}
+	})
+
+	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: "acct", Args: step{"plain"}},
+		queue.Job{Group: "emails", Key: "acct", Args: deposit{Seq: 1}})
+	pgtest.Must(t, err)
+	waitUntil(t, "the transactional job behind a plain one runs", func() bool {
+		var n int
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&n))
+		return n == 1
+	})
+	var plainDone, txDone time.Time
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT finished_at FROM leasehold.jobs WHERE id = $1`, res[0].ID).Scan(&plainDone))
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT finished_at FROM leasehold.jobs WHERE id = $1`, res[1].ID).Scan(&txDone))
+	if !plainDone.Before(txDone) {
+		t.Fatalf("the plain job was recorded at %v, the transactional one behind it at %v", plainDone, txDone)
+	}
+
+	// Control: nothing hurries a lone plain job's outcome.
+	lone, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "other", Args: step{"lone"}})
+	pgtest.Must(t, err)
+	for name := ""; name != "lone"; {
+		select {
+		case name = <-ran:
+		case <-ctx.Done():
+			t.Fatal("the lone job never ran")
+		}
+	}
+	time.Sleep(time.Second)
+	state := func() string {
+		var s string
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT state FROM leasehold.jobs WHERE id = $1`, lone.ID).Scan(&s))
+		return s
+	}
+	if s := state(); s != "pending" {
+		t.Fatalf("control: the lone job is %s a second after its run; want it unrecorded (pending) for CompleteInterval", s)
+	}
+	stopped = true
+	pgtest.Must(t, m.Stop(ctx))
+	if s := state(); s != "completed" {
+		t.Fatalf("after Stop the lone job is %s; want its outcome recorded", s)
+	}
+}
