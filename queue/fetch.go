@@ -169,16 +169,16 @@ func (p *Processor) readFetch(ctx context.Context, stmt string, args []any, pos 
 	return p.pool.SendBatch(ctx, b).Close()
 }
 
-// withoutJIT queues, in b, what queue queues between a BEGIN (READ ONLY
+// memberTx queues, in b, what queue queues between a BEGIN (READ ONLY
 // when readOnly), store.MemberSettings and a COMMIT: one transaction
 // without JIT and without sequential scans of the jobs (see
 // store.MemberSettings), sent in the batch's one round trip. The member's
 // statements that probe many partitions (the poll, retention) run so.
-func withoutJIT(b *pgx.Batch, readOnly bool, queue func()) {
+func memberTx(b *pgx.Batch, readOnly bool, queue func()) {
 	inTx(b, readOnly, store.MemberSettings, queue)
 }
 
-// genericFetch is withoutJIT for the fetch statements, which also run on
+// genericFetch is memberTx for the fetch statements, which also run on
 // their prepared statement's generic plan (store.FetchSettings).
 // PostgreSQL otherwise plans a fetch at every call: its generic plan's
 // estimate (arrays of unknown length) never beats the custom plans', so it
@@ -187,7 +187,7 @@ func withoutJIT(b *pgx.Batch, readOnly bool, queue func()) {
 // fetch, 0.09 ms of execution; the planning was a third of the server's
 // CPU per job). Every step of the statements names its index (see
 // queueFetch), so the generic plan is the custom one
-// (TestFetchCostDoesNotGrowWithKeyBacklog, TestMemberPlansOnEmptyStatistics).
+// (TestFetchCostDoesNotGrowWithKeyBacklog, TestMemberPlansOnAnEmptyTable).
 func genericFetch(b *pgx.Batch, queue func()) {
 	inTx(b, true, store.FetchSettings, queue)
 }

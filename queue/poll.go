@@ -8,7 +8,7 @@ import (
 )
 
 // poll is the member's poll, every PollInterval: in one round trip (one
-// read-only transaction without JIT: see withoutJIT), it reads the pauses of its groups and, per group,
+// read-only transaction without JIT or sequential scans: see memberTx), it reads the pauses of its groups and, per group,
 // which of the partitions it runs have jobs due now (queuePoll), and wakes
 // those. Notifications (Listen) wake a partition when a job is enqueued
 // for it; the poll finds what no notification announces: jobs scheduled
@@ -27,7 +27,7 @@ func (p *Processor) poll(ctx context.Context) {
 	due := make([][]int32, len(groups))
 	err := p.pauses.loadWith(ctx, nil, func(watched []string) (pgx.Rows, func() error, error) {
 		b := &pgx.Batch{}
-		withoutJIT(b, true, func() {
+		memberTx(b, true, func() {
 			b.Queue(p.pz.Kinds, watched) // read first, by loadWith
 			for i, g := range groups {
 				parts := owned[g]

@@ -45,7 +45,7 @@ func (p *Processor) retainWith(ctx context.Context, group string, parts []int32,
 		*budget--
 		var tag pgconn.CommandTag
 		b := &pgx.Batch{}
-		withoutJIT(b, false, func() {
+		memberTx(b, false, func() {
 			b.Queue(stmt, group, parts, p.cfg.Retention.Microseconds(), RetainChunk).Exec(func(t pgconn.CommandTag) error {
 				tag = t
 				return nil
