@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -80,5 +81,46 @@ func TestTransactionalJobHurriesItsKeysOutcomes(t *testing.T) {
 	pgtest.Must(t, m.Stop(ctx))
 	if s := state(); s != "completed" {
 		t.Fatalf("after Stop the lone job is %s; want its outcome recorded", s)
+	}
+}
+
+// A backlog never waits on CompleteInterval: a partition whose window is
+// full of jobs whose outcomes wait to be recorded has them recorded at
+// once. With CompleteInterval an hour and a window of 4 (the completer
+// flushes at BatchSize, 100, outcomes: more than 8 windows hold), 40 keyless jobs
+// (5 per partition) all run; without it, each partition would stop after
+// its first 4 until the interval passed (the control of
+// TestTransactionalJobHurriesItsKeysOutcomes shows the interval holds when
+// nothing hurries it).
+func TestFullWindowHurriesItsOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, c := setup(t)
+	ran := make(chan string, 40)
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(_ context.Context, w *queue.Work[step]) error {
+		ran <- w.Args.Name
+		return nil
+	})
+	p, err := queue.NewProcessor(pgtest.Open(t, pool, leasehold.Config{Logger: quiet}), queue.ProcessorConfig{Workers: ws,
+		CompleteInterval: time.Hour, Window: 4, PollInterval: 20 * time.Millisecond})
+	pgtest.Must(t, err)
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, ID: "w", Run: p.Run,
+		PollInterval: 100 * time.Millisecond})
+	pgtest.Must(t, err)
+	pgtest.Must(t, m.Start(ctx))
+	t.Cleanup(func() { m.Stop(context.Background()) })
+	var jobs []queue.Job
+	for i := range 40 {
+		jobs = append(jobs, queue.Job{Group: "emails", Args: step{fmt.Sprint(i)}})
+	}
+	_, err = c.EnqueueMany(ctx, jobs...)
+	pgtest.Must(t, err)
+	for i := range 40 {
+		select {
+		case <-ran:
+		case <-ctx.Done():
+			t.Fatalf("%d of 40 jobs ran: the full windows waited for CompleteInterval", i)
+		}
 	}
 }

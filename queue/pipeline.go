@@ -111,6 +111,9 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 				timer.Reset(p.cfg.PollInterval)
 				continue
 			}
+			if pl.starved() {
+				p.completer.hurry()
+			}
 		}
 		var slots chan struct{}
 		var ctxDone, hctxDone <-chan struct{}
@@ -167,6 +170,15 @@ func (pl *pipeline) wantsFetch() bool {
 		return false
 	}
 	return room >= min(pl.p.cfg.BatchSize, (pl.window+1)/2) || pl.running == 0 && len(pl.ready) == 0
+}
+
+// starved reports whether the pipeline has due jobs to fetch (woken, or
+// its last fetch saw more) but too little room for them, and outcomes of
+// its own waiting to be recorded, which would make room: in a backlog,
+// the completer then records them at once instead of after
+// CompleteInterval, so that the window never waits on it.
+func (pl *pipeline) starved() bool {
+	return (pl.poke || pl.more) && pl.unanswered > 0 && pl.room() < min(pl.p.cfg.BatchSize, (pl.window+1)/2)
 }
 
 // later notes that a cooling job or a skipped key waits until t.
