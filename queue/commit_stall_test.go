@@ -53,7 +53,12 @@ func TestStallAtCommitIsNotChargedToTheHandler(t *testing.T) {
 	var evs []queue.JobEvent
 	p, err := queue.NewProcessor(pgtest.DBOn(t, proxied), queue.ProcessorConfig{Workers: ws, PollInterval: 20 * time.Millisecond,
 		MinRetry: time.Millisecond, MaxRetry: time.Millisecond,
-		Fence: lease.FenceConfig{IdleTimeout: 300 * time.Millisecond, LockTimeout: 20 * time.Second},
+		// The completion waits for the lease row the test holds: its
+		// statement must not time out (StatementTimeout defaults to
+		// IdleTimeout) before the test blackholes the proxy, which a loaded
+		// machine can delay past 300ms; the idle timeout then ends the
+		// stalled session.
+		Fence: lease.FenceConfig{IdleTimeout: 300 * time.Millisecond, LockTimeout: 20 * time.Second, StatementTimeout: 20 * time.Second},
 		Hooks: queue.Hooks{OnJob: func(e queue.JobEvent) {
 			mu.Lock()
 			defer mu.Unlock()
