@@ -61,6 +61,24 @@ type fleetFlags struct {
 	fetchCooldown, completeInterval, notifyWindow time.Duration
 }
 
+// tuned names leasehold's settings set other than their defaults, for the
+// report's settings line ("" when none is).
+func (f fleetFlags) tuned() string {
+	var set []string
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"FetchCooldown", f.fetchCooldown}, {"CompleteInterval", f.completeInterval}, {"NotifyWindow", f.notifyWindow}} {
+		if d.v != 0 {
+			set = append(set, fmt.Sprintf("%s %v", d.name, d.v))
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return " but " + strings.Join(set, ", ")
+}
+
 // parseFleetFlags parses the suite's flags. --quick changes the defaults of
 // the sizes, rounds, windows and rate (flags given explicitly win).
 func parseFleetFlags(args []string, stderr io.Writer) (fleetFlags, error) {

@@ -105,8 +105,8 @@ func (r fleetReport) table(res fleetSizeResult) ptable {
 // --statements) and the rate search.
 func (r fleetReport) print(w io.Writer, began time.Time) {
 	e := r.env
-	settings := fmt.Sprintf("%s, %s; River %s at its defaults (MaxWorkers %d), leasehold workers at theirs; "+
-		"pools at pgxpool's default size", e.srv.where, e.srv.settings, riverVersion, fleetRiverMaxWorkers)
+	settings := fmt.Sprintf("%s, %s; River %s at its defaults (MaxWorkers %d), leasehold workers at theirs%s; "+
+		"pools at pgxpool's default size", e.srv.where, e.srv.settings, riverVersion, fleetRiverMaxWorkers, r.flags.tuned())
 	var tables []ptable
 	for _, res := range r.sizes {
 		tables = append(tables, r.table(res))

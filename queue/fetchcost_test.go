@@ -51,12 +51,8 @@ func explainGeneric(t *testing.T, ctx context.Context, pool *pgxpool.Pool, setti
 	defer tx.Rollback(ctx)
 	_, err = tx.Exec(ctx, settings)
 	pgtest.Must(t, err)
-	params := make([]string, len(args))
-	for i := range args {
-		params[i] = fmt.Sprintf("$%d", i+1)
-	}
 	// The simple protocol writes the arguments into EXECUTE as literals.
-	buffers, plan := explain(t, ctx, simpleProtocol{tx}, `EXECUTE generic_explained(`+strings.Join(params, ", ")+`)`, args...)
+	buffers, plan := explain(t, ctx, simpleProtocol{tx}, `EXECUTE generic_explained(`+params(len(args))+`)`, args...)
 	if !strings.Contains(plan, "$1") {
 		t.Fatalf("control: the plan explained is not the generic one (no parameter in it):\n%s", plan)
 	}
@@ -72,6 +68,15 @@ func explainWith(t *testing.T, ctx context.Context, pool *pgxpool.Pool, settings
 	_, err = tx.Exec(ctx, settings)
 	pgtest.Must(t, err)
 	return explain(t, ctx, tx, sql, args...)
+}
+
+// params returns "$1, $2, ..., $n".
+func params(n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = fmt.Sprintf("$%d", i+1)
+	}
+	return strings.Join(ps, ", ")
 }
 
 // simpleProtocol runs its queries with pgx's simple protocol.
@@ -237,13 +242,6 @@ func TestMemberPlansOnAnEmptyTable(t *testing.T) {
 		{what: "poll", settings: `SELECT set_config('jit', 'off', true), ` + generic, sql: st.Queue.Poll, args: []any{"emails", parts}, control: true},
 		{what: "fetch", settings: store.FetchSettings, sql: st.Queue.Fetch, args: fetchOf("emails", 1, 100, nil, nil)},
 		{what: "fetch", settings: `SELECT set_config('jit', 'off', true), ` + generic, sql: st.Queue.Fetch, args: fetchOf("emails", 1, 100, nil, nil), control: true},
-	}
-	params := func(n int) string {
-		var p []string
-		for i := range n {
-			p = append(p, fmt.Sprintf("$%d", i+1))
-		}
-		return strings.Join(p, ", ")
 	}
 	for _, p := range ps { // planned on the empty table, as a member's first poll and fetch
 		p.conn, err = pool.Acquire(ctx)

@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -29,19 +27,8 @@ func TestTransactionalJobHurriesItsKeysOutcomes(t *testing.T) {
 		return nil
 	})
 	queue.HandleTx(ws, record)
-	p, err := queue.NewProcessor(pgtest.Open(t, pool, leasehold.Config{Logger: quiet}), queue.ProcessorConfig{Workers: ws,
-		CompleteInterval: time.Hour, PollInterval: 20 * time.Millisecond})
-	pgtest.Must(t, err)
-	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, ID: "w", Run: p.Run,
-		PollInterval: 100 * time.Millisecond})
-	pgtest.Must(t, err)
-	pgtest.Must(t, m.Start(ctx))
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			m.Stop(context.Background())
-		}
-	})
+	_, m := groupMember(t, pool, "emails", 8, queue.ProcessorConfig{Workers: ws, CompleteInterval: time.Hour,
+		PollInterval: 20 * time.Millisecond}, false)
 
 	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: "acct", Args: step{"plain"}},
 		queue.Job{Group: "emails", Key: "acct", Args: deposit{Seq: 1}})
@@ -77,7 +64,6 @@ func TestTransactionalJobHurriesItsKeysOutcomes(t *testing.T) {
 	if s := state(); s != "pending" {
 		t.Fatalf("control: the lone job is %s a second after its run; want it unrecorded (pending) for CompleteInterval", s)
 	}
-	stopped = true
 	pgtest.Must(t, m.Stop(ctx))
 	if s := state(); s != "completed" {
 		t.Fatalf("after Stop the lone job is %s; want its outcome recorded", s)
@@ -102,19 +88,13 @@ func TestFullWindowHurriesItsOutcomes(t *testing.T) {
 		ran <- w.Args.Name
 		return nil
 	})
-	p, err := queue.NewProcessor(pgtest.Open(t, pool, leasehold.Config{Logger: quiet}), queue.ProcessorConfig{Workers: ws,
-		CompleteInterval: time.Hour, Window: 4, PollInterval: 20 * time.Millisecond})
-	pgtest.Must(t, err)
-	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, ID: "w", Run: p.Run,
-		PollInterval: 100 * time.Millisecond})
-	pgtest.Must(t, err)
-	pgtest.Must(t, m.Start(ctx))
-	t.Cleanup(func() { m.Stop(context.Background()) })
+	groupMember(t, pool, "emails", 8, queue.ProcessorConfig{Workers: ws, CompleteInterval: time.Hour, Window: 4,
+		PollInterval: 20 * time.Millisecond}, false)
 	var jobs []queue.Job
 	for i := range 40 {
 		jobs = append(jobs, queue.Job{Group: "emails", Args: step{fmt.Sprint(i)}})
 	}
-	_, err = c.EnqueueMany(ctx, jobs...)
+	_, err := c.EnqueueMany(ctx, jobs...)
 	pgtest.Must(t, err)
 	for i := range 40 {
 		select {
