@@ -14,7 +14,8 @@ import (
 //     costs that statement, whatever its partition count;
 //   - every PublishInterval, the running sets and the outcome counts are
 //     written (running.go, record.go);
-//   - every RetentionInterval, and at once when the loop starts, the
+//   - every RetentionInterval, and at the first poll after it gets a
+//     partition (so that a grant's old jobs do not wait an interval), the
 //     finished jobs of all its partitions older than Retention are deleted
 //     (retain.go); a round cut short goes on at the next poll.
 //
@@ -30,7 +31,7 @@ func (p *Processor) member(ctx context.Context, done chan<- struct{}) {
 	defer poll.Stop()
 	publish := time.NewTicker(p.cfg.PublishInterval)
 	defer publish.Stop()
-	retain := time.NewTimer(0)
+	retain := time.NewTimer(p.cfg.RetentionInterval)
 	defer retain.Stop()
 	for {
 		select {
@@ -38,6 +39,9 @@ func (p *Processor) member(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-poll.C:
 			p.poll(ctx)
+			if p.granted() {
+				retain.Reset(0)
+			}
 		case <-publish.C:
 			p.publish(ctx)
 			p.writeTallies(ctx, false)
@@ -60,4 +64,14 @@ func (p *Processor) owned() map[string][]int32 {
 		parts[k.group] = append(parts[k.group], int32(k.partition))
 	}
 	return parts
+}
+
+// granted reports whether a partition was subscribed since it last
+// reported so: one the member's retention has not covered yet.
+func (p *Processor) granted() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.unretained
+	p.unretained = false
+	return g
 }

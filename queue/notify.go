@@ -34,6 +34,9 @@ func (p *Processor) subscribe(group string, part int) chan struct{} {
 	k := wakeKey{group, part}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.wakes[k]) == 0 {
+		p.unretained = true
+	}
 	p.wakes[k] = append(p.wakes[k], c)
 	return c
 }

@@ -89,9 +89,10 @@ type ProcessorConfig struct {
 	// and the problem is recorded on the job and logged. Defaults to 1m.
 	UnknownKindDelay time.Duration
 	// Retention is how long finished (completed, discarded, cancelled) jobs
-	// are kept; the member deletes older ones of all its partitions when it
-	// gets its first partition and every RetentionInterval after, idle or
-	// busy, in statements of at most RetainChunk rows. Defaults to 24h.
+	// are kept; the member deletes older ones of all its partitions at the
+	// first poll after it gets a partition and every RetentionInterval
+	// after, idle or busy, in statements of at most RetainChunk rows.
+	// Defaults to 24h.
 	Retention time.Duration
 	// RetentionInterval is how often the member deletes the finished jobs
 	// of its partitions older than Retention. Defaults to 1m.
@@ -162,6 +163,9 @@ type Processor struct {
 
 	mu    sync.Mutex
 	wakes map[wakeKey][]chan struct{} // by partition, for Listen
+	// unretained is set when a partition is subscribed that the member's
+	// retention has not covered yet; the next poll starts a round.
+	unretained bool
 	// grants are the running sets of the grants this Processor serves, by
 	// partition (see running.go); serving counts the grants whose runs have
 	// not ended. The member's loop (member.go) runs while serving > 0:

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
+	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -100,5 +102,62 @@ func TestRetentionDeletesInChunksWhileBusy(t *testing.T) {
 	if recent < 10 || pending != 1 || completed.Load() == 0 {
 		t.Fatalf("%d recent finished jobs, blocking job pending: %d, %d streamed jobs completed; want ≥10 kept, the blocker pending, some completed",
 			recent, pending, completed.Load())
+	}
+}
+
+// A partition granted after the member's loop started has its old
+// finished jobs deleted at the next poll, not a RetentionInterval later:
+// one Processor serves group "emails" first (its first round deletes that
+// group's old job), then group "later"; with an interval of an hour,
+// "later"'s old job goes within seconds. Its recent finished job is kept
+// (the control).
+func TestRetentionCoversPartitionsGrantedLater(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, _ := setup(t)
+	_, err := pool.Exec(ctx, `INSERT INTO leasehold.groups (name, partitions) VALUES ('later', 4);
+		INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at, state, finished_at) VALUES
+		('emails', 1, '', 'step', '{}', 1, now(), 'completed', clock_timestamp() - interval '2 days'),
+		('later', 2, '', 'step', '{}', 1, now(), 'completed', clock_timestamp() - interval '2 days'),
+		('later', 2, '', 'step', '{}', 1, now(), 'completed', clock_timestamp())`)
+	pgtest.Must(t, err)
+	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), queue.ProcessorConfig{Workers: queue.NewWorkers(),
+		PollInterval: 20 * time.Millisecond, RetentionInterval: time.Hour})
+	pgtest.Must(t, err)
+	left := func(group string) (old, recent int) {
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE finished_at < now() - interval '1 day'), count(*) FILTER (WHERE finished_at > now() - interval '1 day')
+			FROM leasehold.jobs WHERE group_name = $1`, group).Scan(&old, &recent))
+		return old, recent
+	}
+	waitRetained := func(group string) {
+		t.Helper()
+		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			old, _ := left(group)
+			if old == 0 {
+				return
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("group %s: %d old finished jobs left after 10s (retention interval 1h)", group, old)
+			}
+		}
+	}
+	for _, g := range []struct {
+		name       string
+		partitions int
+	}{{"emails", 8}, {"later", 4}} {
+		m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: g.name, Partitions: g.partitions,
+			Run: p.Run, PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second}})
+		pgtest.Must(t, err)
+		pgtest.Must(t, m.Start(ctx))
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			m.Stop(ctx)
+		})
+		waitOwned(t, m, g.partitions)
+		waitRetained(g.name)
+	}
+	if _, recent := left("later"); recent != 1 {
+		t.Fatalf("group later: %d recent finished jobs left; want 1 (kept)", recent)
 	}
 }
