@@ -120,8 +120,8 @@ func (r fleetReport) print(w io.Writer, began time.Time) {
 	}
 }
 
-// printStatements writes the top 5 statements by total execution time of
-// each system's last load window at each size.
+// printStatements writes the top 5 statements by total execution and
+// planning time of each system's last idle and load windows at each size.
 func (r fleetReport) printStatements(w io.Writer) {
 	if !r.env.statements {
 		fmt.Fprintln(w, "No statements: pg_stat_statements is not loaded.")
@@ -133,15 +133,27 @@ func (r fleetReport) printStatements(w io.Writer) {
 			if len(ss) == 0 {
 				continue
 			}
-			l := ss[len(ss)-1].load
+			last := ss[len(ss)-1]
+			idle := ptable{title: fmt.Sprintf("Top statements, %s, %s, last round's idle window (%v)", sys, res.size, last.idle.elapsed.Round(time.Second)),
+				header: []string{"calls", "execution ms", "planning ms", "calls/s", "statement"}}
+			for _, st := range last.idle.top {
+				idle.add(fmt.Sprint(st.Calls), f1(st.TotalMs), f1(st.PlanMs), f2(perSec(int(st.Calls), last.idle.elapsed)), stmtCell(st.Query))
+			}
+			idle.markdown(w)
+			l := last.load
 			t := ptable{title: fmt.Sprintf("Top statements, %s, %s, last round's load window (%d jobs finished)", sys, res.size, l.finished),
 				header: []string{"calls", "execution ms", "planning ms", "calls/job", "statement"}}
 			for _, st := range l.cost.top {
-				t.add(fmt.Sprint(st.Calls), f1(st.TotalMs), f1(st.PlanMs), f2(perJob(float64(st.Calls), l.finished)), "`"+strings.ReplaceAll(clip(st.Query, 110), "|", "\\|")+"`")
+				t.add(fmt.Sprint(st.Calls), f1(st.TotalMs), f1(st.PlanMs), f2(perJob(float64(st.Calls), l.finished)), stmtCell(st.Query))
 			}
 			t.markdown(w)
 		}
 	}
+}
+
+// stmtCell is a statement's text as a markdown table cell.
+func stmtCell(q string) string {
+	return "`" + strings.ReplaceAll(clip(q, 110), "|", "\\|") + "`"
 }
 
 // clip returns s cut to n runes, marked with an ellipsis when cut.

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // heartbeat joins or extends this member's membership, on the database
@@ -67,48 +68,33 @@ func (m *Member) fail(err error) {
 	}
 }
 
-// listenLoop keeps a connection LISTENing on the schema's channel and wakes
-// the reconcile loop on every notification for this group, and after every
-// reconnect (notifications may have been missed meanwhile).
+// listenLoop wakes the reconcile loop on every notification for this
+// group, and after every (re)connect of the listener (notifications may
+// have been missed meanwhile), until the member stops. The listening
+// connection is the process's one for the pool and schema (shared with
+// the queue's Processor.Listen: see store.Listen).
 func (m *Member) listenLoop() {
 	b := backoff.New(100*time.Millisecond, 5*time.Second, m.cfg.Lease.Rand)
-	for attempt := 0; m.ctx.Err() == nil; attempt++ {
-		err := m.listen()
-		if m.ctx.Err() != nil {
-			return
-		}
-		if attempt >= 2 {
-			m.fails.Fail("listen", "partition: cannot listen for notifications; relying on polling", "err", err, "attempt", attempt+1)
-		}
-		if !m.wait(b.Delay(attempt), nil) {
-			return
-		}
-	}
-}
-
-// listen takes a connection from the member's pool (so the pool's connect
-// hooks apply) and keeps it out of the pool while it listens.
-func (m *Member) listen() error {
-	pc, err := m.pool.Acquire(m.ctx)
-	if err != nil {
-		return err
-	}
-	conn := pc.Hijack()
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(m.ctx, "LISTEN "+pgx.Identifier{m.q.Channel}.Sanitize()); err != nil {
-		return err
-	}
-	m.fails.Recovered("listen", "partition: listening for notifications again")
-	m.poke()
-	for {
-		n, err := conn.WaitForNotification(m.ctx)
-		if err != nil {
-			return err
-		}
-		if n.Payload == m.cfg.Group {
+	unsubscribe := store.Listen(m.base, m.schema, &store.Subscriber{
+		Channel: m.q.Channel,
+		Notify: func(payload string) {
+			if payload == m.cfg.Group {
+				m.poke()
+			}
+		},
+		Connected: func() {
+			m.fails.Recovered("listen", "partition: listening for notifications again")
 			m.poke()
-		}
-	}
+		},
+		Failed: func(err error, attempt int) {
+			if attempt >= 3 {
+				m.fails.Fail("listen", "partition: cannot listen for notifications; relying on polling", "err", err, "attempt", attempt)
+			}
+		},
+		Delay: b.Delay,
+	})
+	<-m.ctx.Done()
+	unsubscribe()
 }
 
 // reconcileLoop brings this member's claims in line with the assignment

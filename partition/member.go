@@ -25,6 +25,8 @@ import (
 type Member struct {
 	cfg         Config
 	pool        *pgxpool.Pool // the member's own small pool
+	base        *pgxpool.Pool // db's pool, whose listener it shares (listenLoop)
+	schema      string
 	leases      *lease.Client
 	q           store.PartitionSQL
 	incarnation string
@@ -104,7 +106,7 @@ func New(db *leasehold.DB, cfg Config) (*Member, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Member{
-		cfg: cfg, pool: own, leases: leases, q: st.Partition,
+		cfg: cfg, pool: own, base: db.Pool(), schema: st.Schema, leases: leases, q: st.Partition,
 		incarnation: incarnation,
 		log:         log,
 		fails:       fails,

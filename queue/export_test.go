@@ -42,3 +42,7 @@ func NotedCancels(p *Processor) int {
 
 // Publishers returns how many publisher goroutines of p run.
 func Publishers(p *Processor) int { return int(p.members.Load()) }
+
+// FetchedPartitions returns how many partitions' asks p's fetches have
+// answered.
+func FetchedPartitions(p *Processor) int64 { return p.fetched.Load() }

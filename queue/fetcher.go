@@ -160,6 +160,9 @@ func (fr *fetcher) read(group string, as []*asked) {
 			return nil
 		})
 	caughtUp := true
+	if err == nil {
+		p.fetched.Add(int64(len(as)))
+	}
 	for _, a := range as {
 		if err != nil {
 			a.res, a.err = fetchResult{}, err

@@ -70,10 +70,10 @@ func TestIdleMemberCostIsFlatInPartitions(t *testing.T) {
 		t.Cleanup(pool.Close)
 		ws := queue.NewWorkers()
 		queue.Handle(ws, func(context.Context, *queue.Work[step]) error { return nil })
-		_, m := groupMember(t, pool, fmt.Sprintf("idle-%d", n), n, queue.ProcessorConfig{Workers: ws, PollInterval: poll,
+		p, m := groupMember(t, pool, fmt.Sprintf("idle-%d", n), n, queue.ProcessorConfig{Workers: ws, PollInterval: poll,
 			PauseInterval: time.Hour, PublishInterval: time.Hour, RetentionInterval: time.Hour}, false)
 		waitOwned(t, m, n)
-		time.Sleep(500 * time.Millisecond) // every partition opened its run and fetched once
+		waitFetched(t, p, int64(n)) // every partition opened its run and fetched once
 		before := rt.n.Load()
 		time.Sleep(window)
 		counts[n] = rt.n.Load() - before

@@ -37,7 +37,7 @@ func TestListenReconnectsAfterADatabaseRestart(t *testing.T) {
 	defer stopListen()
 	go p.Listen(lctx)
 	waitOwned(t, m, 1)
-	time.Sleep(300 * time.Millisecond) // the partition has fetched once and sleeps
+	waitFetched(t, p, 1)
 
 	pgtest.Must(t, cl.Restart(ctx))
 	c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{})

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/internal/store"
 )
@@ -82,34 +80,49 @@ func (p *Processor) wake(k wakeKey, all bool) {
 
 // Listen wakes this Processor's partitions as soon as jobs due now are
 // enqueued for them, until ctx is done; it then returns ctx's error. Run it
-// in its own goroutine beside the Member. It keeps one connection of the
-// pool, reconnecting with backoff after a failure; after a reconnect it
-// wakes every partition, since notifications may have been missed. Without
-// it, partitions fetch every PollInterval. It also cancels the handlers of
-// running jobs that Client.Cancel cancelled (without it, the publisher
-// does within about PublishInterval; see docs/running.md).
+// in its own goroutine beside the Member. It listens on one connection of
+// the pool, shared with the pool's other listeners in this process (the
+// partition members of its schema: see docs/worker.md), reconnecting with
+// backoff after a failure; after a reconnect it wakes every partition,
+// since notifications may have been missed. Without it, the member finds
+// due jobs every PollInterval. It also cancels the handlers of running
+// jobs that Client.Cancel cancelled (without it, the publisher does within
+// about PublishInterval; see docs/running.md).
 func (p *Processor) Listen(ctx context.Context) error {
 	b := backoff.New(100*time.Millisecond, 5*time.Second, p.cfg.Rand)
-	failures := 0
-	for {
-		listened, err := p.listen(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if listened {
-			failures = 0
-		}
-		failures++
-		if failures >= 3 {
-			p.fails.Fail("listen", "queue: cannot listen for enqueued jobs; relying on polling", "err", err, "attempt", failures)
-		}
-		t := time.NewTimer(b.Delay(failures - 1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
+	unsubscribe := store.Listen(p.pool, p.schema, &store.Subscriber{
+		Channel: p.q.Channel,
+		Notify:  p.notified,
+		Connected: func() {
+			p.wake(wakeKey{}, true)
+			p.pauses.wake() // a pause or resume may have been missed too
+			p.fails.Recovered("listen", "queue: listening for enqueued jobs again")
+		},
+		Failed: func(err error, attempt int) {
+			if attempt >= 3 {
+				p.fails.Fail("listen", "queue: cannot listen for enqueued jobs; relying on polling", "err", err, "attempt", attempt)
+			}
+		},
+		Delay: b.Delay,
+	})
+	<-ctx.Done()
+	unsubscribe()
+	return ctx.Err()
+}
+
+// notified takes in one notification of the queue's channel.
+func (p *Processor) notified(payload string) {
+	if rest, ok := strings.CutPrefix(payload, "cancel:"); ok {
+		p.cancelNotified(rest)
+		return
+	}
+	part, group, ok := strings.Cut(payload, ":")
+	if ok && part == "pause" {
+		p.pauses.wake()
+		return
+	}
+	if i, err := strconv.Atoi(part); ok && err == nil {
+		p.wake(wakeKey{group, i}, false)
 	}
 }
 
@@ -133,39 +146,4 @@ func (p *Processor) cancelNotified(payload string) {
 		ids = append(ids, i)
 	}
 	p.cancelJobs(wakeKey{group, n}, ids)
-}
-
-// listen listens on one connection until it fails; listened reports whether
-// LISTEN succeeded.
-func (p *Processor) listen(ctx context.Context) (listened bool, err error) {
-	pc, err := p.pool.Acquire(ctx)
-	if err != nil {
-		return false, err
-	}
-	conn := pc.Hijack() // kept out of the pool while it listens
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{p.q.Channel}.Sanitize()); err != nil {
-		return false, err
-	}
-	p.wake(wakeKey{}, true)
-	p.pauses.wake() // a pause or resume may have been missed too
-	p.fails.Recovered("listen", "queue: listening for enqueued jobs again")
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return true, err
-		}
-		if rest, ok := strings.CutPrefix(n.Payload, "cancel:"); ok {
-			p.cancelNotified(rest)
-			continue
-		}
-		part, group, ok := strings.Cut(n.Payload, ":")
-		if ok && part == "pause" {
-			p.pauses.wake()
-			continue
-		}
-		if i, err := strconv.Atoi(part); ok && err == nil {
-			p.wake(wakeKey{group, i}, false)
-		}
-	}
 }

@@ -131,19 +131,20 @@ type ProcessorConfig struct {
 // partition.Config.Run, and run Listen beside it so that enqueued jobs
 // start at once.
 type Processor struct {
-	pool  *pgxpool.Pool
-	cfg   ProcessorConfig
-	q     store.QueueSQL
-	runq  store.RunningSQL
-	pz    store.PauseSQL
-	in    store.InsightSQL
-	fence *lease.Fence
-	retry *backoff.Backoff
-	log   *slog.Logger
-	trace tracing
-	fails *lograte.Limiter // repeated failures of all partitions, by kind
-	slots chan struct{}    // Concurrency
-	work  chan func()      // to an idle runner goroutine (see spawn)
+	pool   *pgxpool.Pool
+	cfg    ProcessorConfig
+	schema string // for the listener shared with the pool's other components
+	q      store.QueueSQL
+	runq   store.RunningSQL
+	pz     store.PauseSQL
+	in     store.InsightSQL
+	fence  *lease.Fence
+	retry  *backoff.Backoff
+	log    *slog.Logger
+	trace  tracing
+	fails  *lograte.Limiter // repeated failures of all partitions, by kind
+	slots  chan struct{}    // Concurrency
+	work   chan func()      // to an idle runner goroutine (see spawn)
 	// timeoutCause is the cause of a handler context that timed out.
 	timeoutCause error
 
@@ -176,6 +177,7 @@ type Processor struct {
 	memberDone chan struct{}
 	members    atomic.Int32 // member loops running (for tests)
 	polls      atomic.Int64 // polls run (for tests)
+	fetched    atomic.Int64 // partitions' asks answered by fetches (for tests)
 }
 
 // NewProcessor returns a Processor whose jobs and handlers' transactions
@@ -236,7 +238,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	p := &Processor{pool: db.Pool(), cfg: cfg, q: st.Queue, runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
+	p := &Processor{pool: db.Pool(), schema: db.Schema(), cfg: cfg, q: st.Queue, runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		trace: newTracing(cfg.TracerProvider, cfg.Propagator),
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),

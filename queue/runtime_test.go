@@ -68,6 +68,19 @@ func waitOwned(t *testing.T, m *partition.Member, n int) {
 	}
 }
 
+// waitFetched waits until p's fetches have answered n partitions' asks:
+// once every partition has fetched once, it sleeps until woken or polled.
+// (A sleep instead let a partition whose first fetch came after a test's
+// enqueue run the job without a notification, under load.)
+func waitFetched(t *testing.T, p *queue.Processor, n int64) {
+	t.Helper()
+	for start := time.Now(); queue.FetchedPartitions(p) < n; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("%d of %d partitions fetched after 10s", queue.FetchedPartitions(p), n)
+		}
+	}
+}
+
 // With Listen, an idle partition whose poll interval is an hour runs a job
 // as soon as it is enqueued; without Listen (the control) it does not.
 func TestListenWakesAnIdlePartition(t *testing.T) {
@@ -83,9 +96,9 @@ func TestListenWakesAnIdlePartition(t *testing.T) {
 				ran <- struct{}{}
 				return nil
 			})
-			m := member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour}, listen)
+			p, m := groupMember(t, pool, "emails", 8, queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour}, listen)
 			waitOwned(t, m, 8)
-			time.Sleep(300 * time.Millisecond) // every partition has fetched once and sleeps
+			waitFetched(t, p, 8)
 			_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"now"}})
 			pgtest.Must(t, err)
 			select {
@@ -320,9 +333,9 @@ func TestCoalescedNotificationsLoseNoWakeUp(t *testing.T) {
 		ran <- w.Args.Name
 		return nil
 	})
-	m := member(t, pool, 8, queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour}, true)
+	p, m := groupMember(t, pool, "emails", 8, queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour}, true)
 	waitOwned(t, m, 8)
-	time.Sleep(300 * time.Millisecond) // every partition has fetched once and sleeps
+	waitFetched(t, p, 8)
 	for _, name := range []string{"first", "coalesced"} {
 		if name == "coalesced" {
 			time.Sleep(300 * time.Millisecond) // the owner recorded "first" and sleeps again

@@ -51,7 +51,7 @@ func TestListenWakesEveryPartitionWhenItStartsListening(t *testing.T) {
 		m.Stop(sctx)
 	})
 	waitOwned(t, m, 8)
-	time.Sleep(300 * time.Millisecond) // every partition has fetched once and sleeps
+	waitFetched(t, p, 8)
 	_, err = c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"unheard"}})
 	pgtest.Must(t, err)
 	lctx, stopListen := context.WithCancel(ctx)
