@@ -85,7 +85,7 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 	fs.DurationVar(&f.latencySpread, "latency-spread", 500*time.Millisecond, "idle-latency: each job is enqueued 5ms plus "+
 		"a random time up to this after the previous one completed; keep it at least any system's poll interval")
 	fs.IntVar(&f.riverWorkers, "river-workers", riverMaxWorkers, "River's MaxWorkers on its queue (River's own benchmark uses 2000)")
-	fs.DurationVar(&f.lhPoll, "lh-poll", 0, "leasehold's ProcessorConfig.PollInterval; 0 keeps the library default (500ms)")
+	fs.DurationVar(&f.lhPoll, "lh-poll", 0, "leasehold's ProcessorConfig.PollInterval; 0 keeps the library default (1s)")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "cap on each measurement: a backlog not finished by then is "+
 		"cut (its rate is the jobs finished over the time, the round is marked *); steady and enqueue cases run this long")
 	systems := fs.String("systems", strings.Join(queueSystems, ","), "comma-separated systems to run")

@@ -43,7 +43,7 @@ func newLHSystem(q *queueBench, pool *pgxpool.Pool) (*lhSystem, error) {
 func (s *lhSystem) name() string { return sysQueueLeasehold }
 
 func (s *lhSystem) settings() string {
-	poll := "default (500ms)"
+	poll := "default (1s)"
 	if s.q.f.lhPoll > 0 {
 		poll = s.q.f.lhPoll.String()
 	}

@@ -225,10 +225,20 @@ func (c *completer) flush(recs []record) (kept []record) {
 	for _, r := range recs {
 		byInbox[r.to] = append(byInbox[r.to], r)
 	}
+	var due time.Time // the earliest retry or snooze recorded
 	for i, in := range ins {
 		rs := byInbox[in]
 		switch {
 		case err == nil:
+			if refused[i] == nil {
+				for _, r := range rs {
+					if r.rec.state == "pending" && r.rec.delay != nil {
+						if at := time.Now().Add(time.Duration(*r.rec.delay) * time.Microsecond); due.IsZero() || at.Before(due) {
+							due = at
+						}
+					}
+				}
+			}
 			in.answer(recorded{recs: rs, err: refused[i]})
 		case in.gone():
 			// Not recordable any more: the grant ended, or its pipeline is
@@ -239,6 +249,9 @@ func (c *completer) flush(recs []record) (kept []record) {
 			c.p.fail("record", in.o, "queue: recording outcomes failed; retrying", "jobs", len(rs), "err", err)
 			kept = append(kept, rs...)
 		}
+	}
+	if !due.IsZero() {
+		c.p.comesDue(due) // the member polls then, to wake its partition
 	}
 	// kept is in recs' order: a grant's records stay in the order added.
 	if len(kept) > 0 {

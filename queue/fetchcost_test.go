@@ -238,8 +238,8 @@ func TestMemberPlansOnAnEmptyTable(t *testing.T) {
 	}
 	generic := `set_config('plan_cache_mode', 'force_generic_plan', true)`
 	ps := []*planned{
-		{what: "poll", settings: store.MemberSettings + ", " + generic, sql: st.Queue.Poll, args: []any{"emails", parts}},
-		{what: "poll", settings: `SELECT set_config('jit', 'off', true), ` + generic, sql: st.Queue.Poll, args: []any{"emails", parts}, control: true},
+		{what: "poll", settings: store.MemberSettings + ", " + generic, sql: st.Queue.Poll, args: []any{"emails", parts, int64(1_000_000)}},
+		{what: "poll", settings: `SELECT set_config('jit', 'off', true), ` + generic, sql: st.Queue.Poll, args: []any{"emails", parts, int64(1_000_000)}, control: true},
 		{what: "fetch", settings: store.FetchSettings, sql: st.Queue.Fetch, args: fetchOf("emails", 1, 100, nil, nil)},
 		{what: "fetch", settings: `SELECT set_config('jit', 'off', true), ` + generic, sql: st.Queue.Fetch, args: fetchOf("emails", 1, 100, nil, nil), control: true},
 	}

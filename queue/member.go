@@ -9,9 +9,12 @@ import (
 // partitions its member owns, on one goroutine that runs from its first
 // grant to its last (register starts it, unregister stops it):
 //
-//   - every PollInterval, one statement per group finds which of its
-//     partitions have due jobs, and wakes them (poll.go): an idle member
-//     costs that statement, whatever its partition count;
+//   - every PollInterval, or sooner when the last poll saw a job come due
+//     before, when a retry or snooze it recorded comes due, and shortly
+//     after a partition is granted, one statement per
+//     group finds which of its partitions have due jobs, and wakes them
+//     (poll.go): an idle member costs that statement, whatever its
+//     partition count;
 //   - every PublishInterval, the running sets and the outcome counts are
 //     written (running.go, record.go);
 //   - every RetentionInterval, and at the first poll after it gets a
@@ -27,8 +30,13 @@ import (
 func (p *Processor) member(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	defer p.members.Add(-1)
-	poll := time.NewTicker(p.cfg.PollInterval)
+	poll := time.NewTimer(minPollGap)
 	defer poll.Stop()
+	pollAt := time.Now().Add(minPollGap)
+	schedule := func(at time.Time) {
+		pollAt = at
+		poll.Reset(time.Until(at))
+	}
 	publish := time.NewTicker(p.cfg.PublishInterval)
 	defer publish.Stop()
 	retain := time.NewTimer(p.cfg.RetentionInterval)
@@ -38,9 +46,17 @@ func (p *Processor) member(ctx context.Context, done chan<- struct{}) {
 		case <-ctx.Done():
 			return
 		case <-poll.C:
-			p.poll(ctx)
+			schedule(p.poll(ctx))
 			if p.granted() {
 				retain.Reset(0)
+			}
+		case <-p.dueC:
+			// A job comes due before the next poll (a retry or snooze
+			// recorded), or a partition was granted: poll then (at least
+			// minPollGap from now, so that the grants of one moment share
+			// a poll).
+			if at := p.takeNextDue(); !at.IsZero() && at.Before(pollAt) {
+				schedule(notBefore(at, time.Now().Add(minPollGap)))
 			}
 		case <-publish.C:
 			p.publish(ctx)
@@ -74,4 +90,34 @@ func (p *Processor) granted() bool {
 	g := p.unretained
 	p.unretained = false
 	return g
+}
+
+// comesDue notes that a job of the Processor's partitions comes due at at
+// (a retry or snooze it recorded): the member's loop polls then, if sooner
+// than its next poll.
+func (p *Processor) comesDue(at time.Time) {
+	p.mu.Lock()
+	if p.nextDue.IsZero() || at.Before(p.nextDue) {
+		p.nextDue = at
+	}
+	p.mu.Unlock()
+	signal(p.dueC)
+}
+
+// takeNextDue returns the earliest time noted by comesDue (or a grant)
+// since it was last called, zero if none.
+func (p *Processor) takeNextDue() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at := p.nextDue
+	p.nextDue = time.Time{}
+	return at
+}
+
+// notBefore returns at, or earliest if at is before it.
+func notBefore(at, earliest time.Time) time.Time {
+	if at.Before(earliest) {
+		return earliest
+	}
+	return at
 }

@@ -34,6 +34,8 @@ func (p *Processor) subscribe(group string, part int) chan struct{} {
 	defer p.mu.Unlock()
 	if len(p.wakes[k]) == 0 {
 		p.unretained = true
+		p.nextDue = time.Now() // the member polls soon (see member.go): to learn when its jobs come due
+		signal(p.dueC)
 	}
 	p.wakes[k] = append(p.wakes[k], c)
 	return c

@@ -60,7 +60,12 @@ type ProcessorConfig struct {
 	// PollInterval is how often the member polls for due jobs that no
 	// notification announced (scheduled or retried jobs that came due,
 	// notifications lost; see Listen): one statement per interval for all
-	// its partitions, which wakes those with due jobs. Defaults to 500ms.
+	// its partitions, which wakes those with due jobs and learns which come
+	// due before the next poll, polling again then; it also polls when a
+	// retry or snooze it recorded comes due, and after a grant. So a job due
+	// later starts on time unless it was enqueued less than PollInterval
+	// before it is due. Defaults to 1s (an idle member's largest cost: one
+	// transaction per interval).
 	PollInterval time.Duration
 	// Concurrency is how many handlers run at once across all the
 	// partitions this Processor runs. Defaults to 100.
@@ -167,6 +172,12 @@ type Processor struct {
 	// unretained is set when a partition is subscribed that the member's
 	// retention has not covered yet; the next poll starts a round.
 	unretained bool
+	// nextDue is the earliest time a job is known to come due that the
+	// member's loop has not taken yet (zero: none): a retry or snooze this
+	// Processor recorded, or now when a partition was granted (to learn
+	// when its jobs come due). dueC is signalled when it is set.
+	nextDue time.Time
+	dueC    chan struct{}
 	// grants are the running sets of the grants this Processor serves, by
 	// partition (see running.go); serving counts the grants whose runs have
 	// not ended. The member's loop (member.go) runs while serving > 0:
@@ -215,7 +226,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	}
 	defInt(&cfg.Window, 2*max(cfg.BatchSize, cfg.PartitionConcurrency))
 	def(&cfg.CompleteInterval, 100*time.Millisecond)
-	def(&cfg.PollInterval, 500*time.Millisecond)
+	def(&cfg.PollInterval, time.Second)
 	def(&cfg.FetchCooldown, 10*time.Millisecond)
 	def(&cfg.JobTimeout, time.Minute)
 	def(&cfg.StopGrace, 5*time.Second)
@@ -238,7 +249,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	p := &Processor{pool: db.Pool(), schema: db.Schema(), cfg: cfg, q: st.Queue, runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
+	p := &Processor{pool: db.Pool(), schema: db.Schema(), cfg: cfg, dueC: make(chan struct{}, 1), q: st.Queue, runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		trace: newTracing(cfg.TracerProvider, cfg.Propagator),
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -58,7 +59,18 @@ func TestFleetAppliesEveryJobExactlyOnceInKeyOrder(t *testing.T) {
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	pgtest.Must(t, w1.Stop(sctx))
-	start(t, pool, worker.Config{ID: "w4", Partitions: 16, Workers: handlers("w4")})
+	w4 := start(t, pool, worker.Config{ID: "w4", Partitions: 16, Workers: handlers("w4")})
+	// Once the joining worker owns partitions, more jobs for every key: it
+	// runs some whatever the timing (the fleet could drain the first ones
+	// before it joined, under load).
+	for start := time.Now(); len(w4.Owned()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the joining worker owns no partition after 30s")
+		}
+	}
+	more, moreKeys := enqueueSeqs(t, pool, 40, 15, 20)
+	maps.Copy(jobs, more)
+	maps.Copy(keys, moreKeys)
 	pgtest.WaitNoPendingJobs(t, pool, 60*time.Second)
 
 	ledger := readLedger(t, pool)

@@ -406,20 +406,23 @@ const FetchSettings = `SELECT set_config('jit', 'off', true), set_config('enable
 	`set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // queuePoll finds, among the partitions $2 of group $1 that a member owns,
-// those with a job due now: one statement per PollInterval for all of
-// them, instead of a fetch per partition. Each partition costs one index
-// descent of jobs_due per priority level (a level without due jobs finds
-// nothing at once), whatever its backlog of future jobs.
+// those whose earliest pending job is due within $3 microseconds: one
+// statement per poll for all of them, instead of a fetch per partition. It
+// returns each such partition with the microseconds until that job is due
+// (0: due now), so that the member wakes the partitions with due jobs and
+// polls again when the next one comes due, not a PollInterval later. Each
+// partition costs one index descent of jobs_due per priority level (the
+// first pending job of the level in run_at order), whatever its backlog.
 const queuePoll = `
-SELECT p.partition
-FROM unnest($2::int[]) AS p(partition)
-WHERE EXISTS (
-    SELECT FROM unnest('{1,2,3,4}'::smallint[]) AS l(priority) CROSS JOIN LATERAL (
-        SELECT 1 FROM {{schema}}.jobs AS j
+SELECT p.partition, greatest(0, (extract(epoch FROM x.run_at - c.now) * 1000000)::bigint) AS wait_us
+FROM (SELECT clock_timestamp() AS now) AS c CROSS JOIN unnest($2::int[]) AS p(partition) CROSS JOIN LATERAL (
+    SELECT min(y.run_at) AS run_at
+    FROM unnest('{1,2,3,4}'::smallint[]) AS l(priority) CROSS JOIN LATERAL (
+        SELECT j.run_at FROM {{schema}}.jobs AS j
         WHERE j.group_name = $1 AND j.partition = p.partition AND j.priority = l.priority AND j.state = 'pending'
-          AND j.run_at <= clock_timestamp()
         ORDER BY j.run_at
-        LIMIT 1) AS x)
+        LIMIT 1) AS y) AS x
+WHERE x.run_at <= c.now + $3 * interval '1 microsecond'
 ORDER BY p.partition`
 
 // queueRetain deletes at most $4 jobs of partitions $2 of group $1 that
