@@ -160,7 +160,7 @@ func (c *completer) loop() {
 		}
 		// A closing pipeline waits for its answers, a hurried job for
 		// outcomes in buf: no waiting for more.
-		urgent := c.hurried || slices.ContainsFunc(c.buf, func(r record) bool { return r.to.isClosing() })
+		urgent := c.hurried || c.closing()
 		c.mu.Unlock()
 		if !urgent && n < size && wait > 0 {
 			t := time.NewTimer(max(wait, time.Millisecond))
@@ -189,12 +189,35 @@ func (c *completer) loop() {
 		}
 		// A database error: try again, with the records added since.
 		retry = min(max(2*retry, 50*time.Millisecond), time.Second)
-		t := time.NewTimer(retry)
+		c.backoff(retry)
+	}
+}
+
+// closing reports whether a record in buf is of a closing pipeline, which
+// waits for its answers. The caller holds c.mu.
+func (c *completer) closing() bool {
+	return slices.ContainsFunc(c.buf, func(r record) bool { return r.to.isClosing() })
+}
+
+// backoff waits d after a failed flush, less only when a pipeline with
+// records in buf closes (they are then flushed once, not retried): new
+// records and hurries wait for it, so a database that is down gets one
+// statement per backoff, however busy the member.
+func (c *completer) backoff(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
 		select {
 		case <-t.C:
-		case <-c.kick: // a pipeline closing: its records are not retried
+			return
+		case <-c.kick:
+			c.mu.Lock()
+			closing := c.closing()
+			c.mu.Unlock()
+			if closing {
+				return
+			}
 		}
-		t.Stop()
 	}
 }
 
