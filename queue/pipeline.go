@@ -441,6 +441,7 @@ func (pl *pipeline) finish(r *run) {
 			pl.later(until)
 			if ln != nil {
 				pl.skip[f.key] = until
+				delete(pl.pausedKeys, f.key) // skipped for the job, not for a paused kind: a resume keeps the skip
 				pl.stall(ln)
 			}
 		default: // fenced or interrupted: the run is ending

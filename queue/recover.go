@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/leasehold/leasehold/fence"
@@ -112,7 +114,7 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 	if err != nil {
 		return 0, false, err
 	}
-	jobs := res.jobs
+	jobs := keyOrder(res.jobs)
 	waits := make(map[string]bool) // keys whose later jobs wait
 	for i, f := range jobs {
 		if ctx.Err() != nil || hctx.Err() != nil {
@@ -155,6 +157,31 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 		delete(charged, f.id) // its outcome spent the charge: due again, it is charged anew
 	}
 	return len(jobs), true, nil
+}
+
+// keyOrder returns jobs, which come in (priority, run_at, id) order, with
+// each key's jobs in id order: a key's jobs run in id order, as a
+// pipeline's lines run them, whatever their run_at (a retried job's is
+// later than its key's later jobs') or priority. Each key's jobs take the
+// places its jobs had in the fetch's order; keyless jobs keep theirs.
+func keyOrder(jobs []fetched) []fetched {
+	byKey := make(map[string][]fetched)
+	for _, f := range jobs {
+		if f.key != "" {
+			byKey[f.key] = append(byKey[f.key], f)
+		}
+	}
+	for _, fs := range byKey {
+		slices.SortFunc(fs, func(a, b fetched) int { return cmp.Compare(a.id, b.id) })
+	}
+	out := make([]fetched, len(jobs))
+	for i, f := range jobs {
+		if k := f.key; k != "" {
+			f, byKey[k] = byKey[k][0], byKey[k][1:]
+		}
+		out[i] = f
+	}
+	return out
 }
 
 // process runs one job and records its outcome before returning. left
