@@ -23,7 +23,7 @@ type sub struct {
 func newSub(channel string) *sub {
 	s := &sub{}
 	s.Subscriber = store.Subscriber{Channel: channel,
-		Notify: func(p string) { s.mu.Lock(); s.payloads = append(s.payloads, p); s.mu.Unlock() },
+		Notify:    func(p string) { s.mu.Lock(); s.payloads = append(s.payloads, p); s.mu.Unlock() },
 		Connected: func() { s.mu.Lock(); s.connected++; s.mu.Unlock() },
 		Failed:    func(_ error, attempt int) { s.mu.Lock(); s.failed = append(s.failed, attempt); s.mu.Unlock() },
 		Delay:     func(int) time.Duration { return 10 * time.Millisecond }}
