@@ -13,7 +13,7 @@ import (
 const minPollGap = 20 * time.Millisecond
 
 // poll is the member's poll: in one round trip (one read-only transaction
-// without JIT or sequential scans: see memberTx), it reads the pauses of
+// without JIT or sequential scans, on generic plans: see genericFetch), it reads the pauses of
 // its groups and, per group, which of the partitions it runs have jobs due
 // now or within PollInterval (queuePoll), and wakes those with jobs due
 // now. It returns when to poll next: PollInterval after it started, or
@@ -39,7 +39,7 @@ func (p *Processor) poll(ctx context.Context) (next time.Time) {
 	due := make([][]soon, len(groups))
 	err := p.pauses.loadWith(ctx, nil, func(watched []string) (pgx.Rows, func() error, error) {
 		b := &pgx.Batch{}
-		memberTx(b, true, func() {
+		genericFetch(b, func() { // planned once per connection, as the fetch
 			b.Queue(p.pz.Kinds, watched) // read first, by loadWith
 			for i, g := range groups {
 				parts := owned[g]

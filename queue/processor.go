@@ -127,8 +127,11 @@ type ProcessorConfig struct {
 	Propagator propagation.TextMapPropagator
 	// PauseInterval is how often the Processor reads the pauses of its
 	// groups (one statement for all of them; see Client.Pause), besides
-	// reading them at once when Listen hears a pause or resume. Defaults
-	// to 1s.
+	// reading them at once when Listen hears a pause or resume; the
+	// member's poll reads them too, every PollInterval, and this read runs
+	// only when none came within PauseInterval. Defaults to 2s (more than
+	// PollInterval's default: at 1s each, the two raced and the pauses were
+	// read on their own half the time).
 	PauseInterval time.Duration
 }
 
@@ -233,7 +236,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.MinRetry, time.Second)
 	def(&cfg.MaxRetry, time.Hour)
 	def(&cfg.UnknownKindDelay, time.Minute)
-	def(&cfg.PauseInterval, time.Second)
+	def(&cfg.PauseInterval, 2*time.Second)
 	def(&cfg.Retention, 24*time.Hour)
 	def(&cfg.RetentionInterval, time.Minute)
 	def(&cfg.PublishInterval, time.Second)

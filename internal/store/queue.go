@@ -397,7 +397,7 @@ const queueFenceLock = `
 // the better plan.
 const MemberSettings = `SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true)`
 
-// FetchSettings is MemberSettings for the fetch statements, which also run
+// FetchSettings is MemberSettings for the fetch and poll statements, which also run
 // on their prepared statement's generic plan (plan_cache_mode): planned
 // once per connection, not at every call (see genericFetch in package
 // queue). The generic plan is built under these settings too, so a table
