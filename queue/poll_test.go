@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -40,11 +41,7 @@ func TestPollFindsJobsAsTheyComeDue(t *testing.T) {
 	}
 	wait := func(name string, n int) {
 		t.Helper()
-		for start := time.Now(); len(read(name)) < n; time.Sleep(10 * time.Millisecond) {
-			if time.Since(start) > 10*time.Second {
-				t.Fatalf("after 10s (PollInterval 1h): %s ran at %v; want %d runs", name, read(name), n)
-			}
-		}
+		waitUntil(t, fmt.Sprintf("%d runs of %s (PollInterval 1h)", n, name), func() bool { return len(read(name)) >= n })
 	}
 	due := time.Now().Add(1500 * time.Millisecond)
 	_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Args: step{"scheduled"}, RunAt: due})

@@ -74,11 +74,7 @@ func waitOwned(t *testing.T, m *partition.Member, n int) {
 // enqueue run the job without a notification, under load.)
 func waitFetched(t *testing.T, p *queue.Processor, n int64) {
 	t.Helper()
-	for start := time.Now(); queue.FetchedPartitions(p) < n; time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("%d of %d partitions fetched after 10s", queue.FetchedPartitions(p), n)
-		}
-	}
+	waitUntil(t, fmt.Sprintf("%d partitions fetched", n), func() bool { return queue.FetchedPartitions(p) >= n })
 }
 
 // With Listen, an idle partition whose poll interval is an hour runs a job

@@ -32,11 +32,7 @@ func TestWorkerListensOnOneSession(t *testing.T) {
 			WHERE datname = current_database() AND query LIKE 'LISTEN%'`).Scan(&n))
 		return n
 	}
-	for start := time.Now(); listening() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > 10*time.Second {
-			t.Fatal("no listening session 10s after Start")
-		}
-	}
+	eventually(t, "a listening session after Start", func() bool { return listening() > 0 })
 	time.Sleep(200 * time.Millisecond) // a second session would be up by now
 	if n := listening(); n != 1 {
 		t.Fatalf("%d listening sessions for one worker; want 1", n)
@@ -54,9 +50,5 @@ func TestWorkerListensOnOneSession(t *testing.T) {
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	pgtest.Must(t, w.Stop(sctx))
-	for start := time.Now(); listening() != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("%d listening sessions 10s after Stop; want 0", listening())
-		}
-	}
+	eventually(t, "no listening session after Stop", func() bool { return listening() == 0 })
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -38,8 +37,8 @@ type Subscriber struct {
 	// the failures since the connection last listened, from 1. Optional.
 	Failed func(err error, attempt int)
 	// Delay is the backoff before reconnect attempt n (0-based) of a
-	// listener this subscriber starts. Defaults to a jittered doubling
-	// from 100ms to 5s.
+	// listener this subscriber starts: its component's backoff.Backoff's
+	// Delay. Nil: a second.
 	Delay func(attempt int) time.Duration
 }
 
@@ -95,21 +94,12 @@ type listener struct {
 
 func newListener(k listenKey, delay func(int) time.Duration) *listener {
 	if delay == nil {
-		delay = defaultListenDelay
+		delay = func(int) time.Duration { return time.Second }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &listener{key: k, delay: delay, cancel: cancel, done: make(chan struct{})}
 	go l.run(ctx)
 	return l
-}
-
-// defaultListenDelay doubles from 100ms up to 5s, jittered.
-func defaultListenDelay(attempt int) time.Duration {
-	ceil := 5 * time.Second
-	if attempt < 6 {
-		ceil = min(ceil, 100*time.Millisecond<<attempt)
-	}
-	return rand.N(ceil)
 }
 
 // unsubscribe removes s; the last subscriber stops the listener and waits
