@@ -153,15 +153,11 @@ func (m *Member) start(ctx context.Context) error {
 }
 
 func (m *Member) join(ctx context.Context) error {
-	// The group's row is made and read once, at Start: on the DB's pool,
-	// bounded by Start's ctx, not by the member's pool's statement timeout
-	// (the lease's renew interval, a third of a second at a 1s TTL: a
-	// loaded server failed Start there).
-	if _, err := m.base.Exec(ctx, m.q.CreateGroup, m.cfg.Group, m.cfg.Partitions); err != nil {
+	if _, err := m.pool.Exec(ctx, m.q.CreateGroup, m.cfg.Group, m.cfg.Partitions); err != nil {
 		return m.dbErr("create group", err)
 	}
 	var stored int
-	if err := m.base.QueryRow(ctx, m.q.GroupCount, m.cfg.Group).Scan(&stored); err != nil {
+	if err := m.pool.QueryRow(ctx, m.q.GroupCount, m.cfg.Group).Scan(&stored); err != nil {
 		return m.dbErr("read group", err)
 	}
 	if stored != m.cfg.Partitions {
