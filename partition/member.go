@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -153,12 +154,9 @@ func (m *Member) start(ctx context.Context) error {
 }
 
 func (m *Member) join(ctx context.Context) error {
-	if _, err := m.pool.Exec(ctx, m.q.CreateGroup, m.cfg.Group, m.cfg.Partitions); err != nil {
-		return m.dbErr("create group", err)
-	}
-	var stored int
-	if err := m.pool.QueryRow(ctx, m.q.GroupCount, m.cfg.Group).Scan(&stored); err != nil {
-		return m.dbErr("read group", err)
+	stored, err := m.createGroup(ctx)
+	if err != nil {
+		return err
 	}
 	if stored != m.cfg.Partitions {
 		return &CountError{Group: m.cfg.Group, Configured: m.cfg.Partitions, Stored: stored}
@@ -171,6 +169,38 @@ func (m *Member) join(ctx context.Context) error {
 		return err
 	}
 	return m.joinID(ctx)
+}
+
+// joinTimeout bounds each statement of createGroup when Start's ctx has no
+// deadline (or a later one).
+const joinTimeout = 30 * time.Second
+
+// createGroup creates the group unless it exists and reads its partition
+// count, in one transaction whose statements are bounded by Start's ctx and
+// joinTimeout rather than by the member pool's renew-interval timeout: a
+// loaded server (or a concurrent creator's slow commit) may take longer
+// than a renew interval, and Start runs once.
+func (m *Member) createGroup(ctx context.Context) (int, error) {
+	timeout := joinTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, max(time.Until(d), time.Millisecond))
+	}
+	var stored int
+	op := "create group" // what failed, for the error
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, store.JoinSettings, strconv.FormatInt(timeout.Milliseconds(), 10)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, m.q.CreateGroup, m.cfg.Group, m.cfg.Partitions); err != nil {
+			return err
+		}
+		op = "read group"
+		return tx.QueryRow(ctx, m.q.GroupCount, m.cfg.Group).Scan(&stored)
+	})
+	if err != nil {
+		return 0, m.dbErr(op, err)
+	}
+	return stored, nil
 }
 
 // joinID joins under the member id. A row of another incarnation that has

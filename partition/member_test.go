@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -108,5 +109,35 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := partition.Inspect(pgtest.Context(t), pgtest.DBOn(t, pool), "nope"); !errors.Is(err, partition.ErrGroupNotFound) {
 		t.Errorf("Inspect(unknown group) = %v; want ErrGroupNotFound", err)
+	}
+}
+
+// Start waits for a concurrent creator of the group longer than one renew
+// interval (the member pool's statement and lock timeout): a loaded server
+// or a slow commit must not fail Start, which its ctx bounds instead.
+func TestStartWaitsForConcurrentGroupCreator(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := pgtest.Context(t)
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `INSERT INTO leasehold.groups (name, partitions) VALUES ('g', 4)`)
+	pgtest.Must(t, err)
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-1",
+		Run: (&recorder{}).run("worker-1"), Lease: lease.Config{TTL: time.Second}})
+	pgtest.Must(t, err)
+	t.Cleanup(func() { stopMember(t, m) })
+	started := make(chan error, 1)
+	go func() { started <- m.Start(ctx) }()
+	// Hold the creator's row lock for several renew intervals (333 ms).
+	select {
+	case err := <-started:
+		t.Fatalf("Start returned while the creator's insert was uncommitted: %v", err)
+	case <-time.After(time.Second):
+	}
+	pgtest.Must(t, tx.Commit(ctx))
+	if err := <-started; err != nil {
+		t.Fatalf("Start after a slow concurrent creator: %v", err)
 	}
 }
