@@ -12,10 +12,10 @@ import (
 
 // reconcile reads the live view, hands off partitions no longer assigned to
 // this member and claims free ones that are. It returns when to look again:
-// PollInterval, or sooner when another member's membership or a wanted
+// readInterval, or sooner when another member's membership or a wanted
 // partition's lease expires sooner, or a cooldown ends.
 func (m *Member) reconcile() time.Duration {
-	next := m.cfg.PollInterval
+	next := m.readInterval()
 	soon := func(d time.Duration) {
 		if d > 0 && d+10*time.Millisecond < next {
 			next = d + 10*time.Millisecond
@@ -30,6 +30,7 @@ func (m *Member) reconcile() time.Duration {
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
 	err := m.pool.QueryRow(ctx, m.q.View, m.cfg.Group, m.cfg.ID).Scan(&n, &live, &othersExpire)
 	cancel()
+	m.reads.Add(1)
 	if err != nil {
 		if m.ctx.Err() == nil {
 			m.fails.Fail("view", "partition: reading the membership failed", "err", m.dbErr("view", err))

@@ -85,8 +85,12 @@ type Config struct {
 	// the heartbeat interval. Lease.Owner must be empty: the owner id of
 	// the member's leases is derived from ID. Defaults as in lease.Config.
 	Lease lease.Config
-	// PollInterval is how often a member re-reads the membership when no
-	// notification arrives. Defaults to 1s.
+	// PollInterval is how often a member re-reads the membership while it
+	// cannot listen for notifications (its listening connection is down).
+	// While it listens, it reads the membership when notified (a join, a
+	// leave, a release), when another member's membership or a wanted
+	// partition's lease expires, and otherwise at least every
+	// max(PollInterval, Lease.TTL). Defaults to 1s.
 	PollInterval time.Duration
 	// HandoffTimeout bounds how long a handoff waits for Run to return
 	// before releasing the partition anyway (writes of a Run that ignores

@@ -83,10 +83,12 @@ func (m *Member) listenLoop() {
 			}
 		},
 		Connected: func() {
+			m.listening.Store(true)
 			m.fails.Recovered("listen", "partition: listening for notifications again")
 			m.poke()
 		},
 		Failed: func(err error, attempt int) {
+			m.listening.Store(false)
 			if attempt >= 3 {
 				m.fails.Fail("listen", "partition: cannot listen for notifications; relying on polling", "err", err, "attempt", attempt)
 			}
@@ -98,7 +100,7 @@ func (m *Member) listenLoop() {
 }
 
 // reconcileLoop brings this member's claims in line with the assignment
-// whenever woken, and at least every PollInterval.
+// whenever woken, and at least every readInterval.
 func (m *Member) reconcileLoop() {
 	for {
 		next := m.reconcile()
@@ -107,4 +109,21 @@ func (m *Member) reconcileLoop() {
 			return
 		}
 	}
+}
+
+// readInterval is how long the membership may go unread when nothing else
+// (a notification, another member's expiry, a wanted lease's expiry, a
+// cooldown) calls for a read: PollInterval while the member cannot listen,
+// and while it listens at least the lease TTL. Every change of the
+// membership or of a partition's holder that a member must act on before
+// its time is notified (a join, a leave, a release); the others are
+// expiries, which reconcile schedules. So a read per PollInterval would
+// only repeat what the member knows, for every member of a fleet (it was
+// the largest share of an idle fleet's statements); the TTL bound is a net
+// for a listening connection that dies silently.
+func (m *Member) readInterval() time.Duration {
+	if m.listening.Load() {
+		return max(m.cfg.PollInterval, m.cfg.Lease.TTL)
+	}
+	return m.cfg.PollInterval
 }

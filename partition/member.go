@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,7 +40,10 @@ type Member struct {
 	cancel context.CancelFunc
 	wake   chan struct{}
 	loops  sync.WaitGroup // heartbeat, listen and reconcile loops
-	wg     sync.WaitGroup // serve goroutines, one per claim
+
+	listening atomic.Bool    // the listener listens: notifications arrive (listenLoop)
+	reads     atomic.Int64   // membership reads (reconcile), for tests
+	wg        sync.WaitGroup // serve goroutines, one per claim
 
 	// Owned by the reconcile goroutine.
 	lastLive   []string // the last assignment's member set (sorted by the view)

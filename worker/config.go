@@ -99,7 +99,10 @@ type Config struct {
 	// queue.ProcessorConfig.
 	Queue queue.ProcessorConfig
 	// MembershipPollInterval is how often the worker re-reads the group's
-	// membership when no notification arrives. Defaults to 1s.
+	// membership while it cannot listen for notifications; while it
+	// listens, it reads on notifications and expiries, and at least every
+	// max(MembershipPollInterval, Lease.TTL) (partition.Config.PollInterval).
+	// Defaults to 1s.
 	MembershipPollInterval time.Duration
 	// MetricsAddr, if set, is the address (such as ":9090") of an HTTP
 	// server started by Start and stopped by Stop, serving Handler:

@@ -1,0 +1,7 @@
+package partition
+
+// MembershipReads returns how many times m has read the membership.
+func MembershipReads(m *Member) int64 { return m.reads.Load() }
+
+// Listening reports whether m's listener listens.
+func Listening(m *Member) bool { return m.listening.Load() }
