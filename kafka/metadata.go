@@ -80,8 +80,16 @@ func (c *Consumer) refresh(ctx context.Context, s *session, strict bool) (err er
 	return nil
 }
 
-// metadataLoop reads the partition counts every MetadataInterval until
-// ctx ends (Close).
+// metadataTimeout is the least time a metadata read may take before it
+// counts as failed (Ready): each read is bounded by the longer of it and
+// MetadataInterval. Bounded by a short interval alone (100 ms, say), a
+// read on a loaded machine failed for no fault of the brokers, and the
+// consumer reported itself not ready (TestKafkaWorkerServesKafkaAndPartitionMetrics
+// under the full race suite).
+const metadataTimeout = 10 * time.Second
+
+// metadataLoop reads the partition counts every MetadataInterval (a read
+// that takes longer delays the next) until ctx ends (Close).
 func (c *Consumer) metadataLoop(ctx context.Context, s *session) {
 	t := time.NewTicker(c.cfg.MetadataInterval)
 	defer t.Stop()
@@ -91,7 +99,7 @@ func (c *Consumer) metadataLoop(ctx context.Context, s *session) {
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.MetadataInterval)
+		rctx, cancel := context.WithTimeout(ctx, max(c.cfg.MetadataInterval, metadataTimeout))
 		if err := c.refresh(rctx, s, false); err != nil && ctx.Err() == nil {
 			s.fails.Fail("metadata", "kafka: reading metadata failed", "err", err)
 		} else if err == nil {

@@ -180,29 +180,24 @@ func (m *Member) join(ctx context.Context) error {
 const joinTimeout = 30 * time.Second
 
 // createGroup creates the group unless it exists and reads its partition
-// count, in one transaction whose statements are bounded by Start's ctx and
-// joinTimeout rather than by the member pool's renew-interval timeout: a
-// loaded server (or a concurrent creator's slow commit) may take longer
-// than a renew interval, and Start runs once.
+// count, in one transaction sent in one round trip, whose statements are
+// bounded by Start's ctx and joinTimeout rather than by the member pool's
+// renew-interval timeouts: a loaded server (or a concurrent creator's slow
+// commit) may take longer than a renew interval, and Start runs once.
 func (m *Member) createGroup(ctx context.Context) (int, error) {
 	timeout := joinTimeout
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, max(time.Until(d), time.Millisecond))
 	}
 	var stored int
-	op := "create group" // what failed, for the error
-	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, store.JoinSettings, strconv.FormatInt(timeout.Milliseconds(), 10)); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, m.q.CreateGroup, m.cfg.Group, m.cfg.Partitions); err != nil {
-			return err
-		}
-		op = "read group"
-		return tx.QueryRow(ctx, m.q.GroupCount, m.cfg.Group).Scan(&stored)
-	})
-	if err != nil {
-		return 0, m.dbErr(op, err)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(store.JoinSettings, strconv.FormatInt(timeout.Milliseconds(), 10))
+	b.Queue(m.q.CreateGroup, m.cfg.Group, m.cfg.Partitions)
+	b.Queue(m.q.GroupCount, m.cfg.Group).QueryRow(func(r pgx.Row) error { return r.Scan(&stored) })
+	b.Queue("COMMIT")
+	if err := m.pool.SendBatch(ctx, b).Close(); err != nil {
+		return 0, m.dbErr("create group", err)
 	}
 	return stored, nil
 }

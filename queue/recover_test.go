@@ -122,6 +122,8 @@ func TestRecoveredJobFetchedAgainIsChargedAgain(t *testing.T) {
 	var attempts []int // of job a's runs
 	var attemptsB []int
 	var locked atomic.Bool
+	unrecorded := make(chan struct{}) // closed at b's first unrecorded outcome
+	var once sync.Once
 	ws := queue.NewWorkers()
 	queue.Handle(ws, func(ctx context.Context, w *queue.Work[step]) error {
 		if w.Args.Name == "a" {
@@ -139,7 +141,9 @@ func TestRecoveredJobFetchedAgainIsChargedAgain(t *testing.T) {
 		mu.Unlock()
 		if locked.CompareAndSwap(false, true) {
 			// b's outcome cannot be recorded: the fence check cannot lock
-			// the lease row for a while.
+			// the lease row until the attempt to record it has failed
+			// (a fixed 300ms was not always long enough on a loaded
+			// machine: the recording came after it, and succeeded).
 			tx, err := pool.Begin(ctx)
 			if err != nil {
 				return err
@@ -148,7 +152,13 @@ func TestRecoveredJobFetchedAgainIsChargedAgain(t *testing.T) {
 				tx.Rollback(context.Background())
 				return err
 			}
-			time.AfterFunc(300*time.Millisecond, func() { tx.Rollback(context.Background()) })
+			go func() {
+				select {
+				case <-unrecorded:
+				case <-time.After(20 * time.Second): // the test fails: b ran once
+				}
+				tx.Rollback(context.Background())
+			}()
 		}
 		return nil
 	})
@@ -156,7 +166,12 @@ func TestRecoveredJobFetchedAgainIsChargedAgain(t *testing.T) {
 	res, err := c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: keys[0], Args: step{"a"}},
 		queue.Job{Group: "emails", Key: keys[1], Args: step{"b"}, MaxAttempts: 1})
 	pgtest.Must(t, err)
-	a.run(ctx, queue.ProcessorConfig{Workers: ws, Fence: lease.FenceConfig{LockTimeout: 20 * time.Millisecond}})
+	a.run(ctx, queue.ProcessorConfig{Workers: ws, Fence: lease.FenceConfig{LockTimeout: 20 * time.Millisecond},
+		Hooks: queue.Hooks{OnJob: func(ev queue.JobEvent) {
+			if ev.ID == res[1].ID && ev.Outcome == queue.OutcomeUnrecorded {
+				once.Do(func() { close(unrecorded) })
+			}
+		}}})
 	ia := waitJob(t, ctx, c, res[0].ID, "completed")
 	ib := waitJob(t, ctx, c, res[1].ID, "completed")
 	mu.Lock()

@@ -63,10 +63,12 @@ FROM {{schema}}.members WHERE group_name = $1 ORDER BY id`
 
 const partitionGroups = `SELECT name FROM {{schema}}.groups ORDER BY name`
 
-// JoinSettings sets, for the rest of the transaction, statement_timeout and
-// lock_timeout to $1 milliseconds: a member's pool bounds each statement by
-// its renew interval (DerivePool), right for renewals and heartbeats but
-// not for Start's one-off group creation, which waits on a concurrent
-// creator's commit and which a loaded server may take longer than a
-// renew interval to run; Start's ctx bounds it instead.
-const JoinSettings = `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true)`
+// JoinSettings sets, for the rest of the transaction, statement_timeout,
+// lock_timeout and idle_in_transaction_session_timeout to $1
+// milliseconds: a member's pool bounds each by its renew interval
+// (DerivePool), right for renewals and heartbeats but not for Start's
+// one-off group creation, which waits on a concurrent creator's commit and
+// which a loaded server may take longer than a renew interval to run;
+// Start's ctx bounds it instead.
+const JoinSettings = `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true), ` +
+	`set_config('idle_in_transaction_session_timeout', $1, true)`
