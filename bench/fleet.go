@@ -42,6 +42,7 @@ type fleetFlags struct {
 	sizes         []fleetSize
 	rounds        int
 	idle, load    time.Duration
+	baseline      time.Duration
 	handler       time.Duration
 	rate          float64
 	statements    bool
@@ -88,6 +89,7 @@ func parseFleetFlags(args []string, stderr io.Writer) (fleetFlags, error) {
 	fs.IntVar(&f.rounds, "rounds", 3, "rounds; systems alternate their order from round to round")
 	fs.DurationVar(&f.idle, "idle", 20*time.Second, "idle window: no jobs")
 	fs.DurationVar(&f.load, "load", 30*time.Second, "load window: jobs offered at --rate")
+	fs.DurationVar(&f.baseline, "baseline", 5*time.Second, "no-client window before each fleet starts: the server's own idle CPU (0: none)")
 	fs.DurationVar(&f.handler, "handler", 5*time.Millisecond, "each job's handler sleeps this long")
 	fs.Float64Var(&f.rate, "rate", 500, "offered jobs per second in the load window, one Enqueue/Insert per job")
 	fs.BoolVar(&f.statements, "statements", false, "print the top 5 statements (pg_stat_statements) of each load window")
@@ -95,7 +97,7 @@ func parseFleetFlags(args []string, stderr io.Writer) (fleetFlags, error) {
 	fs.DurationVar(&f.settle, "settle", fleetSettle, "how long a ready fleet runs before the idle window (PostgreSQL 15 flushes an idle backend's counts after 10s)")
 	fs.DurationVar(&f.settleTimeout, "settle-timeout", 3*time.Minute, "bound on a fleet's start until its partitions are owned")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", time.Minute, "bound on the wait for the backlog after a load window")
-	fs.BoolVar(&f.maxRate, "max-rate", false, "also search the highest rate each system sustains at --max-rate-size")
+	fs.BoolVar(&f.maxRate, "max-rate", false, "also search the highest rate each system sustains at --max-rate-size (River also at its benchmark settings)")
 	mrSize := fs.String("max-rate-size", "4x64", "fleet size of the --max-rate search")
 	fs.DurationVar(&f.maxRateWindow, "max-rate-window", 10*time.Second, "load window of each --max-rate step")
 	fs.Float64Var(&f.maxRateStart, "max-rate-start", 100, "first rate of the --max-rate search, doubled until it fails")
@@ -111,7 +113,7 @@ func parseFleetFlags(args []string, stderr io.Writer) (fleetFlags, error) {
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-		for name, v := range map[string]string{"sizes": "2x8", "rounds": "1", "idle": "1s", "load": "2s", "rate": "50", "settle": "1s"} {
+		for name, v := range map[string]string{"sizes": "2x8", "rounds": "1", "idle": "1s", "load": "2s", "rate": "50", "settle": "1s", "baseline": "1s"} {
 			if !set[name] {
 				fs.Set(name, v)
 			}
@@ -160,7 +162,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		rep.sizes = append(rep.sizes, res)
 	}
-	for _, sys := range env.systems() {
+	for _, sys := range append(env.systems(), env.river.atBenchSettings()) {
 		if !f.maxRate || ctx.Err() != nil {
 			break
 		}

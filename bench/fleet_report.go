@@ -31,6 +31,7 @@ var fleetMetrics = []fleetMetric{
 	}},
 	{"idle statements/s", "idle_statements_per_sec", 1, func(s fleetSample) float64 { return perSec(int(s.idle.calls), s.idle.elapsed) }},
 	{"idle server CPU (cores)", "idle_server_cpu_cores", 3, func(s fleetSample) float64 { return cores(s.idle) }},
+	{"no-client server CPU before start (cores)", "baseline_server_cpu_cores", 3, func(s fleetSample) float64 { return cores(s.base) }},
 	{"idle heap MiB per member", "heap_mib_per_member", 2, func(s fleetSample) float64 {
 		return mib(s.mem.heap) / float64(s.members)
 	}},

@@ -29,6 +29,15 @@ type riverFleet struct {
 	fj       fleetJobs
 	clients  []*river.Client[pgx.Tx]
 	pools    []*pgxpool.Pool
+	// benchSettings starts the clients at River's own benchmark settings
+	// (FetchCooldown 2ms, FetchPollInterval 20ms) instead of its defaults.
+	benchSettings bool
+}
+
+// atBenchSettings returns River's side with its clients at River's own
+// benchmark settings, on the same database and producer.
+func (r *riverFleet) atBenchSettings() *riverFleet {
+	return &riverFleet{env: r.env, base: r.base, ctl: r.ctl, inserter: r.inserter, benchSettings: true}
 }
 
 // newRiverFleet creates River's database, migrates it and opens the
@@ -72,7 +81,12 @@ func (r *riverFleet) pool(ctx context.Context, name string) (*pgxpool.Pool, erro
 }
 
 // name returns the system's name.
-func (r *riverFleet) name() string { return "river" }
+func (r *riverFleet) name() string {
+	if r.benchSettings {
+		return "river (benchmark settings)"
+	}
+	return "river"
+}
 
 // dbName returns River's database.
 func (r *riverFleet) dbName() string { return r.base.ConnConfig.Database }
@@ -89,8 +103,9 @@ func (r *riverFleet) start(ctx context.Context, size fleetSize, _ int) error {
 }
 
 // startClient opens client i's pool and starts it at River's defaults
-// (FetchCooldown, FetchPollInterval, completer, leader election), with
-// MaxWorkers fleetRiverMaxWorkers on the default queue.
+// (FetchCooldown, FetchPollInterval, completer, leader election), or its
+// benchmark settings (benchSettings), with MaxWorkers fleetRiverMaxWorkers
+// on the default queue.
 func (r *riverFleet) startClient(ctx context.Context, i int) error {
 	pc := r.base.Copy()
 	pool, err := newSystemPool(ctx, pc, fmt.Sprintf("fleet-river-%d", i), int(pc.MaxConns), nil, "")
@@ -104,11 +119,15 @@ func (r *riverFleet) startClient(ctx context.Context, i int) error {
 		r.fj.finished(j.Args.N)
 		return nil
 	}))
-	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	cfg := &river.Config{
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: fleetRiverMaxWorkers}},
 		Workers: ws,
 		Logger:  slog.New(slog.DiscardHandler),
-	})
+	}
+	if r.benchSettings {
+		cfg.FetchCooldown, cfg.FetchPollInterval = 2*time.Millisecond, 20*time.Millisecond
+	}
+	c, err := river.NewClient(riverpgxv5.New(pool), cfg)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ const fleetSenders = 4
 type fleetSample struct {
 	members int
 	settle  time.Duration // from starting the members until ready
+	base    windowCost    // before the members start: the server with no client of the system
 	idle    windowCost
 	mem     clientMem // heap and goroutines at the idle window's end, less the baseline
 	load    fleetLoad
@@ -63,8 +64,8 @@ func (e *fleetEnv) runSize(ctx context.Context, f fleetFlags, size fleetSize) (f
 				return res, fmt.Errorf("%s round %d: %w", sys.name(), round+1, err)
 			}
 			l := s.load
-			fmt.Fprintf(e.stderr, "  ready in %v; idle %.1f tx/s, server %.3f cores; load %.0f jobs/s, p50 %.1fms p99 %.1fms, "+
-				"%.0f µs server CPU/job, %.2f tx/job\n", s.settle.Round(time.Millisecond),
+			fmt.Fprintf(e.stderr, "  no clients %.3f cores; ready in %v; idle %.1f tx/s, server %.3f cores; load %.0f jobs/s, p50 %.1fms p99 %.1fms, "+
+				"%.0f µs server CPU/job, %.2f tx/job\n", cores(s.base), s.settle.Round(time.Millisecond),
 				perSec(int(s.idle.xacts), s.idle.elapsed), cores(s.idle), l.achieved(), ms(l.quantile(0.5)),
 				ms(l.quantile(0.99)), perJob(l.cost.cpu.Seconds()*1e6, l.finished), perJob(float64(l.cost.xacts), l.finished))
 			res.samples[sys.name()] = append(res.samples[sys.name()], s)
@@ -93,6 +94,21 @@ func perJob(x float64, jobs int64) float64 {
 // window, drains, stops the fleet and resets the system's tables.
 func (e *fleetEnv) runOnce(ctx context.Context, f fleetFlags, sys fleetSystem, size fleetSize, round int) (s fleetSample, err error) {
 	s.members = size.members
+	if f.baseline > 0 {
+		// The server's own idle cost (its background processes, and the
+		// vacuuming of the previous fleet's tables) is in every idle
+		// window: measured here, it can be told apart.
+		r, err := e.readServer(ctx, sys.dbName())
+		if err != nil {
+			return s, err
+		}
+		if err := sleepCtx(ctx, f.baseline); err != nil {
+			return s, err
+		}
+		if s.base, err = e.since(ctx, r); err != nil {
+			return s, err
+		}
+	}
 	m0 := readClientMem()
 	began := time.Now()
 	defer func() {

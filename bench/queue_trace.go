@@ -229,24 +229,34 @@ func (t *jobTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.T
 	if b == nil {
 		return ctx
 	}
+	st := t.classify(ctx, b, data.SQL, data.Args)
+	if st == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, stmtKey{}, st)
+}
+
+// classify returns what statement sql with args is, for which partition;
+// nil for one the tracer ignores.
+func (t *jobTracer) classify(ctx context.Context, b *burn, sql string, args []any) *stmt {
 	st := &stmt{}
-	switch data.SQL {
+	switch sql {
 	case t.fetch:
 		st.kind, st.start = stmtFetch, time.Now()
-		st.slot = t.slotOf(ctx, b, data.Args, 1, -1) // $1 group, $2 partitions
+		st.slot = t.slotOf(ctx, b, args, 1, -1) // $1 group, $2 partitions
 	case t.complete, t.completeFenced:
 		// $1 the jobs' ids; $7 the lease name of each (the fenced
 		// statement's; the raw loop's statement names its slot in ctx).
 		st.kind = stmtComplete
-		if data.SQL == t.completeFenced {
+		if sql == t.completeFenced {
 			st.kind = stmtCompleteFenced
 		}
-		if len(data.Args) > 0 {
-			st.ids, _ = data.Args[0].([]int64)
+		if len(args) > 0 {
+			st.ids, _ = args[0].([]int64)
 		}
-		st.slot = t.slotOf(ctx, b, data.Args, -1, -1)
-		if st.slot == nil && len(data.Args) > 6 {
-			leases, _ := data.Args[6].([]string)
+		st.slot = t.slotOf(ctx, b, args, -1, -1)
+		if st.slot == nil && len(args) > 6 {
+			leases, _ := args[6].([]string)
 			for i, name := range leases {
 				if s := t.slotOfLease(b, name); s != nil && i < len(st.ids) {
 					if st.parts == nil {
@@ -260,14 +270,14 @@ func (t *jobTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.T
 				break
 			}
 		}
-	case "commit":
+	case "commit", "COMMIT":
 		st.kind = stmtCommit
-	case "rollback":
+	case "rollback", "ROLLBACK":
 		st.kind = stmtRollback
 	default:
-		return ctx
+		return nil
 	}
-	return context.WithValue(ctx, stmtKey{}, st)
+	return st
 }
 
 // TraceQueryEnd notes a fetch's rows, counts the jobs a complete statement
@@ -277,6 +287,14 @@ func (t *jobTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.
 	if st == nil {
 		return
 	}
+	t.ended(conn, st, data, false)
+}
+
+// ended is TraceQueryEnd for st; inBatch says it was read from a batch, in
+// which the connection's transaction status is known only at its end: a
+// complete statement there is taken for one inside a transaction, the
+// batch's (the completer pipelines its BEGIN, the statement and COMMIT).
+func (t *jobTracer) ended(conn *pgx.Conn, st *stmt, data pgx.TraceQueryEndData, inBatch bool) {
 	switch st.kind {
 	case stmtFetch:
 		if st.slot != nil && data.Err == nil {
@@ -293,7 +311,7 @@ func (t *jobTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.
 		if st.kind == stmtComplete {
 			n = data.CommandTag.RowsAffected()
 		}
-		if conn.PgConn().TxStatus() == 'I' { // the statement was its own transaction
+		if !inBatch && conn.PgConn().TxStatus() == 'I' { // the statement was its own transaction
 			if st.parts != nil {
 				for s, ids := range st.parts {
 					s.credit(int64(len(ids)), ids)
@@ -383,9 +401,20 @@ func (t *jobTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Trac
 // the rows are shared evenly among its partitions (each gets at least one
 // while any are left), so a job's latency is counted from the start of a
 // fetch of its partition that returned rows.
-func (t *jobTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+func (t *jobTracer) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
 	b := t.cur.Load()
-	if b == nil || data.SQL != t.fetch || data.Err != nil || len(data.Args) < 2 {
+	if b == nil {
+		return
+	}
+	if data.SQL != t.fetch {
+		// A completion pipelined with its BEGIN and COMMIT, counted as
+		// one in a transaction.
+		if st := t.classify(ctx, b, data.SQL, data.Args); st != nil {
+			t.ended(conn, st, pgx.TraceQueryEndData{CommandTag: data.CommandTag, Err: data.Err}, true)
+		}
+		return
+	}
+	if data.Err != nil || len(data.Args) < 2 {
 		return
 	}
 	start, _ := ctx.Value(batchStart{}).(time.Time)

@@ -320,7 +320,7 @@ func (p *Processor) record(ctx context.Context, gs []grantOutcomes, refused []er
 		// synchronous standby did not confirm (the outcomes are then tried
 		// again).
 		done := store.Watch(conn.Conn().PgConn())
-		changed, _, err := p.completeGrants(ctx, conn, gs, refused) // no batch item: nothing drained
+		changed, _, err := p.completeGrants(ctx, standalone(conn), gs, refused) // no batch item: nothing drained
 		if nr := done(); err == nil && nr != nil {
 			return 0, &fence.IndeterminateError{Op: "queue: record outcomes", Resource: resource, Err: nr}
 		}
@@ -344,7 +344,7 @@ func (p *Processor) record(ctx context.Context, gs []grantOutcomes, refused []er
 // recordIn is record in tx, up to the commit, which is the caller's: the
 // fenced statement, and the batches whose last items it finished.
 func (p *Processor) recordIn(ctx context.Context, tx pgx.Tx, gs []grantOutcomes, refused []error) (int, error) {
-	n, drained, err := p.completeGrants(ctx, tx, gs, refused)
+	n, drained, err := p.completeGrants(ctx, on(tx), gs, refused)
 	if err != nil {
 		return 0, err
 	}

@@ -28,6 +28,21 @@ func (f *flushCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.T
 
 func (f *flushCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// The completion statement on its own is sent in a batch (with its BEGIN,
+// SET and COMMIT).
+func (f *flushCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	for _, q := range d.Batch.QueuedQueries {
+		if strings.Contains(q.SQL, "FOR SHARE OF l") {
+			f.n.Add(1)
+		}
+	}
+	return ctx
+}
+
+func (f *flushCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (f *flushCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 // While the database fails every completion, the completer tries again
 // after a backoff (50ms, doubling), however often pipelines hurry it or add
 // records: a starved backlog hurries it at every event, and each hurry

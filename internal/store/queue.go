@@ -405,6 +405,12 @@ const MemberSettings = `SELECT set_config('jit', 'off', true), set_config('enabl
 const FetchSettings = `SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true), ` +
 	`set_config('plan_cache_mode', 'force_generic_plan', true)`
 
+// CompleteSettings is FetchSettings for a completion statement in a
+// transaction of its own: planned once per connection, without JIT and
+// without a sequential scan of the jobs (its generic plan is built under
+// these settings too).
+const CompleteSettings = FetchSettings
+
 // queuePoll finds, among the partitions $2 of group $1 that a member owns,
 // those whose earliest pending job is due within $3 microseconds: one
 // statement per poll for all of them, instead of a fetch per partition. It
