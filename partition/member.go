@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
@@ -183,8 +184,30 @@ const joinTimeout = 30 * time.Second
 // count, in one transaction sent in one round trip, whose statements are
 // bounded by Start's ctx and joinTimeout rather than by the member pool's
 // renew-interval timeouts: a loaded server (or a concurrent creator's slow
-// commit) may take longer than a renew interval, and Start runs once.
-func (m *Member) createGroup(ctx context.Context) (int, error) {
+// commit) may take longer than a renew interval, and Start runs once. The
+// preparation of its statements, before the settings apply, still runs
+// under the pool's timeouts: a server timeout there (a starved server) is
+// tried again a few times (joinAttempts), never a connection failure (a
+// dead database fails Start at once).
+func (m *Member) createGroup(ctx context.Context) (stored int, err error) {
+	for attempt := 1; ; attempt++ {
+		stored, err = m.tryCreateGroup(ctx)
+		var pe *pgconn.PgError
+		if err == nil || attempt == joinAttempts || !errors.As(err, &pe) ||
+			(pe.Code != "57014" && pe.Code != "55P03" && pe.Code != "25P03") {
+			return stored, err
+		}
+		m.log.Warn("partition: creating the group timed out; trying again", "attempt", attempt, "err", err)
+		if !m.waitCtx(ctx, time.Duration(attempt)*100*time.Millisecond, nil) {
+			return stored, err
+		}
+	}
+}
+
+// joinAttempts bounds createGroup's attempts.
+const joinAttempts = 4
+
+func (m *Member) tryCreateGroup(ctx context.Context) (int, error) {
 	timeout := joinTimeout
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, max(time.Until(d), time.Millisecond))

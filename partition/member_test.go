@@ -141,3 +141,33 @@ func TestStartWaitsForConcurrentGroupCreator(t *testing.T) {
 		t.Fatalf("Start after a slow concurrent creator: %v", err)
 	}
 }
+
+// Start tries its group creation again when the server times it out
+// before the creation's own timeouts apply (here: preparing its statements
+// waits for a lock on the groups table past the member pool's lock
+// timeout, a third of the TTL).
+func TestStartRetriesAGroupCreationTimedOutByTheServer(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := pgtest.Context(t)
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `LOCK TABLE leasehold.groups IN ACCESS EXCLUSIVE MODE`)
+	pgtest.Must(t, err)
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-1",
+		Run: (&recorder{}).run("worker-1"), Lease: lease.Config{TTL: time.Second}})
+	pgtest.Must(t, err)
+	t.Cleanup(func() { stopMember(t, m) })
+	started := make(chan error, 1)
+	go func() { started <- m.Start(ctx) }()
+	select {
+	case err := <-started:
+		t.Fatalf("Start returned while the groups table was locked: %v", err)
+	case <-time.After(600 * time.Millisecond): // past the pool's 333 ms lock timeout
+	}
+	pgtest.Must(t, tx.Rollback(ctx))
+	if err := <-started; err != nil {
+		t.Fatalf("Start after the lock was released: %v", err)
+	}
+}

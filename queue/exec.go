@@ -195,7 +195,7 @@ type event struct {
 
 func (r *run) event(f fetched, oc Outcome, d time.Duration, err error) event {
 	return event{JobEvent: JobEvent{Group: r.o.Group, Partition: r.o.Partition, ID: f.id, Kind: f.kind,
-		Attempt: f.attempt + 1, Outcome: oc, Duration: d, Err: err}, plain: true, grant: &r.o}
+		Attempt: f.attempt + 1, Token: r.o.Token, Outcome: oc, Duration: d, Err: err}, plain: true, grant: &r.o}
 }
 
 // runOne runs one job's handler, plain or transactional.

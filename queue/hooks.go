@@ -1,6 +1,10 @@
 package queue
 
-import "time"
+import (
+	"time"
+
+	"github.com/leasehold/leasehold/fence"
+)
 
 // Hooks observe a Processor, for metrics. Each field may be nil. Hooks are
 // called synchronously from the Processor's goroutines and must not block.
@@ -53,7 +57,11 @@ type JobEvent struct {
 	ID        int64
 	Kind      string
 	Attempt   int // 1 on the first run
-	Outcome   Outcome
+	// Token is the fencing token of the grant the run was under: two runs
+	// of one job in one process (a stalled run of an earlier grant, and
+	// the next grant's) tell apart by it.
+	Token   fence.Token
+	Outcome Outcome
 	// Duration is how long the handler ran (for a batch handler, the whole
 	// batch's run).
 	Duration time.Duration

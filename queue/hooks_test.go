@@ -143,6 +143,8 @@ func TestLeaseEndCancelsHandlers(t *testing.T) {
 			defer mu.Unlock()
 			if len(events) != 1 || events[0].Outcome != queue.OutcomeInterrupted {
 				t.Errorf("events %+v; want one, interrupted", events)
+			} else if events[0].Token != l.Token() || l.Token() == 0 {
+				t.Errorf("event's token %v; want the grant's, %v", events[0].Token, l.Token())
 			}
 		})
 	}

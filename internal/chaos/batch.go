@@ -317,14 +317,14 @@ func (*batchWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) e
 	if err != nil {
 		return err
 	}
-	return runQueue(ctx, db, w, func(ws *queue.Workers, tokens *sync.Map) {
-		handleEffect(ws, db, w, tokens, func(j *queue.Work[batchItem]) (string, []any) {
+	return runQueue(ctx, db, w, func(ws *queue.Workers) {
+		handleEffect(ws, db, w, func(j *queue.Work[batchItem]) (string, []any) {
 			return q.apply, []any{j.ID, j.Key, j.Partition, int64(j.Token), w.ID}
 		})
-		handleEffect(ws, db, w, tokens, func(j *queue.Work[batchComplete]) (string, []any) {
+		handleEffect(ws, db, w, func(j *queue.Work[batchComplete]) (string, []any) {
 			return q.followupApply, []any{j.ID, FollowUpComplete, j.Batch, j.Partition, int64(j.Token), w.ID}
 		})
-		handleEffect(ws, db, w, tokens, func(j *queue.Work[batchSuccess]) (string, []any) {
+		handleEffect(ws, db, w, func(j *queue.Work[batchSuccess]) (string, []any) {
 			return q.followupApply, []any{j.ID, FollowUpSuccess, j.Batch, j.Partition, int64(j.Token), w.ID}
 		})
 	})

@@ -3,13 +3,11 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
@@ -191,8 +189,8 @@ func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) er
 	if err != nil {
 		return err
 	}
-	return runQueue(ctx, db, w, func(ws *queue.Workers, tokens *sync.Map) {
-		handleEffect(ws, db, w, tokens, func(j *queue.Work[item]) (string, []any) {
+	return runQueue(ctx, db, w, func(ws *queue.Workers) {
+		handleEffect(ws, db, w, func(j *queue.Work[item]) (string, []any) {
 			return q.apply, []any{j.ID, j.Key, j.Partition, int64(j.Token), w.ID}
 		})
 	})
@@ -202,9 +200,8 @@ func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) er
 // the TTL, ignoring its context), then writes its effect, the statement
 // and arguments that effect returns, in the job's fenced transaction (or,
 // unfenced, on its own autocommit statement: the control), and passes the
-// Hold hook. tokens joins a run's token (known to the handler) to its
-// outcome (known to the OnJob hook of runQueue).
-func handleEffect[T queue.Args](ws *queue.Workers, db *pgxpool.Pool, w WorkerEnv, tokens *sync.Map,
+// Hold hook.
+func handleEffect[T queue.Args](ws *queue.Workers, db *pgxpool.Pool, w WorkerEnv,
 	effect func(j *queue.Work[T]) (string, []any)) {
 	stall := func() {
 		if ok, d := w.Stall(); ok {
@@ -216,7 +213,6 @@ func handleEffect[T queue.Args](ws *queue.Workers, db *pgxpool.Pool, w WorkerEnv
 		// fenced completion, as in an at-least-once queue.
 		queue.Handle(ws, func(ctx context.Context, j *queue.Work[T]) error {
 			stall()
-			tokens.Store(j.ID, j.Token)
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			sql, args := effect(j)
@@ -230,7 +226,6 @@ func handleEffect[T queue.Args](ws *queue.Workers, db *pgxpool.Pool, w WorkerEnv
 	}
 	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, j *queue.Work[T]) error {
 		stall()
-		tokens.Store(j.ID, j.Token)
 		sql, args := effect(j)
 		if _, err := tx.Exec(context.WithoutCancel(ctx), sql, args...); err != nil {
 			return err
@@ -241,12 +236,11 @@ func handleEffect[T queue.Args](ws *queue.Workers, db *pgxpool.Pool, w WorkerEnv
 }
 
 // runQueue runs a worker.Worker whose queue has the handlers register
-// registers (with handleEffect, sharing tokens), recording each commit
+// registers (with handleEffect), recording each commit
 // attempt's outcome, until ctx ends; then it stops the worker gracefully.
-func runQueue(ctx context.Context, db *pgxpool.Pool, w WorkerEnv, register func(ws *queue.Workers, tokens *sync.Map)) error {
-	var tokens sync.Map // job id -> fence.Token
+func runQueue(ctx context.Context, db *pgxpool.Pool, w WorkerEnv, register func(ws *queue.Workers)) error {
 	ws := queue.NewWorkers()
-	register(ws, &tokens)
+	register(ws)
 	ttl := w.Lease.TTL
 	if ttl == 0 {
 		ttl = lease.DefaultTTL
@@ -261,11 +255,11 @@ func runQueue(ctx context.Context, db *pgxpool.Pool, w WorkerEnv, register func(
 	// keep it open so that its commit reaches the fence check.
 	cfg.Queue.Fence = lease.FenceConfig{IdleTimeout: 4 * ttl}
 	cfg.Queue.Hooks.OnJob = func(e queue.JobEvent) {
-		var token int64
-		if t, ok := tokens.LoadAndDelete(e.ID); ok {
-			token = int64(t.(fence.Token))
-		}
-		ev := Event{Type: EventCommit, Partition: e.Partition, Job: e.ID, Token: token, Outcome: string(e.Outcome)}
+		// The run's own token: two runs of one job may overlap in one
+		// process (a stalled run of an earlier grant and the next
+		// grant's), so it cannot be looked up by job id (a map by job id
+		// once gave a refused run the token of the run that committed).
+		ev := Event{Type: EventCommit, Partition: e.Partition, Job: e.ID, Token: int64(e.Token), Outcome: string(e.Outcome)}
 		if e.Err != nil {
 			ev.Err = e.Err.Error()
 		}
