@@ -93,6 +93,10 @@ func TestAcquireWaitsForReleaseAndHonoursContext(t *testing.T) {
 	b := newClient(t, pool, lease.Config{Owner: "b", MaxBackoff: 50 * time.Millisecond})
 	la, err := a.Acquire(ctx, "job")
 	pgtest.Must(t, err)
+	// b's token guard (run before its first grant) is not what the short
+	// deadline below measures: on a loaded machine it once took the whole
+	// 300ms, and Acquire never saw the lease held.
+	pgtest.Must(t, b.GuardTokens(ctx, 0))
 
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
