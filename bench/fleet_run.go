@@ -98,14 +98,7 @@ func (e *fleetEnv) runOnce(ctx context.Context, f fleetFlags, sys fleetSystem, s
 		// The server's own idle cost (its background processes, and the
 		// vacuuming of the previous fleet's tables) is in every idle
 		// window: measured here, it can be told apart.
-		r, err := e.readServer(ctx, sys.dbName())
-		if err != nil {
-			return s, err
-		}
-		if err := sleepCtx(ctx, f.baseline); err != nil {
-			return s, err
-		}
-		if s.base, err = e.since(ctx, r); err != nil {
+		if s.base, err = e.window(ctx, sys.dbName(), f.baseline); err != nil {
 			return s, err
 		}
 	}
@@ -122,20 +115,26 @@ func (e *fleetEnv) runOnce(ctx context.Context, f fleetFlags, sys fleetSystem, s
 	if err := sleepCtx(ctx, e.f.settle); err != nil {
 		return s, err
 	}
-	r0, err := e.readServer(ctx, sys.dbName())
-	if err != nil {
-		return s, err
-	}
-	if err := sleepCtx(ctx, f.idle); err != nil {
-		return s, err
-	}
-	if s.idle, err = e.since(ctx, r0); err != nil {
+	if s.idle, err = e.window(ctx, sys.dbName(), f.idle); err != nil {
 		return s, err
 	}
 	m1 := readClientMem()
 	s.mem = clientMem{heap: m1.heap - min(m0.heap, m1.heap), goroutines: m1.goroutines - m0.goroutines}
 	s.load, err = e.loadWindow(ctx, f, sys, f.rate, f.load)
 	return s, err
+}
+
+// window measures what the server spends in d with nothing done meanwhile
+// (db's transactions and statements).
+func (e *fleetEnv) window(ctx context.Context, db string, d time.Duration) (windowCost, error) {
+	r, err := e.readServer(ctx, db)
+	if err != nil {
+		return windowCost{}, err
+	}
+	if err := sleepCtx(ctx, d); err != nil {
+		return windowCost{}, err
+	}
+	return e.since(ctx, r)
 }
 
 // loadWindow offers jobs to sys at rate for d, measures the server's cost

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
@@ -192,9 +191,7 @@ const joinTimeout = 30 * time.Second
 func (m *Member) createGroup(ctx context.Context) (stored int, err error) {
 	for attempt := 1; ; attempt++ {
 		stored, err = m.tryCreateGroup(ctx)
-		var pe *pgconn.PgError
-		if err == nil || attempt == joinAttempts || !errors.As(err, &pe) ||
-			(pe.Code != "57014" && pe.Code != "55P03" && pe.Code != "25P03") {
+		if err == nil || attempt == joinAttempts || !store.IsServerTimeout(err) {
 			return stored, err
 		}
 		m.log.Warn("partition: creating the group timed out; trying again", "attempt", attempt, "err", err)

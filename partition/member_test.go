@@ -112,17 +112,19 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// Start waits for a concurrent creator of the group longer than one renew
-// interval (the member pool's statement and lock timeout): a loaded server
-// or a slow commit must not fail Start, which its ctx bounds instead.
-func TestStartWaitsForConcurrentGroupCreator(t *testing.T) {
-	t.Parallel()
+// startBlocked starts a member of group "g" (TTL 1s: the member pool's
+// statement and lock timeouts are 333 ms) while a transaction that ran
+// block holds the groups table or a row of it for hold, then ends that
+// transaction (commit or not), and returns Start's error. It fails the
+// test if Start returns while blocked.
+func startBlocked(t *testing.T, block string, hold time.Duration, commit bool) error {
+	t.Helper()
 	pool := pgtest.Pool(t)
 	ctx := pgtest.Context(t)
 	tx, err := pool.Begin(ctx)
 	pgtest.Must(t, err)
 	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `INSERT INTO leasehold.groups (name, partitions) VALUES ('g', 4)`)
+	_, err = tx.Exec(ctx, block)
 	pgtest.Must(t, err)
 	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-1",
 		Run: (&recorder{}).run("worker-1"), Lease: lease.Config{TTL: time.Second}})
@@ -130,14 +132,26 @@ func TestStartWaitsForConcurrentGroupCreator(t *testing.T) {
 	t.Cleanup(func() { stopMember(t, m) })
 	started := make(chan error, 1)
 	go func() { started <- m.Start(ctx) }()
-	// Hold the creator's row lock for several renew intervals (333 ms).
 	select {
 	case err := <-started:
-		t.Fatalf("Start returned while the creator's insert was uncommitted: %v", err)
-	case <-time.After(time.Second):
+		t.Fatalf("Start returned while blocked by %q: %v", block, err)
+	case <-time.After(hold):
 	}
-	pgtest.Must(t, tx.Commit(ctx))
-	if err := <-started; err != nil {
+	if commit {
+		pgtest.Must(t, tx.Commit(ctx))
+	} else {
+		pgtest.Must(t, tx.Rollback(ctx))
+	}
+	return <-started
+}
+
+// Start waits for a concurrent creator of the group longer than one renew
+// interval (the member pool's statement and lock timeout): a loaded server
+// or a slow commit must not fail Start, which its ctx bounds instead.
+func TestStartWaitsForConcurrentGroupCreator(t *testing.T) {
+	t.Parallel()
+	// The creator's row lock, held for several renew intervals.
+	if err := startBlocked(t, `INSERT INTO leasehold.groups (name, partitions) VALUES ('g', 4)`, time.Second, true); err != nil {
 		t.Fatalf("Start after a slow concurrent creator: %v", err)
 	}
 }
@@ -148,26 +162,7 @@ func TestStartWaitsForConcurrentGroupCreator(t *testing.T) {
 // timeout, a third of the TTL).
 func TestStartRetriesAGroupCreationTimedOutByTheServer(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
-	ctx := pgtest.Context(t)
-	tx, err := pool.Begin(ctx)
-	pgtest.Must(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `LOCK TABLE leasehold.groups IN ACCESS EXCLUSIVE MODE`)
-	pgtest.Must(t, err)
-	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-1",
-		Run: (&recorder{}).run("worker-1"), Lease: lease.Config{TTL: time.Second}})
-	pgtest.Must(t, err)
-	t.Cleanup(func() { stopMember(t, m) })
-	started := make(chan error, 1)
-	go func() { started <- m.Start(ctx) }()
-	select {
-	case err := <-started:
-		t.Fatalf("Start returned while the groups table was locked: %v", err)
-	case <-time.After(600 * time.Millisecond): // past the pool's 333 ms lock timeout
-	}
-	pgtest.Must(t, tx.Rollback(ctx))
-	if err := <-started; err != nil {
+	if err := startBlocked(t, `LOCK TABLE leasehold.groups IN ACCESS EXCLUSIVE MODE`, 600*time.Millisecond, false); err != nil {
 		t.Fatalf("Start after the lock was released: %v", err)
 	}
 }

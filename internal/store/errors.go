@@ -167,6 +167,15 @@ func IsUndefined(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000")
 }
 
+// IsServerTimeout reports whether the server cut err's statement short by
+// one of its timeouts: statement_timeout (57014, also a cancel request),
+// lock_timeout (55P03) or idle_in_transaction_session_timeout (25P03). A
+// connection failure is not one.
+func IsServerTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "57014" || pe.Code == "55P03" || pe.Code == "25P03")
+}
+
 // Transient reports whether retrying later may succeed after err: the
 // outcome is unknown, the connection failed, or the server reported a
 // condition that passes (lock timeout, serialization failure, shutdown,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -78,5 +79,17 @@ func TestTransient(t *testing.T) {
 		if got := Transient(tc.err); got != tc.want {
 			t.Errorf("Transient(%v) = %v; want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+func TestIsServerTimeout(t *testing.T) {
+	for code, want := range map[string]bool{"57014": true, "55P03": true, "25P03": true, "42P01": false, "08006": false} {
+		err := fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: code})
+		if got := IsServerTimeout(err); got != want {
+			t.Errorf("IsServerTimeout(%s) = %v; want %v", code, got, want)
+		}
+	}
+	if IsServerTimeout(errors.New("connection refused")) {
+		t.Error("a connection failure counted as a server timeout")
 	}
 }
