@@ -68,20 +68,32 @@ func postmasterPID(ctx context.Context, admin *pgxpool.Pool) (int, error) {
 	return s.ppid, nil
 }
 
-// serverCPU returns the CPU time the server's processes have used: the
-// postmaster's and its live children's own and reaped children's times.
-// A backend that exits is reaped by the postmaster, whose children's times
-// then hold it, so a difference of two readings counts every process that
-// ran in between, however briefly. 0 when the postmaster is unknown.
-func serverCPU(postmaster int) time.Duration {
+// serverUsage is what the server's processes have used.
+type serverUsage struct {
+	cpu time.Duration
+	// switches is the live processes' voluntary context switches: each
+	// is a backend that slept (waiting for a message, a lock, a flush) and
+	// was woken, which on a virtual machine costs more than the work many
+	// statements do. Exited processes' are lost (not inherited as their
+	// CPU is), so it is exact only over a window no backend exits in.
+	switches int64
+}
+
+// readServerUsage returns the CPU time the server's processes have used
+// (the postmaster's and its live children's own and reaped children's
+// times: a backend that exits is reaped by the postmaster, whose children's
+// times then hold it, so a difference of two readings counts every process
+// that ran in between, however briefly) and its live processes' voluntary
+// context switches. Zero when the postmaster is unknown.
+func readServerUsage(postmaster int) serverUsage {
 	if postmaster == 0 {
-		return 0
+		return serverUsage{}
 	}
 	pm, err := readProcStat(postmaster)
 	if err != nil {
-		return 0
+		return serverUsage{}
 	}
-	total := pm.cpu
+	u := serverUsage{cpu: pm.cpu, switches: voluntarySwitches(postmaster)}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -89,10 +101,28 @@ func serverCPU(postmaster int) time.Duration {
 			continue
 		}
 		if s, err := readProcStat(pid); err == nil && s.ppid == postmaster {
-			total += s.cpu
+			u.cpu += s.cpu
+			u.switches += voluntarySwitches(pid)
 		}
 	}
-	return total
+	return u
+}
+
+// voluntarySwitches reads a process's voluntary context switches from
+// /proc/<pid>/status (0 when it is gone).
+func voluntarySwitches(pid int) int64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	const key = "voluntary_ctxt_switches:"
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // dbXacts returns database db's committed plus rolled-back transactions
@@ -109,6 +139,9 @@ type fleetStmt struct {
 	// PlanMs is the statement's planning time (pg_stat_statements'
 	// total_plan_time: track_planning is on in the suite's server).
 	PlanMs float64 `json:"plan_ms"`
+	// Plans is how many times it was planned (a statement on its cached
+	// generic plan is planned once per backend, not per call).
+	Plans  int64   `json:"plans"`
 	PerJob float64 `json:"calls_per_job,omitempty"`
 }
 
@@ -127,7 +160,7 @@ func (e *fleetEnv) readStatements(ctx context.Context, db string, top int) (call
 	if !e.statements {
 		return 0, nil, nil
 	}
-	rows, err := e.srv.admin.Query(ctx, `SELECT query, calls, total_exec_time, total_plan_time, sum(calls) OVER ()
+	rows, err := e.srv.admin.Query(ctx, `SELECT query, calls, plans, total_exec_time, total_plan_time, sum(calls) OVER ()
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
 		ORDER BY total_exec_time + total_plan_time DESC`, db)
 	if err != nil {
@@ -137,7 +170,7 @@ func (e *fleetEnv) readStatements(ctx context.Context, db string, top int) (call
 	for rows.Next() {
 		var s fleetStmt
 		var sum float64
-		if err := rows.Scan(&s.Query, &s.Calls, &s.TotalMs, &s.PlanMs, &sum); err != nil {
+		if err := rows.Scan(&s.Query, &s.Calls, &s.Plans, &s.TotalMs, &s.PlanMs, &sum); err != nil {
 			return 0, nil, err
 		}
 		calls = int64(sum)
@@ -168,7 +201,7 @@ func readClientMem() clientMem {
 // serverReading is the server's counters at one instant, for a window.
 type serverReading struct {
 	at     time.Time
-	cpu    time.Duration
+	usage  serverUsage
 	xacts  int64
 	dbName string
 }
@@ -180,22 +213,24 @@ func (e *fleetEnv) readServer(ctx context.Context, db string) (serverReading, er
 		return serverReading{}, err
 	}
 	x, err := e.dbXacts(ctx, db)
-	return serverReading{at: time.Now(), cpu: serverCPU(e.postmaster), xacts: x, dbName: db}, err
+	return serverReading{at: time.Now(), usage: readServerUsage(e.postmaster), xacts: x, dbName: db}, err
 }
 
 // windowCost is what the server spent in a window.
 type windowCost struct {
-	elapsed time.Duration
-	cpu     time.Duration
-	xacts   int64
-	calls   int64
-	top     []fleetStmt
+	elapsed  time.Duration
+	cpu      time.Duration
+	switches int64 // the server's voluntary context switches (see serverUsage)
+	xacts    int64
+	calls    int64
+	top      []fleetStmt
 }
 
 // since reads the server's counters again and returns their growth since
 // r, with the window's top 5 statements.
 func (e *fleetEnv) since(ctx context.Context, r serverReading) (windowCost, error) {
-	c := windowCost{elapsed: time.Since(r.at), cpu: serverCPU(e.postmaster) - r.cpu}
+	u := readServerUsage(e.postmaster)
+	c := windowCost{elapsed: time.Since(r.at), cpu: u.cpu - r.usage.cpu, switches: u.switches - r.usage.switches}
 	x, err := e.dbXacts(ctx, r.dbName)
 	if err != nil {
 		return c, err

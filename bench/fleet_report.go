@@ -31,6 +31,7 @@ var fleetMetrics = []fleetMetric{
 	}},
 	{"idle statements/s", "idle_statements_per_sec", 1, func(s fleetSample) float64 { return perSec(int(s.idle.calls), s.idle.elapsed) }},
 	{"idle server CPU (cores)", "idle_server_cpu_cores", 3, func(s fleetSample) float64 { return cores(s.idle) }},
+	{"idle server wakeups/s", "idle_server_switches_per_sec", 0, func(s fleetSample) float64 { return perSec(int(s.idle.switches), s.idle.elapsed) }},
 	{"no-client server CPU before start (cores)", "baseline_server_cpu_cores", 3, func(s fleetSample) float64 { return cores(s.base) }},
 	{"idle heap MiB per member", "heap_mib_per_member", 2, func(s fleetSample) float64 {
 		return mib(s.mem.heap) / float64(s.members)
@@ -47,6 +48,9 @@ var fleetMetrics = []fleetMetric{
 	{"load: server CPU (cores)", "load_server_cpu_cores", 3, func(s fleetSample) float64 { return cores(s.load.cost) }},
 	{"load: server CPU µs per job", "server_cpu_us_per_job", 0, func(s fleetSample) float64 {
 		return perJob(s.load.cost.cpu.Seconds()*1e6, s.load.finished)
+	}},
+	{"load: server wakeups per job", "server_switches_per_job", 1, func(s fleetSample) float64 {
+		return perJob(float64(s.load.cost.switches), s.load.finished)
 	}},
 	{"load: tx per job", "xacts_per_job", 2, func(s fleetSample) float64 {
 		return perJob(float64(s.load.cost.xacts), s.load.finished)
@@ -136,16 +140,16 @@ func (r fleetReport) printStatements(w io.Writer) {
 			}
 			last := ss[len(ss)-1]
 			idle := ptable{title: fmt.Sprintf("Top statements, %s, %s, last round's idle window (%v)", sys, res.size, last.idle.elapsed.Round(time.Second)),
-				header: []string{"calls", "execution ms", "planning ms", "calls/s", "statement"}}
+				header: []string{"calls", "plans", "execution ms", "planning ms", "calls/s", "statement"}}
 			for _, st := range last.idle.top {
-				idle.add(fmt.Sprint(st.Calls), f1(st.TotalMs), f1(st.PlanMs), f2(perSec(int(st.Calls), last.idle.elapsed)), stmtCell(st.Query))
+				idle.add(fmt.Sprint(st.Calls), fmt.Sprint(st.Plans), f1(st.TotalMs), f1(st.PlanMs), f2(perSec(int(st.Calls), last.idle.elapsed)), stmtCell(st.Query))
 			}
 			idle.markdown(w)
 			l := last.load
 			t := ptable{title: fmt.Sprintf("Top statements, %s, %s, last round's load window (%d jobs finished)", sys, res.size, l.finished),
-				header: []string{"calls", "execution ms", "planning ms", "calls/job", "statement"}}
+				header: []string{"calls", "plans", "execution ms", "planning ms", "calls/job", "statement"}}
 			for _, st := range l.cost.top {
-				t.add(fmt.Sprint(st.Calls), f1(st.TotalMs), f1(st.PlanMs), f2(perJob(float64(st.Calls), l.finished)), stmtCell(st.Query))
+				t.add(fmt.Sprint(st.Calls), fmt.Sprint(st.Plans), f1(st.TotalMs), f1(st.PlanMs), f2(perJob(float64(st.Calls), l.finished)), stmtCell(st.Query))
 			}
 			t.markdown(w)
 		}

@@ -32,12 +32,13 @@ type Config struct {
 	MaxAttempts int
 	// NotifyWindow coalesces the notifications that wake idle partition
 	// owners: Enqueue and EnqueueMany notify a group's partitions in their
-	// statements at most once per window, and an enqueue whose
-	// notification is coalesced is notified at the end of the window (one
-	// statement for all the partitions pending by then), after it has
-	// committed. (EnqueueTx in your
-	// own transaction always notifies at its commit.) Defaults to 10ms;
-	// negative means every enqueue notifies in its own statement.
+	// statements at most once per window; an enqueue whose notification is
+	// coalesced is notified by the next enqueue that notifies (a window
+	// after the last), or, when none follows, 1.5 windows after it
+	// committed by one statement for all the partitions pending by then.
+	// (EnqueueTx in your own transaction always notifies at its commit.)
+	// Defaults to 10ms; negative means every enqueue notifies in its own
+	// statement.
 	NotifyWindow time.Duration
 	// SubmitChunk is how many items SubmitItems adds per transaction.
 	// Defaults to 1000: a bigger chunk adds items no faster here (see
@@ -181,42 +182,74 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 		}
 	}
 	// Our own autocommitted enqueue may leave its notification to the
-	// notifier; one in the caller's transaction notifies at its commit.
-	var due []wakeKey
+	// notifier, or carry those the notifier holds; one in the caller's
+	// transaction notifies at its commit.
+	var due, carried []wakeKey
+	var carry []string
 	channel := &c.q.Channel
 	if own := db == fence.Querier(c.pool); own && c.cfg.NotifyWindow > 0 {
 		due = dueKeys(groups, parts, runAts)
-		if !c.notify.inStatement(due) {
+		var notify bool
+		if notify, carry, carried = c.notify.inStatement(due); !notify {
 			channel = nil
 		}
 	}
+	defer func() {
+		if err != nil && len(carried) > 0 {
+			c.notify.committed(carried) // not carried after all: the notifier sends them
+		}
+	}()
 	carrier := c.trace.carrier(ctx) // the enqueue span's context, stored with the jobs
+	if n == 1 && uniques[0] == nil {
+		// The common Enqueue: a statement of one row (see queueEnqueueOne).
+		var id int64
+		var woken *int64
+		if err := db.QueryRow(ctx, c.q.EnqueueOne, groups[0], parts[0], keys[0], kinds[0], args[0], maxes[0], runAts[0],
+			channel, holds[0], prios[0], maxSet[0], carrier, carry).Scan(&id, &woken); err != nil {
+			return nil, enqueueErr(err)
+		}
+		out[0].ID = id
+	} else if err := c.enqueueRows(ctx, db, out, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds, prios, maxSet, carrier, carry); err != nil {
+		return nil, err
+	}
+	if channel == nil {
+		c.notify.committed(due)
+	}
+	return out, nil
+}
+
+// enqueueRows runs the statement of many jobs (or of one with a unique
+// key) and fills out with their ids, or marks them duplicates.
+func (c *Client) enqueueRows(ctx context.Context, db fence.Querier, out []Enqueued, groups []string, parts []int32, keys, kinds []string,
+	args [][]byte, maxes []int32, runAts []*time.Time, uniques []*string, channel *string, holds []bool, prios []int16, maxSet []bool,
+	carrier *string, carry []string) error {
 	var rows pgx.Rows
+	var err error
 	if slices.ContainsFunc(uniques, func(u *string) bool { return u != nil }) {
 		if jt, ok := db.(*jobTx); ok {
 			// A transactional handler's enqueue: its jobs' successors may
 			// take their unique keys.
 			if err := c.releaseUnique(ctx, jt, groups, uniques); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		rows, err = db.Query(ctx, c.q.Enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds, prios, maxSet, carrier)
+		rows, err = db.Query(ctx, c.q.Enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds, prios, maxSet, carrier, carry)
 	} else {
-		rows, err = db.Query(ctx, c.q.EnqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds, prios, maxSet, carrier)
+		rows, err = db.Query(ctx, c.q.EnqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds, prios, maxSet, carrier, carry)
 	}
 	if err != nil {
-		return nil, enqueueErr(err)
+		return enqueueErr(err)
 	}
 	for rows.Next() {
 		var n int64
 		var id *int64
 		if err := rows.Scan(&n, &id); err != nil {
 			rows.Close()
-			return nil, enqueueErr(err)
+			return enqueueErr(err)
 		}
 		if n < 1 || int(n) > len(out) {
 			rows.Close()
-			return nil, fmt.Errorf("queue: enqueue: row for input %d of %d", n, len(out))
+			return fmt.Errorf("queue: enqueue: row for input %d of %d", n, len(out))
 		}
 		if id == nil {
 			out[n-1].Duplicate = true
@@ -225,12 +258,9 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, enqueueErr(err)
+		return enqueueErr(err)
 	}
-	if channel == nil {
-		c.notify.committed(due)
-	}
-	return out, nil
+	return nil
 }
 
 // releaseUnique releases the unique keys of the jobs that tx's handler

@@ -11,16 +11,21 @@ import (
 
 // notifier coalesces the notifications of a Client's own enqueues (Enqueue
 // and EnqueueMany, which commit when their statement returns). A NOTIFY
-// takes a database-wide lock at commit, so one per enqueue would serialise
-// enqueuing transactions. Instead, an enqueue whose groups were all
-// notified less than window ago sends none in its statement; once it has
-// committed, its partitions are notified at the end of the window by one
-// statement of the notifier's, covering every partition pending by then. So
-// an idle owner is woken at most window after any committed enqueue, and a
-// steady stream of enqueues costs at most one notifying statement per
-// window, however many partitions it spreads over. (Coalescing by
-// partition instead let keyless jobs, placed round robin, notify in nearly
-// every enqueue of a group of many partitions.)
+// takes a database-wide lock at commit and wakes every listening backend of
+// the database, so one per enqueue would serialise enqueuing transactions
+// and wake each worker's listener per job. Instead, an enqueue whose groups
+// were all notified less than window ago sends none in its statement; its
+// partitions are pending, and the next enqueue that notifies in its
+// statement (the first one a window after the last) carries them: a steady
+// stream of enqueues notifies once per window, in statements it runs
+// anyway, however many partitions it spreads over. When the stream stops,
+// a partition pending for flushAfter windows is notified by one statement
+// of the notifier's, for every partition pending by then. So an idle owner
+// is woken at most about window after a committed enqueue while enqueues
+// go on, and 1.5 windows after the last one. (Coalescing by partition
+// instead let keyless jobs, placed round robin, notify in nearly every
+// enqueue of a group of many partitions; a flush of its own every window
+// cost a transaction per window.)
 type notifier struct {
 	pool    *pgxpool.Pool
 	channel string
@@ -29,8 +34,13 @@ type notifier struct {
 	mu      sync.Mutex
 	last    map[string]time.Time // when each group was last notified
 	pending map[wakeKey]bool     // committed enqueues not yet notified
+	oldest  time.Time            // when the oldest pending one was added
 	armed   bool                 // a flush is scheduled
 }
+
+// flushAfter is how many windows a partition is left pending, for an
+// enqueue to carry, before the notifier's own statement notifies it.
+const flushAfter = 1.5
 
 func newNotifier(pool *pgxpool.Pool, channel string, window time.Duration) *notifier {
 	return &notifier{pool: pool, channel: channel, window: window,
@@ -39,8 +49,10 @@ func newNotifier(pool *pgxpool.Pool, channel string, window time.Duration) *noti
 
 // inStatement reports whether an enqueue to the due partitions keys must
 // notify in its own statement: when the group of one of them was not
-// notified within the window. It then counts their groups as notified now.
-func (n *notifier) inStatement(keys []wakeKey) bool {
+// notified within the window. It then counts their groups as notified now
+// and returns the pending partitions the statement must notify too
+// (payloads "<partition>:<group>", and their keys for carryFailed).
+func (n *notifier) inStatement(keys []wakeKey) (notify bool, carry []string, carried []wakeKey) {
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -51,43 +63,70 @@ func (n *notifier) inStatement(keys []wakeKey) bool {
 			break
 		}
 	}
-	if stale {
-		for _, k := range keys {
-			n.last[k.group] = now
-		}
-		if len(n.last) > 100_000 { // bound the memory of a long-lived client
-			clear(n.last)
-		}
+	if !stale {
+		return false, nil, nil
 	}
-	return stale
-}
-
-// committed schedules the notification of keys, whose enqueue committed
-// without notifying.
-func (n *notifier) committed(keys []wakeKey) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	for _, k := range keys {
-		n.pending[k] = true
+		n.last[k.group] = now
 	}
-	if !n.armed && len(n.pending) > 0 {
-		n.armed = true
-		time.AfterFunc(n.window, n.flush)
-	}
-}
-
-// flush notifies the pending partitions in one statement. A failure is
-// not reported: the owners find the jobs at their next poll.
-func (n *notifier) flush() {
-	n.mu.Lock()
-	payloads := make([]string, 0, len(n.pending))
-	now := time.Now()
 	for k := range n.pending {
-		payloads = append(payloads, strconv.Itoa(k.partition)+":"+k.group)
+		carry = append(carry, payload(k))
+		carried = append(carried, k)
 		n.last[k.group] = now
 	}
 	clear(n.pending)
+	if len(n.last) > 100_000 { // bound the memory of a long-lived client
+		clear(n.last)
+	}
+	return true, carry, carried
+}
+
+// payload is the notification payload of partition k.
+func payload(k wakeKey) string { return strconv.Itoa(k.partition) + ":" + k.group }
+
+// committed marks keys pending: their enqueue committed without notifying,
+// or the statement that was to carry them failed.
+func (n *notifier) committed(keys []wakeKey) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.pending) == 0 {
+		n.oldest = time.Now()
+	}
+	for _, k := range keys {
+		n.pending[k] = true
+	}
+	n.arm()
+}
+
+// arm schedules a flush for when the oldest pending partition has waited
+// flushAfter windows, unless one is scheduled. Called with mu held.
+func (n *notifier) arm() {
+	if n.armed || len(n.pending) == 0 {
+		return
+	}
+	n.armed = true
+	time.AfterFunc(time.Until(n.oldest.Add(time.Duration(flushAfter*float64(n.window)))), n.flush)
+}
+
+// flush notifies the pending partitions in one statement, if the oldest
+// has waited flushAfter windows (an enqueue carried the older ones: it
+// waits for the rest). A failure is not reported: the owners find the
+// jobs at their next poll.
+func (n *notifier) flush() {
+	n.mu.Lock()
 	n.armed = false
+	if time.Since(n.oldest) < time.Duration(flushAfter*float64(n.window)) {
+		n.arm()
+		n.mu.Unlock()
+		return
+	}
+	payloads := make([]string, 0, len(n.pending))
+	now := time.Now()
+	for k := range n.pending {
+		payloads = append(payloads, payload(k))
+		n.last[k.group] = now
+	}
+	clear(n.pending)
 	n.mu.Unlock()
 	if len(payloads) == 0 {
 		return

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -16,7 +17,7 @@ func TestNotifierCoalescesByGroup(t *testing.T) {
 	n := newNotifier(nil, "ch", time.Hour)
 	in := 0
 	for part := range 64 {
-		if n.inStatement([]wakeKey{{"g", part}}) {
+		if notify, _, _ := n.inStatement([]wakeKey{{"g", part}}); notify {
 			in++
 		}
 	}
@@ -25,7 +26,7 @@ func TestNotifierCoalescesByGroup(t *testing.T) {
 	}
 	in = 0
 	for i := range 8 {
-		if n.inStatement([]wakeKey{{fmt.Sprint("other-", i), 0}}) {
+		if notify, _, _ := n.inStatement([]wakeKey{{fmt.Sprint("other-", i), 0}}); notify {
 			in++
 		}
 	}
@@ -35,7 +36,41 @@ func TestNotifierCoalescesByGroup(t *testing.T) {
 	short := newNotifier(nil, "ch", time.Nanosecond)
 	short.inStatement([]wakeKey{{"g", 0}})
 	time.Sleep(time.Millisecond)
-	if !short.inStatement([]wakeKey{{"g", 1}}) {
+	if notify, _, _ := short.inStatement([]wakeKey{{"g", 1}}); !notify {
 		t.Fatal("control: an enqueue after the window did not notify in its statement")
+	}
+}
+
+// The partitions of enqueues coalesced within a window are carried by the
+// next enqueue that notifies in its statement, whatever their group, and
+// are then no longer pending; a carry that failed makes them pending again.
+func TestNotifierCarriesPending(t *testing.T) {
+	n := newNotifier(nil, "ch", time.Hour)
+	if notify, carry, _ := n.inStatement([]wakeKey{{"g", 0}}); !notify || len(carry) != 0 {
+		t.Fatalf("first enqueue: notify %v, carry %v; want its own notification, nothing to carry", notify, carry)
+	}
+	for _, k := range []wakeKey{{"g", 1}, {"g", 2}} {
+		if notify, _, _ := n.inStatement([]wakeKey{k}); notify {
+			t.Fatalf("enqueue to %v within the window notified in its statement", k)
+		}
+		n.committed([]wakeKey{k})
+	}
+	n.mu.Lock()
+	n.last["g"] = time.Now().Add(-2 * time.Hour) // the window passed
+	n.mu.Unlock()
+	notify, carry, carried := n.inStatement([]wakeKey{{"h", 5}})
+	slices.Sort(carry)
+	if !notify || !slices.Equal(carry, []string{"1:g", "2:g"}) || len(carried) != 2 {
+		t.Fatalf("enqueue after the window: notify %v, carry %v; want it to notify and carry 1:g and 2:g", notify, carry)
+	}
+	if _, carry, _ := n.inStatement([]wakeKey{{"i", 0}}); len(carry) != 0 {
+		t.Fatalf("carried partitions still pending: %v", carry)
+	}
+	n.committed(carried) // the carrying statement failed
+	n.mu.Lock()
+	pending := len(n.pending)
+	n.mu.Unlock()
+	if pending != 2 {
+		t.Fatalf("%d pending after a failed carry; want 2", pending)
 	}
 }

@@ -314,6 +314,68 @@ func TestEnqueueNotificationsAreCoalescedAndSentAfterCommit(t *testing.T) {
 	}
 }
 
+// A coalesced enqueue's partition is notified by the next enqueue that
+// notifies in its statement, a window after the last one, not by a
+// statement of its own; when no enqueue follows (the control), by the
+// notifier's, 1.5 windows after it committed.
+func TestCoalescedNotificationRidesOnTheNextEnqueue(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, _ := setup(t)
+	const window = time.Second
+	conn, err := pool.Acquire(ctx)
+	pgtest.Must(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `LISTEN `+queue.NotifyChannel(""))
+	pgtest.Must(t, err)
+	// awaitPayload waits for the notification of partition part of
+	// emails and returns when it came.
+	awaitPayload := func(part int) time.Time {
+		t.Helper()
+		want := fmt.Sprintf("%d:emails", part)
+		for {
+			wctx, cancel := context.WithTimeout(ctx, 5*window)
+			n, err := conn.Conn().WaitForNotification(wctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("no notification %s: %v", want, err)
+			}
+			if n.Payload == want {
+				return time.Now()
+			}
+		}
+	}
+	keyOf := func(part int) string {
+		for i := 0; ; i++ {
+			if k := fmt.Sprint("k", i); partition.OfString(k, 8) == part {
+				return k
+			}
+		}
+	}
+	for _, follow := range []bool{true, false} {
+		c, err := queue.New(pgtest.DBOn(t, pool), queue.Config{NotifyWindow: window})
+		pgtest.Must(t, err)
+		_, err = c.Enqueue(ctx, queue.Job{Group: "emails", Key: keyOf(1), Args: step{"first"}})
+		pgtest.Must(t, err)
+		awaitPayload(1)
+		_, err = c.Enqueue(ctx, queue.Job{Group: "emails", Key: keyOf(2), Args: step{"coalesced"}})
+		pgtest.Must(t, err)
+		committed := time.Now()
+		if follow {
+			time.Sleep(window + window/10)
+			_, err = c.Enqueue(ctx, queue.Job{Group: "emails", Key: keyOf(3), Args: step{"next"}})
+			pgtest.Must(t, err)
+		}
+		took := awaitPayload(2).Sub(committed)
+		if follow && took >= window*3/2 {
+			t.Fatalf("the coalesced enqueue was notified %v after it committed; want it carried by the next enqueue, before 1.5 windows", took)
+		}
+		if !follow && took < window*3/2 {
+			t.Fatalf("control: with no enqueue after it, the coalesced enqueue was notified after %v; want 1.5 windows", took)
+		}
+	}
+}
+
 // With a poll interval of an hour, a job whose notification was coalesced
 // (enqueued within the window of the previous one, while its owner is idle)
 // still wakes its owner: the notification follows at the window's end.

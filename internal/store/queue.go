@@ -13,8 +13,10 @@ const queueGroups = `SELECT name, partitions FROM {{schema}}.groups WHERE name =
 // whose unique key is already pending in its group (or earlier in the same
 // batch) is skipped. Each partition that received a job due now is notified
 // on channel $9 (delivered at commit; one notification per partition per
-// transaction), so its owner fetches at once instead of at its next poll;
-// with $9 NULL, none is (the client notifies later). $10 says whether each
+// transaction), so its owner fetches at once instead of at its next poll,
+// and so are the partitions $14 (payloads of earlier enqueues that
+// committed without notifying); with $9 NULL, none is (the client notifies
+// later). $10 says whether each
 // job holds its key's later jobs while it waits (see migration 0006); $11
 // the priorities, $12 whether max_attempts was set by the enqueuer (see
 // migration 0010); $13 the trace carrier stored with every job of the
@@ -36,8 +38,9 @@ ins AS (
     RETURNING id, group_name, partition, run_at),
 woken AS (
     SELECT count(*) AS partitions FROM (
-        SELECT pg_notify($9, d.partition || ':' || d.group_name)
-        FROM (SELECT DISTINCT group_name, partition FROM ins WHERE $9::text IS NOT NULL AND run_at <= clock_timestamp()) AS d) AS x)
+        SELECT pg_notify($9, d.p)
+        FROM (SELECT DISTINCT partition || ':' || group_name AS p FROM ins WHERE $9::text IS NOT NULL AND run_at <= clock_timestamp()
+              UNION SELECT unnest($14::text[]) WHERE $9::text IS NOT NULL) AS d) AS x)
 SELECT t.n, ins.id FROM t LEFT JOIN ins USING (id) CROSS JOIN woken ORDER BY t.n`
 
 // queueReleaseUnique releases, in a transactional handler's transaction
@@ -56,7 +59,7 @@ WHERE j.id = ANY($1::bigint[]) AND j.group_name = u.g AND j.unique_key = u.k
 // row is inserted, so the ids map back to the inputs without a join, and no
 // conflict check runs. $8 is the notification channel (NULL: none), $9
 // the holds flags, $10 the priorities, $11 the max_attempts_set flags, $12
-// the trace carrier (NULL: none).
+// the trace carrier (NULL: none), $13 the extra payloads to notify.
 const queueEnqueuePlain = `
 WITH t AS MATERIALIZED (
     SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, h, pr, ms, n
@@ -70,9 +73,30 @@ ins AS (
     SELECT id, g, p, k, kind, a, m, r, h, pr, ms, $12::jsonb FROM t ORDER BY n),
 woken AS (
     SELECT count(*) AS partitions FROM (
-        SELECT pg_notify($8, d.p || ':' || d.g)
-        FROM (SELECT DISTINCT g, p FROM t WHERE $8::text IS NOT NULL AND r <= clock_timestamp()) AS d) AS x)
+        SELECT pg_notify($8, d.p)
+        FROM (SELECT DISTINCT p || ':' || g AS p FROM t WHERE $8::text IS NOT NULL AND r <= clock_timestamp()
+              UNION SELECT unnest($13::text[]) WHERE $8::text IS NOT NULL) AS d) AS x)
 SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
+
+// queueEnqueueOne is queueEnqueuePlain for one job, the common Enqueue:
+// one row inserted with VALUES, its id drawn by the column's default, so
+// that the plan is an insert and a result, not the arrays' unnesting,
+// sorts and joins a batch needs (their start-up cost the server pays at
+// every execution, about 130 µs a job here; see docs/queue.md). $1 to $12
+// are the job's fields as in queueEnqueuePlain; $8 the channel (NULL:
+// none). With a channel, the job's partition is notified if due now, and
+// so are the partitions $13 (payloads of earlier enqueues that committed
+// without notifying; see queue's notifier), in the same commit. It returns
+// the job's id.
+const queueEnqueueOne = `
+WITH ins AS (
+    INSERT INTO {{schema}}.jobs (group_name, partition, key, kind, args, max_attempts, run_at, holds, priority, max_attempts_set, trace)
+    VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, clock_timestamp()), $9, $10, $11, $12::jsonb)
+    RETURNING id, run_at <= clock_timestamp() AS due)
+SELECT ins.id, CASE WHEN $8::text IS NOT NULL THEN (
+    SELECT count(pg_notify($8, p)) FROM unnest(
+        CASE WHEN ins.due THEN ARRAY[$2::int || ':' || $1::text] ELSE '{}'::text[] END || $13::text[]) AS p) END
+FROM ins`
 
 // queueFetch reads due jobs of the partitions of group $1 a member asks
 // for, in one statement, without locks: only each partition's owner reads

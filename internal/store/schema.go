@@ -81,7 +81,7 @@ func For(schema string) (*Statements, error) {
 			Channel: PartitionChannel(schema),
 		},
 		Queue: QueueSQL{
-			CreateGroup: r(queueCreateGroup), Groups: r(queueGroups), Enqueue: r(queueEnqueue), EnqueuePlain: r(queueEnqueuePlain),
+			CreateGroup: r(queueCreateGroup), Groups: r(queueGroups), Enqueue: r(queueEnqueue), EnqueuePlain: r(queueEnqueuePlain), EnqueueOne: r(queueEnqueueOne),
 			Fetch: r(queueFetch), FetchPaused: r(queueFetchPaused), FetchBefore12: r(queueFetchBefore12), OpenRun: r(queueOpenRun),
 			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced), CompleteItems: r(queueCompleteItems),
 			Retain: r(queueRetain), Poll: r(queuePoll), RetainItems: r(queueRetainItems), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
@@ -152,7 +152,7 @@ type PartitionSQL struct {
 
 // QueueSQL are the statements of package queue.
 type QueueSQL struct {
-	CreateGroup, Groups, Enqueue, EnqueuePlain, Fetch, FetchPaused, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
+	CreateGroup, Groups, Enqueue, EnqueuePlain, EnqueueOne, Fetch, FetchPaused, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
 	Retry, Stats, Cancel, List, Waits, ReleaseUnique string
 	// Poll finds which of a member's partitions have due jobs.
 	Poll string
