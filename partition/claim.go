@@ -3,8 +3,10 @@ package partition
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/lease"
@@ -164,15 +166,46 @@ func (m *Member) own(p int, l *lease.Lease) {
 	go m.serve(ctx, c)
 }
 
-// serve runs Run for one grant, then, once Run has returned (or
-// HandoffTimeout passed), releases the partition unless the lease was lost.
+// serve runs Run for one grant on the claim's goroutine (its only one: a
+// member owning many partitions keeps one goroutine per grant, not two),
+// then hands the partition off (handoff). A Run that has not returned
+// HandoffTimeout after its context ended is left running: a timer hands
+// the partition off without it.
 func (m *Member) serve(ctx context.Context, c *claim) {
-	defer m.wg.Done()
 	log := m.log.With("partition", c.p, "token", int64(c.l.Token()))
 	log.Debug("partition: owned")
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
+	var (
+		once sync.Once
+		mu   sync.Mutex
+		// ended is when ctx ended (zero: not yet), timer the handoff
+		// timeout, returned whether Run returned: all under mu.
+		ended    time.Time
+		timer    lease.Timer
+		returned bool
+	)
+	handoff := func(early bool) {
+		once.Do(func() {
+			mu.Lock()
+			start := ended
+			mu.Unlock()
+			m.handoff(ctx, c, log, early, start)
+		})
+	}
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if returned {
+			return
+		}
+		ended = m.clock.Now()
+		timer = m.clock.AfterFunc(m.cfg.HandoffTimeout, func() {
+			log.Error("partition: Run did not return within HandoffTimeout; releasing anyway "+
+				"(its writes carry a superseded token and are refused by fenced resources)",
+				"timeout", m.cfg.HandoffTimeout)
+			handoff(false)
+		})
+	})
+	func() {
 		defer func() {
 			if r := recover(); r != nil {
 				log.Error("partition: Run panicked", "panic", r, "stack", string(debug.Stack()))
@@ -180,32 +213,33 @@ func (m *Member) serve(ctx context.Context, c *claim) {
 		}()
 		m.cfg.Run(ctx, Ownership{Group: m.cfg.Group, Partition: c.p, Token: c.l.Token(), Lease: c.l})
 	}()
-	early := false
-	select {
-	case <-ctx.Done():
-	case <-ran:
-		// Both cases are ready when Run returned because ctx was
-		// cancelled: only a Run that gave up by itself is early.
-		if ctx.Err() == nil {
-			early = true
-			c.cancel(errRunReturned)
-			m.mu.Lock()
-			c.ending = true
-			m.mu.Unlock()
-		}
+	// stop reports true when ctx had not ended: Run gave up by itself.
+	early := stop()
+	mu.Lock()
+	returned = true
+	if timer != nil {
+		timer.Stop()
 	}
+	if ended.IsZero() {
+		ended = m.clock.Now()
+	}
+	mu.Unlock()
+	if early {
+		c.cancel(errRunReturned)
+		m.mu.Lock()
+		c.ending = true
+		m.mu.Unlock()
+	}
+	handoff(early)
+}
+
+// handoff ends claim c once its Run returned (or HandoffTimeout passed
+// since ctx ended at start): it releases the partition unless the lease
+// was lost, forgets the claim, and, for a Run that returned early, holds
+// the partition back for a cooldown.
+func (m *Member) handoff(ctx context.Context, c *claim, log *slog.Logger, early bool, start time.Time) {
+	defer m.wg.Done()
 	cause := context.Cause(ctx)
-	start := m.clock.Now()
-	timeout := make(chan struct{})
-	t := m.clock.AfterFunc(m.cfg.HandoffTimeout, func() { close(timeout) })
-	select {
-	case <-ran:
-	case <-timeout:
-		log.Error("partition: Run did not return within HandoffTimeout; releasing anyway "+
-			"(its writes carry a superseded token and are refused by fenced resources)",
-			"timeout", m.cfg.HandoffTimeout)
-	}
-	t.Stop()
 	if errors.Is(cause, lease.ErrLost) {
 		// The lease client logs the loss (rate-limited); the next
 		// "assignment changed" line counts it.
