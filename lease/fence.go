@@ -41,15 +41,19 @@ type FenceConfig struct {
 // leases: an effect transaction commits only if the lease still carries the
 // effect's token and has not expired.
 //
-// The check locks the lease row FOR SHARE until the transaction ends. That
-// closes the READ COMMITTED hole of a plain check (a takeover committing
-// between the check and the commit): a takeover must update the row, so it
-// waits until the effect transaction has committed or rolled back, and a
-// check that runs after a takeover committed sees the new token and is
-// refused. FOR KEY SHARE would not do: a takeover updates no key column and
-// does not wait for it. The lock also keeps the lease from being renewed
-// from the check until the transaction ends: Tx checks last, just before
-// its COMMIT, so that the row is locked only for the commit.
+// The check locks the lease row FOR KEY SHARE until the transaction ends.
+// That closes the READ COMMITTED hole of a plain check (a takeover
+// committing between the check and the commit): a takeover changes the
+// row's token, which is part of a key (the index leases_name_token,
+// migration 15), so PostgreSQL makes it take FOR UPDATE, and it waits until
+// the effect transaction has committed or rolled back; a check that runs
+// after a takeover committed sees the new token and is refused. A renewal
+// or a release changes no key column: it takes FOR NO KEY UPDATE, which
+// does not wait for the check, so a held check no longer holds off its
+// lease's renewals. (Before migration 15, a takeover updated no key column
+// and FOR KEY SHARE would not have fenced it: the check names the index,
+// and fails with ErrNotMigrated on such a schema.) Tx checks last, just
+// before its COMMIT, so that the row is locked only for the commit.
 type Fence struct {
 	cfg         FenceConfig
 	pool        *pgxpool.Pool

@@ -35,7 +35,9 @@ type RenewEvent struct {
 	Count   int // leases the statement tried to renew
 	Renewed int // leases it renewed
 	// Busy is the number of leases the statement skipped because another
-	// transaction held their rows' locks (an open fence check, FOR SHARE):
+	// transaction held their rows' locks in a conflicting mode (a fence
+	// check of a version before schema 15, FOR SHARE; not one of this
+	// version, FOR KEY SHARE):
 	// neither renewed nor lost, they are retried soon on their own. Always
 	// zero for Lease.Renew, which waits for the lock.
 	Busy    int

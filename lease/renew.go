@@ -99,7 +99,9 @@ func (c *Client) renewUrgent(busy []*Lease) {
 // waits for the row's lock (each attempt bounded by StatementTimeout), until
 // l is renewed or lost. The loop's retries of a busy lease only sample the
 // row: under a steady stream of overlapping FOR SHARE locks (many short
-// fence checks on one lease) they can keep missing the moments it is free,
+// fence checks of a version before schema 15 on one lease, during a rolling
+// upgrade; this version's checks lock FOR KEY SHARE, which a renewal does
+// not wait for) they can keep missing the moments it is free,
 // and a healthy holder would lose the lease at its local deadline. A
 // waiting statement is woken the moment the row is free. It holds no other
 // row's lock meanwhile, so the Client's other leases are not held up.

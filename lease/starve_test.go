@@ -23,8 +23,10 @@ import (
 // wake of the renewal loop at a time; the database's TTL is real time, long
 // enough (10s) never to run out while the test steps through 15s of local
 // time in a fraction of that. A transaction holds one lease's row FOR SHARE
-// (an effect transaction that ran its fence check first) for 1.5 TTL of
-// local time.
+// for 1.5 TTL of local time: not a fence check of this version (FOR KEY
+// SHARE, which renewals do not wait for: TestFenceCheckDoesNotHoldOffRenewals)
+// but any other locker of the row, such as an effect transaction of a
+// worker of the version before (FOR SHARE) during a rolling upgrade.
 const (
 	starveTTL  = 10 * time.Second // SafetyMargin 1s: the local deadline is 9s after a renewal is sent
 	starveHold = starveTTL * 3 / 2
@@ -155,10 +157,11 @@ func (r *starveRig) step(run *starveRun, at time.Duration, wait time.Duration, e
 }
 
 // runHeldRow acquires a, b and c, holds b's row FOR SHARE in an effect
-// transaction that checks first (Begin, Check, effect) for hold of local
-// time, stepping the renewal loop through it, then commits that
-// transaction and returns the history and the commit's error.
-func runHeldRow(t *testing.T, waiting bool, hold time.Duration) (*starveRig, *starveRun, error) {
+// transaction that locks it first (Begin, the lock, the check, the effect)
+// for hold of local time, stepping the renewal loop through it, then
+// commits that transaction and returns the history and the commit's error.
+// With fenceOnly, the transaction takes no lock but its fence check's.
+func runHeldRow(t *testing.T, waiting bool, hold time.Duration, fenceOnly ...bool) (*starveRig, *starveRun, error) {
 	ctx := pgtest.Context(t)
 	r := newStarveRig(t, waiting)
 	ls, err := r.c.TryAcquireMany(ctx, "a", "b", "c")
@@ -169,6 +172,10 @@ func runHeldRow(t *testing.T, waiting bool, hold time.Duration) (*starveRig, *st
 	tx, err := r.f.Begin(ctx)
 	pgtest.Must(t, err)
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	if len(fenceOnly) == 0 || !fenceOnly[0] {
+		_, err := tx.Exec(ctx, `SELECT FROM leasehold.leases WHERE name = 'b' FOR SHARE`)
+		pgtest.Must(t, err)
+	}
 	pgtest.Must(t, r.f.Check(ctx, tx, "b", ls[1].Token()))
 	pgtest.Must(t, effect(ls[1].Token(), "the slow effect")(tx))
 
@@ -284,6 +291,29 @@ func TestSlowEffectDoesNotCostTheOtherLeases(t *testing.T) {
 		t.Fatalf("negative control (the renewal waits for row locks): checker = %v; want the other leases lost", err)
 	}
 	t.Logf("negative control: %v", err)
+}
+
+// A fence check locks its lease's row FOR KEY SHARE, which a renewal
+// (FOR NO KEY UPDATE: it changes no key column) does not wait for: an
+// effect transaction holding its check for longer than the TTL costs the
+// holder no lease, not even its own, and its effect commits. (Only a
+// change of the token waits for it: TestTakeoverCannotCommitWhileAnEffect-
+// TransactionIsOpen.) The control is TestSlowEffectDoesNotCostTheOtherLeases:
+// the same run with the row also locked FOR SHARE loses b.
+func TestFenceCheckDoesNotHoldOffRenewals(t *testing.T) {
+	t.Parallel()
+	_, run, commit := runHeldRow(t, false, starveHold, true)
+	if err := othersHeld(run, "", starveHold); err != nil { // b too
+		t.Fatalf("with b's fence check held for %v: %v", starveHold, err)
+	}
+	for _, s := range run.steps {
+		for _, e := range s.renews {
+			if e.Busy > 0 {
+				t.Fatalf("at %v: a renewal found a row busy (%+v) while only a fence check held it", s.at, e)
+			}
+		}
+	}
+	pgtest.Must(t, commit)
 }
 
 // A lease whose row was locked only for a while is renewed soon after the

@@ -80,7 +80,8 @@ func TestStallAtCommitIsNotChargedToTheHandler(t *testing.T) {
 	pgtest.Must(t, err)
 	<-entered
 	// Hold the partition's lease row, so that the run's completion (which
-	// locks it FOR SHARE) waits, on the server, once the handler returns.
+	// locks it FOR KEY SHARE, which the FOR UPDATE held here blocks) waits, on
+	// the server, once the handler returns.
 	hold, err := direct.Begin(ctx)
 	pgtest.Must(t, err)
 	defer hold.Rollback(context.Background())
@@ -92,7 +93,7 @@ func TestStallAtCommitIsNotChargedToTheHandler(t *testing.T) {
 	var victim int
 	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
 		err := direct.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE $1::int = ANY(pg_blocking_pids(pid)) AND query LIKE '%FOR SHARE OF l%'`, holder).Scan(&victim)
+			WHERE $1::int = ANY(pg_blocking_pids(pid)) AND query LIKE '%FOR KEY SHARE OF l%'`, holder).Scan(&victim)
 		if err == nil {
 			break
 		}

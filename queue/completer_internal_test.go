@@ -20,7 +20,7 @@ import (
 type flushCounter struct{ n atomic.Int64 }
 
 func (f *flushCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, "FOR SHARE OF l") {
+	if strings.Contains(d.SQL, "FOR KEY SHARE OF l") {
 		f.n.Add(1)
 	}
 	return ctx
@@ -32,7 +32,7 @@ func (f *flushCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryE
 // SET and COMMIT).
 func (f *flushCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	for _, q := range d.Batch.QueuedQueries {
-		if strings.Contains(q.SQL, "FOR SHARE OF l") {
+		if strings.Contains(q.SQL, "FOR KEY SHARE OF l") {
 			f.n.Add(1)
 		}
 	}

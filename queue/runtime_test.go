@@ -484,7 +484,7 @@ func TestHandlerCannotCommitItsTransaction(t *testing.T) {
 	}
 }
 
-// Outcomes are recorded by a statement that locks the lease row FOR SHARE
+// Outcomes are recorded by a statement that locks the lease row FOR KEY SHARE
 // (plain runs: on its own; transactional runs: in the handler's
 // transaction, before the commit): a takeover that commits while that
 // statement waits for the row is seen, and the stale completion is refused

@@ -112,7 +112,7 @@ func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership,
 		done[i] = outcome{id: f.id, state: "completed", spent: f.spend(1), item: f.item != ""}
 	}
 	// The fence check and the completion, in one statement: the lease row
-	// is locked FOR SHARE until the commit.
+	// is locked FOR KEY SHARE until the commit (no takeover commits before).
 	n, drained, err := p.completeFenced(ctx, tx, o, done)
 	if err != nil {
 		return broken(err)

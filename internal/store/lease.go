@@ -40,8 +40,9 @@ ORDER BY n` + leaseAcquireCommon
 // not expired, in one statement, locking rows in name order and waiting for
 // each row's lock. It returns the names renewed. Lease.Renew runs it for one
 // lease; the renewal loop runs leaseRenewSkipLocked instead, because with
-// several leases a wait for one row (locked FOR SHARE by a long fence check)
-// would hold the locks of the rows before it and stall their fence checks.
+// several leases a wait for one row (locked by another transaction: a fence
+// check of a version before migration 15 held it FOR SHARE) would hold the
+// locks of the rows before it and stall their fence checks.
 const leaseRenew = `
 UPDATE {{schema}}.leases AS l
 SET renewed_at = clock_timestamp(), expires_at = clock_timestamp() + $4 * interval '1 microsecond'
@@ -62,8 +63,10 @@ RETURNING l.name, l.expires_at`
 // waiting for another's. $1 names, $2 tokens, $3 owner, $4 TTL in
 // microseconds. It returns one row per name renewed (renewed = true) and
 // one per name skipped (renewed = false): still this grant, unexpired, in
-// the statement's snapshot, but its row locked by another transaction,
-// typically an effect transaction's fence check (FOR SHARE). A name it does
+// the statement's snapshot, but its row locked by another transaction in a
+// mode that conflicts with FOR NO KEY UPDATE (not a fence check, FOR KEY
+// SHARE, since migration 15: a takeover, an older version's FOR SHARE
+// fence, a lock of yours). A name it does
 // not return is lost: expired, released or granted anew. All parts of the
 // statement share one snapshot, so the busy test sees the rows as they were
 // before the update; a row that a takeover committed after the snapshot is
@@ -140,9 +143,17 @@ const leasePeek = `
 SELECT token, expires_at > clock_timestamp(), current_setting('transaction_isolation') = 'read committed'
 FROM {{schema}}.leases WHERE name = $1`
 
-// leaseCheck locks a lease row FOR SHARE inside the effect transaction and
-// returns its token and whether it is unexpired; $1 is the lease name, $2 to
-// $4 the lock, idle-in-transaction and statement timeouts.
+// leaseCheck locks a lease row FOR KEY SHARE inside the effect transaction
+// and returns its token and whether it is unexpired; $1 is the lease name,
+// $2 to $4 the lock, idle-in-transaction and statement timeouts.
+//
+// FOR KEY SHARE is a fence because migration 15 made the token part of a
+// key (leases_name_token): every change of a token (a takeover, a
+// re-grant) and every delete then takes FOR UPDATE and waits for the
+// check's transaction, while a renewal or a release, which change no key
+// column, do not. On a schema without that index the lock would fence
+// nothing, so the statement names the index (fenceKey): before migration
+// 15 it fails with undefined_table (ErrNotMigrated), closed, not open.
 //
 // leaseCheck sets the transaction's timeouts and reads the lease row in one
 // statement (one round trip). The row lock is taken by the LockRows step on
@@ -152,7 +163,13 @@ const leaseCheck = `
 SELECT l.token, l.expires_at > clock_timestamp()
 FROM (SELECT set_config('lock_timeout', $2, true),
              set_config('idle_in_transaction_session_timeout', $3, true),
-             set_config('statement_timeout', $4, true)) AS settings,
+             set_config('statement_timeout', $4, true), ` + fenceKey + `) AS settings,
      {{schema}}.leases AS l
 WHERE l.name = $1
-FOR SHARE OF l`
+FOR KEY SHARE OF l`
+
+// fenceKey names the index that makes FOR KEY SHARE a fence (see
+// leaseCheck), in every statement that fences with it: a constant
+// resolved when the statement is prepared, so it costs nothing at each
+// execution, and fails the statement on a schema that lacks the index.
+const fenceKey = `'{{schema}}.leases_name_token'::regclass AS fence_key`

@@ -357,8 +357,9 @@ const queueComplete = queueCompleteSet + `NULL::bool[]` + queueCompleteWhere
 
 // queueCompleteFenced is queueComplete, fenced, as one statement, for the
 // outcomes of any number of grants (a member's partitions): it locks the
-// leases named in $7 FOR SHARE, in name order (so no takeover or renewal
-// of them can commit before this statement's transaction does), waiting at
+// leases named in $7 FOR KEY SHARE, in name order (so no takeover of them
+// can commit before this statement's transaction does; renewals need not
+// wait), waiting at
 // most $8 milliseconds for each lock, and changes each job only if its
 // grant's lease ($7[i]) carries its grant's token ($6[i]) and is unexpired:
 // a partition that lost its lease voids its own outcomes only. On its own
@@ -398,14 +399,15 @@ SELECT l.name, l.token, l.live, (SELECT count(*) FROM changed),
 FROM l`
 
 // queueFenceLock is the fence of queueCompleteFenced and queueCompleteItems:
-// the lease rows named in $7, locked FOR SHARE in name order within
-// lock_timeout $8.
+// the lease rows named in $7, locked FOR KEY SHARE in name order within
+// lock_timeout $8 (a fence since migration 15: see leaseCheck; fenceKey
+// fails the statement on an older schema).
 const queueFenceLock = `
     SELECT l.name, l.token, l.expires_at > clock_timestamp() AS live
-    FROM (SELECT set_config('lock_timeout', $8, true)) AS settings, {{schema}}.leases AS l
+    FROM (SELECT set_config('lock_timeout', $8, true), ` + fenceKey + `) AS settings, {{schema}}.leases AS l
     WHERE l.name = ANY($7::text[])
     ORDER BY l.name
-    FOR SHARE OF l`
+    FOR KEY SHARE OF l`
 
 // MemberSettings is what the member's statements that probe many
 // partitions (the poll, retention) set for their transaction, in the same

@@ -1,0 +1,11 @@
+-- The fence locks a lease row FOR KEY SHARE (was FOR SHARE). A lock must
+-- make every change of a lease's token wait for the effect transactions
+-- that checked it, and nothing else: the token is made part of a key (a
+-- unique index usable by a foreign key: plain columns, no predicate), so
+-- that PostgreSQL takes the strongest row lock (FOR UPDATE) for any update
+-- that changes it (a takeover, a re-grant) and for a delete, and both wait
+-- for FOR KEY SHARE; a renewal or a release, which leave the token alone,
+-- take FOR NO KEY UPDATE, which does not. Renewals no longer wait for, or
+-- skip, leases whose fence is held (see docs/leases.md). Renewals stay HOT
+-- updates: they change no indexed column.
+CREATE UNIQUE INDEX leases_name_token ON {{schema}}.leases (name, token);
