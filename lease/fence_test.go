@@ -241,33 +241,42 @@ func TestIdleTimeoutCutsOffAStalledEffectTransaction(t *testing.T) {
 	}
 }
 
-// LockTimeout bounds Check's wait for the lease row's lock. Tx checks after
-// fn (the unlocked early read does not wait for the lock), so fn runs, and
-// its effect is rolled back with the refused check.
-func TestLockTimeoutBoundsTheCheck(t *testing.T) {
-	t.Parallel()
+// txBehindLock acquires lease "p/1", holds its row in another open
+// transaction with lock (a statement run in it), and runs a Fence.Tx with a
+// LockTimeout of 200ms against it. It returns how long Tx took, how many
+// of its effects committed, and Tx's error.
+func txBehindLock(t *testing.T, lock string) (took time.Duration, effects int, err error) {
+	t.Helper()
 	ctx := pgtest.Context(t)
 	pool, _ := fenceSetup(t)
 	f, err := lease.NewFence(pgtest.DBOn(t, pool), lease.FenceConfig{LockTimeout: 200 * time.Millisecond})
 	pgtest.Must(t, err)
 	la, err := fenceClient(t, pool, "a", nil).TryAcquire(ctx, "p/1")
 	pgtest.Must(t, err)
-	blocker, err := pool.Begin(ctx) // holds the row lock a takeover takes (a renewal's does not block the check)
+	holder, err := pool.Begin(ctx)
 	pgtest.Must(t, err)
-	defer blocker.Rollback(ctx)
-	_, err = blocker.Exec(ctx, `SELECT 1 FROM leasehold.leases WHERE name = 'p/1' FOR UPDATE`)
+	defer holder.Rollback(ctx)
+	_, err = holder.Exec(ctx, lock)
 	pgtest.Must(t, err)
-
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	start := time.Now()
 	err = f.Tx(cctx, "p/1", la.Token(), effect(la.Token(), "checked against a locked row"))
-	took := time.Since(start)
+	return time.Since(start), count(t, pool, la.Token()), err
+}
+
+// LockTimeout bounds Check's wait for the lease row's lock, here held as a
+// takeover holds it. Tx checks after fn (the unlocked early read does not
+// wait for the lock), so fn runs, and its effect is rolled back with the
+// refused check.
+func TestLockTimeoutBoundsTheCheck(t *testing.T) {
+	t.Parallel()
+	took, n, err := txBehindLock(t, `SELECT 1 FROM leasehold.leases WHERE name = 'p/1' FOR UPDATE`)
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "55P03" || fence.IsIndeterminate(err) || took > 3*time.Second {
 		t.Fatalf("Tx against a locked lease row = %v after %v; want lock_not_available (55P03) after ~200ms", err, took)
 	}
-	if n := count(t, pool, la.Token()); n != 0 {
+	if n != 0 {
 		t.Fatalf("%d effects committed although the check timed out; want 0", n)
 	}
 }
@@ -282,22 +291,13 @@ func TestLockTimeoutBoundsTheCheck(t *testing.T) {
 // same check behind a takeover's lock times out.
 func TestRenewalInFlightDoesNotHoldUpTheCheck(t *testing.T) {
 	t.Parallel()
-	ctx := pgtest.Context(t)
-	pool, _ := fenceSetup(t)
-	f, err := lease.NewFence(pgtest.DBOn(t, pool), lease.FenceConfig{LockTimeout: 200 * time.Millisecond})
-	pgtest.Must(t, err)
-	la, err := fenceClient(t, pool, "a", nil).TryAcquire(ctx, "p/1")
-	pgtest.Must(t, err)
-	renewal, err := pool.Begin(ctx) // a renewal that has updated the row and not yet committed
-	pgtest.Must(t, err)
-	defer renewal.Rollback(ctx)
-	_, err = renewal.Exec(ctx, `UPDATE leasehold.leases SET renewed_at = clock_timestamp(),
+	// A renewal that has updated the row and not yet committed.
+	_, n, err := txBehindLock(t, `UPDATE leasehold.leases SET renewed_at = clock_timestamp(),
 		expires_at = clock_timestamp() + interval '1 minute' WHERE name = 'p/1'`)
-	pgtest.Must(t, err)
-	if err := f.Tx(ctx, "p/1", la.Token(), effect(la.Token(), "checked during a renewal")); err != nil {
+	if err != nil {
 		t.Fatalf("Tx while a renewal of its lease is uncommitted = %v; want it to commit", err)
 	}
-	if n := count(t, pool, la.Token()); n != 1 {
+	if n != 1 {
 		t.Fatalf("%d effects committed; want 1", n)
 	}
 }
