@@ -107,7 +107,7 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	pool := db.Pool()
-	c := &Client{pool: pool, cfg: cfg, q: st.Queue, run: st.Running, pz: st.Pause, in: st.Insight, notify: newNotifier(pool, st.Queue.Channel, cfg.NotifyWindow),
+	c := &Client{pool: pool, cfg: cfg, q: st.Queue, run: st.Running, pz: st.Pause, in: st.Insight, notify: newNotifier(pool, st.Queue.Channel, st.Queue.Notify, cfg.NotifyWindow, db.Logger()),
 		batches: batches{q: st.Batch, channel: st.Queue.Channel}, log: db.Logger(),
 		counts: make(map[string]int), trace: newTracing(cfg.TracerProvider, cfg.Propagator)}
 	c.spread.Store(rand.Uint64()) // clients start at different partitions

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -29,7 +30,9 @@ import (
 type notifier struct {
 	pool    *pgxpool.Pool
 	channel string
+	stmt    string // store's QueueSQL.Notify
 	window  time.Duration
+	log     *slog.Logger
 
 	mu      sync.Mutex
 	last    map[string]time.Time // when each group was last notified
@@ -42,8 +45,8 @@ type notifier struct {
 // enqueue to carry, before the notifier's own statement notifies it.
 const flushAfter = 1.5
 
-func newNotifier(pool *pgxpool.Pool, channel string, window time.Duration) *notifier {
-	return &notifier{pool: pool, channel: channel, window: window,
+func newNotifier(pool *pgxpool.Pool, channel, stmt string, window time.Duration, log *slog.Logger) *notifier {
+	return &notifier{pool: pool, channel: channel, stmt: stmt, window: window, log: log,
 		last: make(map[string]time.Time), pending: make(map[wakeKey]bool)}
 }
 
@@ -110,8 +113,8 @@ func (n *notifier) arm() {
 
 // flush notifies the pending partitions in one statement, if the oldest
 // has waited flushAfter windows (an enqueue carried the older ones: it
-// waits for the rest). A failure is not reported: the owners find the
-// jobs at their next poll.
+// waits for the rest). A failure is logged: the jobs are committed, and
+// their owners find them at their next poll.
 func (n *notifier) flush() {
 	n.mu.Lock()
 	n.armed = false
@@ -133,5 +136,10 @@ func (n *notifier) flush() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	n.pool.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, n.channel, payloads)
+	if _, err := n.pool.Exec(ctx, n.stmt, n.channel, payloads); err != nil {
+		// The jobs are committed: their owners find them at their next
+		// poll (PollInterval), not at once.
+		n.log.Warn("queue: could not notify the owners of enqueued jobs; they find them at their next poll",
+			"partitions", len(payloads), "err", err)
+	}
 }

@@ -437,6 +437,11 @@ const FetchSettings = `SELECT set_config('jit', 'off', true), set_config('enable
 // these settings too).
 const CompleteSettings = FetchSettings
 
+// queueNotify notifies channel $1 once per payload of $2: the partitions
+// whose enqueues were coalesced and carried by no later enqueue (see
+// queue's notifier). It names no table, so it needs no schema.
+const queueNotify = `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`
+
 // queuePoll finds, among the partitions $2 of group $1 that a member owns,
 // those whose earliest pending job is due within $3 microseconds: one
 // statement per poll for all of them, instead of a fetch per partition. It

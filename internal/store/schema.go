@@ -87,7 +87,7 @@ func For(schema string) (*Statements, error) {
 			Retain: r(queueRetain), Poll: r(queuePoll), RetainItems: r(queueRetainItems), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits), ReleaseUnique: r(queueReleaseUnique),
 			ByKind: r(queueByKind), PendingKinds: r(queuePendingKinds), Trace: r(queueTrace),
-			Channel: QueueChannel(schema),
+			Notify: queueNotify, Channel: QueueChannel(schema),
 		},
 		Batch: BatchSQL{
 			Create: r(batchCreate), Spec: r(batchSpec), Kinds: r(batchKinds), RegisterKinds: r(batchRegisterKinds),
@@ -156,6 +156,9 @@ type QueueSQL struct {
 	Retry, Stats, Cancel, List, Waits, ReleaseUnique string
 	// Poll finds which of a member's partitions have due jobs.
 	Poll string
+	// Notify sends the notifications of enqueues no statement of their
+	// own notified (a Client's coalesced ones).
+	Notify string
 	// CompleteItems is CompleteFenced for outcomes of batch items;
 	// RetainItems is Retain for the items of finished batches.
 	CompleteItems, RetainItems string
