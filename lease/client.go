@@ -735,16 +735,10 @@ func (c *Client) Close(ctx context.Context) error {
 		held = append(held, l)
 	}
 	c.mu.Unlock()
-	errs := make([]error, len(held))
-	var releases sync.WaitGroup
-	for i, l := range held {
-		releases.Add(1)
-		go func() {
-			defer releases.Done()
-			errs[i] = l.Release(ctx)
-		}()
+	var errs []error
+	if err := c.ReleaseMany(ctx, held...); err != nil {
+		errs = append(errs, err)
 	}
-	releases.Wait()
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	select {

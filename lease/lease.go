@@ -229,6 +229,65 @@ func (l *Lease) Release(ctx context.Context) error {
 	return l.release(ctx)
 }
 
+// ReleaseMany is Release for several leases of this Client, in one
+// statement (a member handing off many partitions at once sends one, not
+// one each): every lease is done when it returns, and an error means the
+// database did not confirm the release of any of them (they then free
+// themselves when they expire). Leases already released or lost are
+// skipped; a lease of another Client is an ErrInvalidConfig error, and
+// then none is released.
+func (c *Client) ReleaseMany(ctx context.Context, ls ...*Lease) error {
+	for _, l := range ls {
+		if l == nil || l.c != c {
+			return fmt.Errorf("%w: ReleaseMany of a lease of another Client", ErrInvalidConfig)
+		}
+	}
+	var todo []*Lease
+	for _, l := range ls {
+		l.finish(ErrReleased)
+		l.mu.Lock()
+		if !l.released {
+			todo = append(todo, l)
+		}
+		l.mu.Unlock()
+	}
+	switch len(todo) {
+	case 0:
+		return nil
+	case 1:
+		return todo[0].release(ctx)
+	}
+	names := make([]string, len(todo))
+	tokens := make([]int64, len(todo))
+	for i, l := range todo {
+		names[i], tokens[i] = l.name, int64(l.token)
+	}
+	ctx, cancel := c.stmtCtx(ctx)
+	defer cancel()
+	start := c.cfg.Clock.Now()
+	_, err := c.pool.Exec(ctx, c.q.ReleaseMany, names, c.cfg.Owner, tokens)
+	err = classify("release", fmt.Sprintf("%s and %d more", names[0], len(names)-1), err)
+	latency := c.cfg.Clock.Now().Sub(start)
+	if err == nil {
+		for _, l := range todo {
+			l.mu.Lock()
+			l.released = true
+			l.mu.Unlock()
+		}
+		c.log.Debug("lease: released", "leases", len(todo), "first", names[0], "latency", latency)
+		c.fails.Recovered("release", "lease: releases confirmed again")
+	} else {
+		c.fails.Fail("release", "lease: release not confirmed; the leases free themselves at expiry",
+			"leases", len(todo), "first", names[0], "err", err)
+	}
+	if f := c.cfg.Hooks.OnRelease; f != nil {
+		for _, l := range todo {
+			f(ReleaseEvent{Name: l.name, Owner: c.cfg.Owner, Token: l.token, Held: start.Sub(l.granted), Latency: latency, Err: err})
+		}
+	}
+	return err
+}
+
 func (l *Lease) release(ctx context.Context) error {
 	l.mu.Lock()
 	released := l.released

@@ -17,8 +17,10 @@ const (
 )
 
 // Assign returns the desired owner of each of n partitions among members:
-// consistent hashing with bounded loads (github.com/buraksezer/consistent
-// v1.0.0, XXH64, ReplicationFactor, Load). It is a pure function of the set
+// consistent hashing with bounded loads, the owners
+// github.com/buraksezer/consistent v1.0.0 computes with XXH64,
+// ReplicationFactor and Load, in O(m·log m) for m members (the library
+// takes O(m²·log m)). It is a pure function of the set
 // of member ids and n: the order of members does not matter. With more
 // members than partitions some members get none. With no members every
 // owner is "".

@@ -43,7 +43,8 @@ type Member struct {
 
 	listening atomic.Bool    // the listener listens: notifications arrive (listenLoop)
 	reads     atomic.Int64   // membership reads (reconcile), for tests
-	wg        sync.WaitGroup // serve goroutines, one per claim
+	wg        sync.WaitGroup // serve goroutines, one per claim, until its release (see releaser)
+	releases  releaser
 
 	// Owned by the reconcile goroutine.
 	lastLive   []string // the last assignment's member set (sorted by the view)
@@ -110,7 +111,7 @@ func New(db *leasehold.DB, cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Member{
+	m := &Member{
 		cfg: cfg, pool: own, base: db.Pool(), schema: st.Schema, leases: leases, q: st.Partition,
 		incarnation: incarnation,
 		log:         log,
@@ -122,7 +123,9 @@ func New(db *leasehold.DB, cfg Config) (*Member, error) {
 		cooldown: make(map[int]time.Time),
 		claims:   make(map[int]*claim),
 		failures: make(map[int]int),
-	}, nil
+	}
+	m.releases.m = m
+	return m, nil
 }
 
 // ID returns the member id.

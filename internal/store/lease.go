@@ -29,11 +29,23 @@ VALUES ($1, $2, nextval('{{schema}}.lease_token_seq'),
 // deadlock. For all-or-nothing it runs inside a transaction that is rolled
 // back unless every name came back; otherwise whichever names came back are
 // granted.
+//
+// A name whose row the statement's snapshot shows held by another owner,
+// unexpired, is not attempted: ON CONFLICT DO UPDATE would lock the row to
+// find it held, and a fleet's members asking again and again for
+// partitions still held by the members handing them off (64 members
+// starting together) then queued for those rows with the release that
+// frees them. A row released after the snapshot is skipped this time, and
+// taken at the next attempt (the release notifies). Which rows are taken
+// is still decided under their locks, by leaseAcquireCommon.
 const leaseAcquireMany = `
 INSERT INTO {{schema}}.leases AS l (name, owner, token, acquired_at, renewed_at, expires_at)
 SELECT n, $2, nextval('{{schema}}.lease_token_seq'),
        clock_timestamp(), clock_timestamp(), clock_timestamp() + $3 * interval '1 microsecond'
 FROM unnest($1::text[]) AS n
+WHERE NOT EXISTS (
+    SELECT FROM {{schema}}.leases AS h
+    WHERE h.name = n AND h.owner <> $2 AND h.expires_at > clock_timestamp())
 ORDER BY n` + leaseAcquireCommon
 
 // leaseRenew renews every lease of one owner whose token is unchanged and that has
@@ -103,6 +115,23 @@ UPDATE {{schema}}.leases
 SET expires_at = c.t, renewed_at = c.t
 FROM (SELECT clock_timestamp() AS t) AS c
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > c.t`
+
+// leaseReleaseMany is leaseRelease for the grants ($1[i], $3[i]) of owner
+// $2, in one statement: the leases a member hands off together. It locks
+// the rows in name order, as every statement locking several lease rows
+// does, so that it cannot deadlock with them.
+const leaseReleaseMany = `
+UPDATE {{schema}}.leases AS l
+SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
+FROM (
+    SELECT m.name
+    FROM {{schema}}.leases AS m
+    JOIN unnest($1::text[], $3::bigint[]) AS r(name, token) ON m.name = r.name AND m.token = r.token
+    WHERE m.owner = $2 AND m.expires_at > clock_timestamp()
+    ORDER BY m.name
+    FOR NO KEY UPDATE OF m
+) AS mine
+WHERE l.name = mine.name`
 
 // leaseReleaseOrphans frees grants to this owner that no *Lease holds: the ones an
 // acquire with an unknown outcome may have committed. Only called while the

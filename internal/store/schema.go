@@ -69,7 +69,7 @@ func For(schema string) (*Statements, error) {
 		Schema: schema,
 		Lease: LeaseSQL{
 			Acquire: r(leaseAcquire), AcquireMany: r(leaseAcquireMany), Renew: r(leaseRenew),
-			RenewSkipLocked: r(leaseRenewSkipLocked), Release: r(leaseRelease),
+			RenewSkipLocked: r(leaseRenewSkipLocked), Release: r(leaseRelease), ReleaseMany: r(leaseReleaseMany),
 			ReleaseOrphans: r(leaseReleaseOrphans), Inspect: r(leaseInspect),
 			InspectMany: r(leaseInspectMany), DeleteExpired: r(leaseDeleteExpired),
 			LockTable: r(leaseLockTable), Check: r(leaseCheck), Peek: r(leasePeek),
@@ -134,6 +134,8 @@ func channel(prefix, schema string) string {
 // LeaseSQL are the statements of package lease.
 type LeaseSQL struct {
 	Acquire, AcquireMany, Renew, Release, ReleaseOrphans, Inspect, InspectMany, DeleteExpired, LockTable string
+	// ReleaseMany is Release for several grants of one owner.
+	ReleaseMany string
 	// RenewSkipLocked is the renewal loop's statement: Renew, skipping the
 	// rows it cannot lock at once.
 	RenewSkipLocked string

@@ -1,0 +1,107 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/lease"
+)
+
+// sqlCount counts the statements sent on a pool (and the pools derived
+// from it), by text.
+type sqlCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *sqlCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	s.n[d.SQL]++
+	s.mu.Unlock()
+	return ctx
+}
+func (s *sqlCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *sqlCount) take(sql string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.n[sql]
+	delete(s.n, sql)
+	return n
+}
+
+// ReleaseMany releases several leases in one statement: another owner can
+// take them all at once, and each lease is done. Control: releasing them
+// one by one sends one statement each (the count can tell).
+func TestReleaseManyReleasesInOneStatement(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pc, err := pgxpool.ParseConfig(pgtest.MigratedURL(t))
+	pgtest.Must(t, err)
+	count := &sqlCount{n: map[string]int{}}
+	pc.ConnConfig.Tracer = count
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pgtest.Must(t, err)
+	t.Cleanup(pool.Close)
+	st, err := store.For("")
+	pgtest.Must(t, err)
+	a := newClient(t, pool, lease.Config{Owner: "a"})
+	b := newClient(t, pool, lease.Config{Owner: "b"})
+	names := make([]string, 8)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s/many/%d", t.Name(), i)
+	}
+	for _, together := range []bool{true, false} {
+		ls, err := a.TryAcquireAny(ctx, names...)
+		pgtest.Must(t, err)
+		if len(ls) != len(names) {
+			t.Fatalf("a acquired %d of %d", len(ls), len(names))
+		}
+		count.take(st.Lease.ReleaseMany)
+		count.take(st.Lease.Release)
+		if together {
+			pgtest.Must(t, a.ReleaseMany(ctx, ls...))
+		} else {
+			for _, l := range ls {
+				pgtest.Must(t, l.Release(ctx))
+			}
+		}
+		many, one := count.take(st.Lease.ReleaseMany), count.take(st.Lease.Release)
+		switch {
+		case together && (many != 1 || one != 0):
+			t.Fatalf("ReleaseMany of %d sent %d release-many and %d single statements; want 1 and 0", len(ls), many, one)
+		case !together && one != len(ls):
+			t.Fatalf("control: %d Releases sent %d statements; want %d", len(ls), one, len(ls))
+		}
+		for _, l := range ls {
+			if !errors.Is(l.Err(), lease.ErrReleased) {
+				t.Fatalf("%s after the release: Err = %v; want ErrReleased", l.Name(), l.Err())
+			}
+		}
+		lb, err := b.TryAcquireAny(ctx, names...)
+		pgtest.Must(t, err)
+		if len(lb) != len(names) {
+			t.Fatalf("together %v: b took %d of %d released leases at once", together, len(lb), len(names))
+		}
+		// A lease of another Client is refused, and nothing is released.
+		if err := a.ReleaseMany(ctx, lb[0]); !errors.Is(err, lease.ErrInvalidConfig) {
+			t.Fatalf("ReleaseMany of b's lease by a = %v; want ErrInvalidConfig", err)
+		}
+		if lb[0].Err() != nil {
+			t.Fatalf("b's lease after a's refused ReleaseMany: %v", lb[0].Err())
+		}
+		pgtest.Must(t, b.ReleaseMany(ctx, lb...))
+		pgtest.Must(t, b.ReleaseMany(ctx, lb...)) // idempotent: nothing left to send
+		if n := count.take(st.Lease.ReleaseMany); n != 1 {
+			t.Fatalf("two ReleaseMany of the same leases sent %d statements; want 1", n)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package partition_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/partition"
+)
+
+// stmtCount counts the statements sent on a pool and the pools derived
+// from it, by text.
+type stmtCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *stmtCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	s.n[d.SQL]++
+	s.mu.Unlock()
+	return ctx
+}
+func (s *stmtCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *stmtCount) of(sql ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, q := range sql {
+		n += s.n[q]
+	}
+	return n
+}
+
+// A member handing off many partitions at once releases them in a few
+// statements, not one each: a Stop of a member holding 32 partitions, and
+// a join that takes half of them away. (Released one by one, a fleet's
+// first member gave back a thousand partitions through its few
+// connections, past their statement timeouts: each unconfirmed release
+// left its partition unowned for a lease TTL.) The counts include the
+// single-lease statement, so they cannot pass by sending that instead.
+func TestHandoffsReleaseTogether(t *testing.T) {
+	t.Parallel()
+	const parts = 32
+	pc, err := pgxpool.ParseConfig(pgtest.MigratedURL(t))
+	pgtest.Must(t, err)
+	count := &stmtCount{n: map[string]int{}}
+	pc.ConnConfig.Tracer = count
+	pool, err := pgxpool.NewWithConfig(pgtest.Context(t), pc)
+	pgtest.Must(t, err)
+	t.Cleanup(pool.Close)
+	st, err := store.For("")
+	pgtest.Must(t, err)
+	releases := func() int { return count.of(st.Lease.Release, st.Lease.ReleaseMany) }
+	blockRun := func(ctx context.Context, _ partition.Ownership) { <-ctx.Done() }
+
+	a := startMember(t, pool, "worker-1", parts, blockRun)
+	converged(t, pool, []string{"worker-1"}, 15*time.Second)
+	before := releases()
+	startMember(t, pool, "worker-2", parts, blockRun)
+	converged(t, pool, []string{"worker-1", "worker-2"}, 15*time.Second)
+	moved := releases() - before
+	if moved < 1 || moved > 4 {
+		t.Fatalf("a join that moved about %d partitions off worker-1 took %d release statements; want 1 to 4", parts/2, moved)
+	}
+	before = releases()
+	stopMember(t, a)
+	converged(t, pool, []string{"worker-2"}, 15*time.Second)
+	if n := releases() - before; n < 1 || n > 4 {
+		t.Fatalf("Stop of a member holding about %d partitions took %d release statements; want 1 to 4", parts/2, n)
+	}
+}
