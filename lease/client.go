@@ -27,13 +27,14 @@ import (
 // small pool of its own, so renewals never wait behind application queries.
 // A Client is safe for concurrent use. Close it when done.
 type Client struct {
-	cfg     Config
-	pool    *pgxpool.Pool
-	q       store.LeaseSQL
-	st      *store.Statements
-	log     *slog.Logger
-	fails   *lograte.Limiter // repeated failures: renew, acquire, lost, release, free
-	backoff *backoff.Backoff
+	cfg       Config
+	pool      *pgxpool.Pool
+	closePool func() // releases pool (store.DerivePool)
+	q         store.LeaseSQL
+	st        *store.Statements
+	log       *slog.Logger
+	fails     *lograte.Limiter // repeated failures: renew, acquire, lost, release, free
+	backoff   *backoff.Backoff
 
 	guardMu sync.Mutex  // serialises the token guard of the first grant
 	guarded atomic.Bool // the token guard ran: see guard
@@ -84,18 +85,19 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, &ConfigError{Field: "db", Reason: err.Error()}
 	}
-	own, err := store.DerivePool(db.Pool(), cfg.MaxConns, cfg.StatementTimeout)
+	own, release, err := store.DerivePool(db.Pool(), cfg.MaxConns, cfg.StatementTimeout)
 	if err != nil {
 		return nil, err
 	}
 	return &Client{
-		cfg:     cfg,
-		pool:    own,
-		q:       st.Lease,
-		st:      st,
-		log:     log,
-		fails:   fails,
-		backoff: backoff.New(cfg.MinBackoff, cfg.MaxBackoff, cfg.Rand),
+		cfg:       cfg,
+		pool:      own,
+		closePool: release,
+		q:         st.Lease,
+		st:        st,
+		log:       log,
+		fails:     fails,
+		backoff:   backoff.New(cfg.MinBackoff, cfg.MaxBackoff, cfg.Rand),
 		// Half the margin: a jump below it leaves the other half for
 		// clock-rate differences.
 		jumpLimit: cfg.SafetyMargin / 2,
@@ -743,10 +745,10 @@ func (c *Client) Close(ctx context.Context) error {
 	go func() { c.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		c.pool.Close()
+		c.closePool()
 	case <-ctx.Done(): // background statements end by their own timeouts
 		errs = append(errs, fmt.Errorf("lease: close: %w", context.Cause(ctx)))
-		go func() { <-done; c.pool.Close() }()
+		go func() { <-done; c.closePool() }()
 	}
 	c.fails.Close()
 	return errors.Join(errs...)

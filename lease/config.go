@@ -49,7 +49,9 @@ type Config struct {
 	MinBackoff, MaxBackoff time.Duration
 	// MaxConns is the size of the Client's own connection pool, derived
 	// from the pool passed to New, so that renewals never queue behind
-	// application queries. Defaults to 4.
+	// application queries. Clients (and partition members) of one pool
+	// with the same MaxConns and StatementTimeout share one such pool; it
+	// closes connections unused for a minute. Defaults to 4.
 	MaxConns int32
 	// Clock is the local clock for deadlines, renewal and backoff.
 	// Defaults to SystemClock.

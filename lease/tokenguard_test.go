@@ -28,8 +28,9 @@ func accepted(t *testing.T, pool *pgxpool.Pool, token fence.Token) (queue, kafka
 	st, err := store.For("")
 	pgtest.Must(t, err)
 	var prev *int64
+	var part int32
 	var open bool
-	pgtest.Must(t, pool.QueryRow(ctx, st.Queue.OpenRun, "g", 0, int64(token), "test").Scan(&prev, &open, &queue))
+	pgtest.Must(t, pool.QueryRow(ctx, st.Queue.OpenRun, "g", []int32{0}, []int64{int64(token)}, []string{"test"}).Scan(&part, &prev, &open, &queue))
 	var n int
 	pgtest.Must(t, pool.QueryRow(ctx, st.Kafka.Advance, "g", "t", 0, int64(7), int64(token), int64(5)).Scan(&n))
 	return queue, n == 1

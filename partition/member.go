@@ -26,7 +26,8 @@ import (
 // it to leave the group gracefully. A stopped Member cannot be restarted.
 type Member struct {
 	cfg         Config
-	pool        *pgxpool.Pool // the member's own small pool
+	pool        *pgxpool.Pool // the member's own small pool, its lease client's (see store.DerivePool)
+	closePool   func()
 	base        *pgxpool.Pool // db's pool, whose listener it shares (listenLoop)
 	schema      string
 	leases      *lease.Client
@@ -97,7 +98,9 @@ func New(db *leasehold.DB, cfg Config) (*Member, error) {
 		leases.Close(context.Background())
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	own, err := store.DerivePool(db.Pool(), 3, lc.StatementTimeout)
+	// The lease client's pool (the same size and timeouts: one pool, see
+	// store.DerivePool).
+	own, closePool, err := store.DerivePool(db.Pool(), lc.MaxConns, lc.StatementTimeout)
 	if err != nil {
 		leases.Close(context.Background())
 		return nil, err
@@ -106,13 +109,13 @@ func New(db *leasehold.DB, cfg Config) (*Member, error) {
 	fails, err := lograte.New(log, lograte.Config{Now: lc.Clock.Now,
 		AfterFunc: func(d time.Duration, f func()) { lc.Clock.AfterFunc(d, f) }})
 	if err != nil {
-		own.Close()
+		closePool()
 		leases.Close(context.Background())
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Member{
-		cfg: cfg, pool: own, base: db.Pool(), schema: st.Schema, leases: leases, q: st.Partition,
+		cfg: cfg, pool: own, closePool: closePool, base: db.Pool(), schema: st.Schema, leases: leases, q: st.Partition,
 		incarnation: incarnation,
 		log:         log,
 		fails:       fails,
@@ -313,7 +316,7 @@ func (m *Member) Stop(ctx context.Context) error {
 	return m.life.Stop(ctx, m.shutdown, func(ctx context.Context) error {
 		m.cancel()
 		err := m.leases.Close(ctx)
-		m.pool.Close()
+		m.closePool()
 		return err
 	})
 }
@@ -336,7 +339,7 @@ func (m *Member) shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, m.leases.Close(ctx))
-	m.pool.Close()
+	m.closePool()
 	m.fails.Close()
 	m.log.Info("partition: left", "released", held)
 	return errors.Join(errs...)
@@ -391,7 +394,7 @@ func (m *Member) poke() {
 
 // notify wakes the other members of the group.
 func (m *Member) notify(ctx context.Context) {
-	if _, err := m.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, m.q.Channel, m.cfg.Group); err != nil {
+	if _, err := m.pool.Exec(ctx, m.q.Notify, m.q.Channel, m.cfg.Group); err != nil {
 		m.log.Debug("partition: notify failed; members will poll", "err", err)
 	}
 }

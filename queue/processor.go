@@ -163,6 +163,8 @@ type Processor struct {
 	completer *completer
 	// fetcher reads the due jobs of all its partitions (see fetcher.go).
 	fetcher *fetcher
+	// opener records the runs of its grants (see opener.go).
+	opener *opener
 	// tallies are the outcome counts and fenced events to record (see
 	// record.go).
 	tallies tallies
@@ -260,6 +262,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	p.pauses.p = p
 	p.completer = newCompleter(p)
 	p.fetcher = &fetcher{p: p}
+	p.opener = &opener{p: p}
 	return p, nil
 }
 

@@ -39,13 +39,12 @@ type runState struct {
 }
 
 // openRun records o's grant as the partition's running one (and the
-// handoff, as an Event) and reports whether the previous run ended
-// abruptly. A newer grant's record means o
+// handoff, as an Event), with the grants that start meanwhile (see
+// opener.go), and reports whether the previous run ended abruptly. A newer grant's record means o
 // is stale: *fence.FencedError.
 func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt bool, err error) {
-	var prev *int64
-	var open, recorded bool
-	if err := p.pool.QueryRow(ctx, p.q.OpenRun, o.Group, o.Partition, int64(o.Token), ownerOf(o)).Scan(&prev, &open, &recorded); err != nil {
+	prev, open, recorded, err := p.opener.open(ctx, o)
+	if err != nil {
 		return false, err
 	}
 	if !recorded {

@@ -130,4 +130,3 @@ func BenchmarkOwners(b *testing.B) {
 		})
 	}
 }
-

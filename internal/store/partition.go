@@ -72,3 +72,7 @@ const partitionGroups = `SELECT name FROM {{schema}}.groups ORDER BY name`
 // Start's ctx bounds it instead.
 const JoinSettings = `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true), ` +
 	`set_config('idle_in_transaction_session_timeout', $1, true)`
+
+// partitionNotify wakes the members of group $2 on channel $1 (a join, a
+// leave, releases). It names no table, so it needs no schema.
+const partitionNotify = `SELECT pg_notify($1, $2)`

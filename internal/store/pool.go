@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,16 +14,79 @@ import (
 // is pinged when handed out.
 const pingIdle = time.Minute
 
-// DerivePool opens a new pool of at most maxConns connections to the database
+// derivedIdle is how long a derived pool keeps a connection nobody used:
+// the connections a burst opened (a start, a rebalance) are closed a
+// minute or two after it (pgxpool checks every minute), and an idle
+// member keeps what its loops use.
+const derivedIdle = time.Minute
+
+// derivedKey is what makes two derived pools the same one.
+type derivedKey struct {
+	base     *pgxpool.Pool
+	maxConns int32
+	timeout  time.Duration
+}
+
+// derivedPool is a shared derived pool and its users.
+type derivedPool struct {
+	pool  *pgxpool.Pool
+	users int
+}
+
+var (
+	derivedMu sync.Mutex
+	derived   = map[derivedKey]*derivedPool{}
+)
+
+// DerivePool returns a pool of at most maxConns connections to the database
 // of pool, with the server-side statement_timeout, lock_timeout and
 // idle_in_transaction_session_timeout all set to timeout, and
 // application_name set to "leasehold" unless pool's configuration names one,
 // and plan_cache_mode set to force_generic_plan, and NoticeHook installed
 // (in front of pool's own notice handler, if any); a connection is pinged
-// before it is handed out only after a minute idle. It does no I/O.
-func DerivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgxpool.Pool, error) {
+// before it is handed out only after a minute idle, and closed after a
+// minute unused. It does no I/O.
+//
+// The pools derived from one pool with the same maxConns and timeout are
+// one pool, shared: a partition member and its lease client hold one pool,
+// not two (issue 26: each pool keeps the connections its bursts opened).
+// Call release, once, instead of closing the pool: the last release
+// closes it.
+func DerivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (p *pgxpool.Pool, release func(), err error) {
+	k := derivedKey{pool, maxConns, timeout}
+	derivedMu.Lock()
+	defer derivedMu.Unlock()
+	d := derived[k]
+	if d == nil {
+		np, err := derivePool(pool, maxConns, timeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		d = &derivedPool{pool: np}
+		derived[k] = d
+	}
+	d.users++
+	var once sync.Once
+	return d.pool, func() {
+		once.Do(func() {
+			derivedMu.Lock()
+			d.users--
+			last := d.users == 0
+			if last && derived[k] == d {
+				delete(derived, k)
+			}
+			derivedMu.Unlock()
+			if last {
+				d.pool.Close()
+			}
+		})
+	}, nil
+}
+
+func derivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgxpool.Pool, error) {
 	pc := pool.Config()
 	pc.MaxConns, pc.MinConns, pc.MinIdleConns = maxConns, 0, 0 // no eager dialing
+	pc.MaxConnIdleTime = derivedIdle
 	ms := strconv.FormatInt(timeout.Milliseconds(), 10)
 	rp := pc.ConnConfig.RuntimeParams
 	rp["statement_timeout"] = ms

@@ -276,30 +276,40 @@ WHERE j.group_name = $1 AND j.partition = $2 AND j.state = 'pending' AND j.run_a
 ORDER BY j.run_at, j.id
 LIMIT $3`
 
-// queueOpenRun records grant $3 as the one running partition $2 of group $1
-// (see migration 0005). It returns the token it found (NULL: no run was
-// ever recorded), whether that run was still open (it ended abruptly), and
-// whether $3 was recorded: a token lower than the recorded one changes
-// nothing (a stale run's late start). A recorded grant newer than the
-// previous one is also recorded as a handoff event (see migration 0014) of
-// owner $4, with the previous token and whether its run ended abruptly:
-// in this statement, so that it costs no round trip.
+// queueOpenRun records, for each i, grant $3[i] as the one running
+// partition $2[i] of group $1 (see migration 0005), for the grants of a
+// member that start together (a start, a rebalance) in one statement; a
+// partition appears at most once. It returns, per partition, the token it
+// found (NULL: no run was ever recorded), whether that run was still open
+// (it ended abruptly), and whether $3[i] was recorded: a token lower than
+// the recorded one changes nothing (a stale run's late start). A recorded
+// grant newer than the previous one is also recorded as a handoff event
+// (see migration 0014) of owner $4[i], with the previous token and whether
+// its run ended abruptly: in this statement, so that it costs no round
+// trip. The rows are locked in partition order, so that two members'
+// statements cannot deadlock.
 const queueOpenRun = `
-WITH prev AS (
-    SELECT token, open FROM {{schema}}.queue_runs WHERE group_name = $1 AND partition = $2 FOR UPDATE),
+WITH a AS MATERIALIZED (
+    SELECT a.partition, a.token, a.owner FROM unnest($2::int[], $3::bigint[], $4::text[]) AS a(partition, token, owner)),
+prev AS MATERIALIZED (
+    SELECT r.partition, r.token, r.open FROM {{schema}}.queue_runs AS r
+    WHERE r.group_name = $1 AND r.partition = ANY($2::int[])
+    ORDER BY r.partition
+    FOR UPDATE),
 up AS (
-    INSERT INTO {{schema}}.queue_runs AS r (group_name, partition, token, open) VALUES ($1, $2, $3, true)
+    INSERT INTO {{schema}}.queue_runs AS r (group_name, partition, token, open)
+    SELECT $1, a.partition, a.token, true FROM a ORDER BY a.partition
     ON CONFLICT (group_name, partition) DO UPDATE SET token = excluded.token, open = true
     WHERE r.token <= excluded.token
-    RETURNING 1),
+    RETURNING r.partition),
 ev AS (
     INSERT INTO {{schema}}.events (group_name, partition, kind, owner, token, previous, abrupt)
-    SELECT $1, $2, 'handoff', $4::text, $3, (SELECT token FROM prev), coalesce((SELECT open FROM prev), false)
-    FROM up
-    WHERE coalesce((SELECT token FROM prev) < $3, true)
+    SELECT $1, a.partition, 'handoff', a.owner, a.token, p.token, coalesce(p.open, false)
+    FROM a JOIN up ON up.partition = a.partition LEFT JOIN prev AS p ON p.partition = a.partition
+    WHERE coalesce(p.token < a.token, true)
     RETURNING 1)
-SELECT (SELECT token FROM prev), coalesce((SELECT open FROM prev), false), EXISTS (SELECT FROM up)
-FROM (SELECT count(*) FROM ev) AS x`
+SELECT a.partition, p.token, coalesce(p.open, false), EXISTS (SELECT FROM up WHERE up.partition = a.partition)
+FROM a LEFT JOIN prev AS p ON p.partition = a.partition CROSS JOIN (SELECT count(*) FROM ev) AS x`
 
 // queueCloseRun marks the run of grant $3 on partition $2 of group $1 as ended
 // cleanly; it changes nothing once a newer grant recorded its own.

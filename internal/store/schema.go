@@ -77,7 +77,7 @@ func For(schema string) (*Statements, error) {
 		Partition: PartitionSQL{
 			CreateGroup: r(partitionCreateGroup), GroupCount: r(partitionGroupCount),
 			Heartbeat: r(partitionHeartbeat), Member: r(partitionMember), Leave: r(partitionLeave), View: r(partitionView),
-			Status: r(partitionStatus), Members: r(partitionMembers), Groups: r(partitionGroups),
+			Status: r(partitionStatus), Members: r(partitionMembers), Groups: r(partitionGroups), Notify: partitionNotify,
 			Channel: PartitionChannel(schema),
 		},
 		Queue: QueueSQL{
@@ -147,6 +147,8 @@ type LeaseSQL struct {
 // PartitionSQL are the statements of package partition.
 type PartitionSQL struct {
 	CreateGroup, GroupCount, Heartbeat, Member, Leave, View, Status, Members, Groups string
+	// Notify wakes the members of a group ($1 the channel, $2 the group).
+	Notify string
 	// Channel is the LISTEN/NOTIFY channel of membership changes; the
 	// payload of each notification is the group's name.
 	Channel string
