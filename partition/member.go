@@ -43,6 +43,7 @@ type Member struct {
 	loops  sync.WaitGroup // heartbeat, listen and reconcile loops
 
 	listening atomic.Bool    // the listener listens: notifications arrive (listenLoop)
+	gathering atomic.Bool    // a wake for notifications is due (gatherPoke)
 	reads     atomic.Int64   // membership reads (reconcile), for tests
 	wg        sync.WaitGroup // serve goroutines, one per claim, until its release (see releaser)
 	releases  releaser
