@@ -15,13 +15,18 @@ import (
 
 // openCount counts the statements that open runs, and the grants they name.
 type openCount struct {
-	sql string
+	sql, kindsSQL string
 
-	mu                 sync.Mutex
-	statements, grants int
+	mu                        sync.Mutex
+	statements, grants, kinds int
 }
 
 func (c *openCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if d.SQL == c.kindsSQL {
+		c.mu.Lock()
+		c.kinds++
+		c.mu.Unlock()
+	}
 	if d.SQL == c.sql && len(d.Args) > 1 {
 		parts, _ := d.Args[1].([]int32)
 		c.mu.Lock()
@@ -35,7 +40,8 @@ func (c *openCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndD
 
 // The runs of grants that start together are opened by a few statements,
 // not one each: a member starting alone is granted its 32 partitions at
-// once. The grants the statements name are the control: every grant's run
+// once; and the kinds the worker handles are recorded once, not by each
+// grant. The grants the statements name are the control: every grant's run
 // is opened, and a run recorded for each partition.
 func TestGrantsStartingTogetherOpenTheirRunsTogether(t *testing.T) {
 	t.Parallel()
@@ -44,7 +50,7 @@ func TestGrantsStartingTogetherOpenTheirRunsTogether(t *testing.T) {
 	pgtest.Must(t, err)
 	pc, err := pgxpool.ParseConfig(pgtest.MigratedURL(t))
 	pgtest.Must(t, err)
-	count := &openCount{sql: st.Queue.OpenRun}
+	count := &openCount{sql: st.Queue.OpenRun, kindsSQL: st.Batch.RegisterKinds}
 	pc.ConnConfig.Tracer = count
 	pool, err := pgxpool.NewWithConfig(pgtest.Context(t), pc)
 	pgtest.Must(t, err)
@@ -61,5 +67,8 @@ func TestGrantsStartingTogetherOpenTheirRunsTogether(t *testing.T) {
 	}
 	if count.statements > 4 {
 		t.Fatalf("%d grants starting together were opened by %d statements; want at most 4", parts, count.statements)
+	}
+	if count.kinds != 1 {
+		t.Fatalf("%d grants starting together recorded the worker's kinds %d times; want once", parts, count.kinds)
 	}
 }
