@@ -3,114 +3,79 @@ package queue
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/partition"
 )
 
-// The opener records the runs of the grants that start together (a
-// member's start, a rebalance: partition.Member grants all the partitions
-// one claim statement won at once) in one statement per group
-// (queueOpenRun), instead of one per grant: the first ask after a quiet
-// spell is sent at once, and the asks that come while a statement runs are
-// sent together by the next one, as the fetcher does. (One statement per
-// grant was the largest cost of 64 workers starting together: 1,063 of
-// them, 6.8 s of the server's time, queued on each worker's pool.)
-//
-// A goroutine runs only while asks wait.
+// The runs of a Processor's grants are opened (queueOpenRun) and closed
+// (queueCloseRun) by one statement per group for the grants that start, or
+// end, together (see batcher), instead of one per grant: one per grant
+// was the largest cost of 64 workers starting together (1,063 open
+// statements, 6.8 s of the server's time, queued on each worker's pool).
 
-// maxOpenPartitions bounds the grants one statement opens.
-const maxOpenPartitions = 256
+// maxRunPartitions bounds the grants one open or close statement names.
+const maxRunPartitions = 256
 
-// openTimeout bounds one open statement.
-const openTimeout = 30 * time.Second
+// runTimeout bounds one open or close statement.
+const runTimeout = 30 * time.Second
 
-// openAsk is one grant's ask and, once done is closed, its answer.
-type openAsk struct {
+// runAsk is one grant's ask to open or close its run and, once done is
+// closed, its answer.
+type runAsk struct {
 	o    partition.Ownership
-	prev *int64 // the token recorded before (nil: none)
-	open bool   // that run was still open: it ended abruptly
-	// recorded reports that o's grant was recorded (false: a newer one is).
+	prev *int64 // open: the token recorded before (nil: none)
+	open bool   // open: that run was still open, it ended abruptly
+	// recorded reports that o's grant was recorded (open; false: a newer
+	// one is).
 	recorded bool
 	err      error
 	done     chan struct{}
 	gone     <-chan struct{} // the asker stopped waiting (its ctx ended)
 }
 
-type opener struct {
-	p *Processor
-
-	mu      sync.Mutex
-	asks    []*openAsk
-	running bool
+// runBatcher returns the batcher of the open or close statements.
+func (p *Processor) runBatcher(send func(group string, as []*runAsk)) *batcher[runAsk] {
+	return &batcher[runAsk]{
+		max:  maxRunPartitions,
+		of:   func(a *runAsk) (string, int, <-chan struct{}) { return a.o.Group, a.o.Partition, a.gone },
+		send: send,
+		drop: func(a *runAsk) { close(a.done) },
+	}
 }
 
-// open records o's run, with the other grants' that ask meanwhile, and
-// waits for the answer or ctx's end.
-func (op *opener) open(ctx context.Context, o partition.Ownership) (prev *int64, open, recorded bool, err error) {
-	a := &openAsk{o: o, done: make(chan struct{}), gone: ctx.Done()}
-	op.mu.Lock()
-	op.asks = append(op.asks, a)
-	if !op.running {
-		op.running = true
-		go op.loop()
-	}
-	op.mu.Unlock()
+// ask queues o's ask on b and waits for its answer or ctx's end.
+func ask(ctx context.Context, b *batcher[runAsk], o partition.Ownership) (*runAsk, error) {
+	a := &runAsk{o: o, done: make(chan struct{}), gone: ctx.Done()}
+	b.add(a)
 	select {
 	case <-a.done:
-		return a.prev, a.open, a.recorded, a.err
+		return a, a.err
 	case <-ctx.Done():
-		return nil, false, false, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
-// loop sends the asks, a statement per group (each partition once per
-// statement), until none is left.
-func (op *opener) loop() {
-	for {
-		op.mu.Lock()
-		if len(op.asks) == 0 {
-			op.running = false
-			op.mu.Unlock()
-			return
-		}
-		group := op.asks[0].o.Group
-		var take []*openAsk
-		parts := make(map[int]bool)
-		rest := op.asks[:0]
-		for _, a := range op.asks {
-			switch {
-			case isClosed(a.gone):
-				close(a.done) // nobody reads the answer
-			case a.o.Group == group && !parts[a.o.Partition] && len(take) < maxOpenPartitions:
-				parts[a.o.Partition] = true
-				take = append(take, a)
-			default:
-				rest = append(rest, a)
-			}
-		}
-		op.asks = rest
-		op.mu.Unlock()
-		if len(take) > 0 {
-			op.send(group, take)
-		}
+// runArgs returns the grants of as: partitions, tokens, owners.
+func runArgs(as []*runAsk) (parts []int32, tokens []int64, owners []string) {
+	for _, a := range as {
+		parts = append(parts, int32(a.o.Partition))
+		tokens = append(tokens, int64(a.o.Token))
+		owners = append(owners, ownerOf(a.o))
 	}
+	return parts, tokens, owners
 }
 
-// send runs one statement for the asks as, all of group, and answers them.
-func (op *opener) send(group string, as []*openAsk) {
-	parts := make([]int32, len(as))
-	tokens := make([]int64, len(as))
-	owners := make([]string, len(as))
-	byPart := make(map[int32]*openAsk, len(as))
+// sendOpen opens the runs of as, all of group, in one statement.
+func (p *Processor) sendOpen(group string, as []*runAsk) {
+	parts, tokens, owners := runArgs(as)
+	byPart := make(map[int32]*runAsk, len(as))
 	for i, a := range as {
-		parts[i], tokens[i], owners[i] = int32(a.o.Partition), int64(a.o.Token), ownerOf(a.o)
 		byPart[parts[i]] = a
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	rows, err := op.p.pool.Query(ctx, op.p.q.OpenRun, group, parts, tokens, owners)
+	rows, err := p.pool.Query(ctx, p.q.OpenRun, group, parts, tokens, owners)
 	if err == nil {
 		for rows.Next() {
 			var part int32
@@ -136,6 +101,18 @@ func (op *opener) send(group string, as []*openAsk) {
 		case byPart[int32(a.o.Partition)] == a: // no row: never taken for a newer grant's
 			a.err = fmt.Errorf("queue: open the run of partition %d of %q: no row returned", a.o.Partition, group)
 		}
+		close(a.done)
+	}
+}
+
+// sendClose closes the runs of as, all of group, in one statement.
+func (p *Processor) sendClose(group string, as []*runAsk) {
+	parts, tokens, _ := runArgs(as)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	_, err := p.pool.Exec(ctx, p.q.CloseRun, group, parts, tokens)
+	for _, a := range as {
+		a.err = err
 		close(a.done)
 	}
 }

@@ -163,8 +163,8 @@ type Processor struct {
 	completer *completer
 	// fetcher reads the due jobs of all its partitions (see fetcher.go).
 	fetcher *fetcher
-	// opener records the runs of its grants (see opener.go).
-	opener *opener
+	// opener and closer record the runs of its grants (see opener.go).
+	opener, closer *batcher[runAsk]
 	// tallies are the outcome counts and fenced events to record (see
 	// record.go).
 	tallies tallies
@@ -262,7 +262,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	p.pauses.p = p
 	p.completer = newCompleter(p)
 	p.fetcher = &fetcher{p: p}
-	p.opener = &opener{p: p}
+	p.opener, p.closer = p.runBatcher(p.sendOpen), p.runBatcher(p.sendClose)
 	return p, nil
 }
 

@@ -43,10 +43,11 @@ type runState struct {
 // opener.go), and reports whether the previous run ended abruptly. A newer grant's record means o
 // is stale: *fence.FencedError.
 func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt bool, err error) {
-	prev, open, recorded, err := p.opener.open(ctx, o)
+	a, err := ask(ctx, p.opener, o)
 	if err != nil {
 		return false, err
 	}
+	prev, open, recorded := a.prev, a.open, a.recorded
 	if !recorded {
 		fe := &fence.FencedError{Resource: partition.LeaseName(o.Group, o.Partition), Held: o.Token,
 			Reason: "a newer grant runs the partition"}
@@ -58,12 +59,13 @@ func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt 
 	return open, nil
 }
 
-// closeRun marks o's run as ended cleanly. A failure only costs the next
-// owner a recovered first fetch.
+// closeRun marks o's run as ended cleanly, with the runs that end
+// meanwhile (see opener.go). A failure only costs the next owner a
+// recovered first fetch.
 func (p *Processor) closeRun(ctx context.Context, o partition.Ownership, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := p.pool.Exec(ctx, p.q.CloseRun, o.Group, o.Partition, int64(o.Token)); err != nil {
+	if _, err := ask(ctx, p.closer, o); err != nil {
 		p.fail("close_run", o, "queue: could not record a clean end of the run; the next owner runs its first jobs one at a time", "err", err)
 	}
 }

@@ -311,11 +311,22 @@ ev AS (
 SELECT a.partition, p.token, coalesce(p.open, false), EXISTS (SELECT FROM up WHERE up.partition = a.partition)
 FROM a LEFT JOIN prev AS p ON p.partition = a.partition CROSS JOIN (SELECT count(*) FROM ev) AS x`
 
-// queueCloseRun marks the run of grant $3 on partition $2 of group $1 as ended
-// cleanly; it changes nothing once a newer grant recorded its own.
+// queueCloseRun marks the runs of grants $3[i] of partitions $2[i] of
+// group $1 as ended cleanly, for the grants of a member that end together
+// in one statement; it changes nothing for a partition whose newer grant
+// recorded its own. It locks the rows in partition order, as queueOpenRun
+// does.
 const queueCloseRun = `
-UPDATE {{schema}}.queue_runs SET open = false
-WHERE group_name = $1 AND partition = $2 AND token = $3`
+UPDATE {{schema}}.queue_runs AS r SET open = false
+FROM (
+    SELECT q.partition
+    FROM {{schema}}.queue_runs AS q
+    JOIN unnest($2::int[], $3::bigint[]) AS c(partition, token) ON q.partition = c.partition AND q.token = c.token
+    WHERE q.group_name = $1
+    ORDER BY q.partition
+    FOR UPDATE OF q
+) AS mine
+WHERE r.group_name = $1 AND r.partition = mine.partition`
 
 // queueCompleteJobs records the outcomes of jobs: the UPDATE of queueComplete and
 // queueCompleteFenced. A retry's delay is added to the database clock. Only
