@@ -91,4 +91,3 @@ func TestMemberPollsWhileNotListening(t *testing.T) {
 		t.Errorf("a join took %v to converge at a member that cannot listen; want about PollInterval", d)
 	}
 }
-
