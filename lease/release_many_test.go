@@ -1,42 +1,14 @@
 package lease_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 )
-
-// sqlCount counts the statements sent on a pool (and the pools derived
-// from it), by text.
-type sqlCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (s *sqlCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	s.mu.Lock()
-	s.n[d.SQL]++
-	s.mu.Unlock()
-	return ctx
-}
-func (s *sqlCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (s *sqlCount) take(sql string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.n[sql]
-	delete(s.n, sql)
-	return n
-}
 
 // ReleaseMany releases several leases in one statement: another owner can
 // take them all at once, and each lease is done. Control: releasing them
@@ -44,13 +16,7 @@ func (s *sqlCount) take(sql string) int {
 func TestReleaseManyReleasesInOneStatement(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
-	pc, err := pgxpool.ParseConfig(pgtest.MigratedURL(t))
-	pgtest.Must(t, err)
-	count := &sqlCount{n: map[string]int{}}
-	pc.ConnConfig.Tracer = count
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	pgtest.Must(t, err)
-	t.Cleanup(pool.Close)
+	pool, count := pgtest.CountingPool(t, nil)
 	st, err := store.For("")
 	pgtest.Must(t, err)
 	a := newClient(t, pool, lease.Config{Owner: "a"})
@@ -65,8 +31,8 @@ func TestReleaseManyReleasesInOneStatement(t *testing.T) {
 		if len(ls) != len(names) {
 			t.Fatalf("a acquired %d of %d", len(ls), len(names))
 		}
-		count.take(st.Lease.ReleaseMany)
-		count.take(st.Lease.Release)
+		count.Take(st.Lease.ReleaseMany)
+		count.Take(st.Lease.Release)
 		if together {
 			pgtest.Must(t, a.ReleaseMany(ctx, ls...))
 		} else {
@@ -74,7 +40,7 @@ func TestReleaseManyReleasesInOneStatement(t *testing.T) {
 				pgtest.Must(t, l.Release(ctx))
 			}
 		}
-		many, one := count.take(st.Lease.ReleaseMany), count.take(st.Lease.Release)
+		many, one := count.Take(st.Lease.ReleaseMany), count.Take(st.Lease.Release)
 		switch {
 		case together && (many != 1 || one != 0):
 			t.Fatalf("ReleaseMany of %d sent %d release-many and %d single statements; want 1 and 0", len(ls), many, one)
@@ -100,7 +66,7 @@ func TestReleaseManyReleasesInOneStatement(t *testing.T) {
 		}
 		pgtest.Must(t, b.ReleaseMany(ctx, lb...))
 		pgtest.Must(t, b.ReleaseMany(ctx, lb...)) // idempotent: nothing left to send
-		if n := count.take(st.Lease.ReleaseMany); n != 1 {
+		if n := count.Take(st.Lease.ReleaseMany); n != 1 {
 			t.Fatalf("two ReleaseMany of the same leases sent %d statements; want 1", n)
 		}
 	}

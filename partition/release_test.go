@@ -2,42 +2,13 @@ package partition_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/partition"
 )
-
-// stmtCount counts the statements sent on a pool and the pools derived
-// from it, by text.
-type stmtCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (s *stmtCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	s.mu.Lock()
-	s.n[d.SQL]++
-	s.mu.Unlock()
-	return ctx
-}
-func (s *stmtCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (s *stmtCount) of(sql ...string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, q := range sql {
-		n += s.n[q]
-	}
-	return n
-}
 
 // A member handing off many partitions at once releases them in a few
 // statements, not one each: a Stop of a member holding 32 partitions, and
@@ -49,16 +20,10 @@ func (s *stmtCount) of(sql ...string) int {
 func TestHandoffsReleaseTogether(t *testing.T) {
 	t.Parallel()
 	const parts = 32
-	pc, err := pgxpool.ParseConfig(pgtest.MigratedURL(t))
-	pgtest.Must(t, err)
-	count := &stmtCount{n: map[string]int{}}
-	pc.ConnConfig.Tracer = count
-	pool, err := pgxpool.NewWithConfig(pgtest.Context(t), pc)
-	pgtest.Must(t, err)
-	t.Cleanup(pool.Close)
+	pool, count := pgtest.CountingPool(t, nil)
 	st, err := store.For("")
 	pgtest.Must(t, err)
-	releases := func() int { return count.of(st.Lease.Release, st.Lease.ReleaseMany) }
+	releases := func() int { return count.Count(st.Lease.Release, st.Lease.ReleaseMany) }
 	blockRun := func(ctx context.Context, _ partition.Ownership) { <-ctx.Done() }
 
 	a := startMember(t, pool, "worker-1", parts, blockRun)
