@@ -73,6 +73,13 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 			}
 			cases = append(cases, crash)
 		}
+		if f.has("deploy") {
+			rs, err := runDeploy(ctx, env, f)
+			if err != nil {
+				return fmt.Errorf("deploy: %w", err)
+			}
+			addTable(deployTable(f, rs))
+		}
 		if len(cases) > 0 {
 			addTable(timingTable(f, cases))
 			if len(cases) == 3 {

@@ -11,7 +11,7 @@ import (
 )
 
 // The partitions suite's parts, in the order they run.
-var partitionsParts = []string{"movement", "sweep", "handoff", "crash", "load"}
+var partitionsParts = []string{"movement", "sweep", "handoff", "crash", "deploy", "load"}
 
 // partitionsFlags are the partitions suite's command-line settings.
 type partitionsFlags struct {
@@ -36,13 +36,16 @@ type partitionsFlags struct {
 func (f partitionsFlags) has(part string) bool { return slices.Contains(f.parts, part) }
 
 // needsDB reports whether any selected part runs on PostgreSQL.
-func (f partitionsFlags) needsDB() bool { return f.has("handoff") || f.has("crash") || f.has("load") }
+func (f partitionsFlags) needsDB() bool {
+	return f.has("handoff") || f.has("crash") || f.has("deploy") || f.has("load")
+}
 
 func parsePartitionsFlags(args []string, stderr io.Writer) (partitionsFlags, error) {
 	var f partitionsFlags
 	fs := newSuiteFlags("partitions", stderr)
 	parts := fs.String("parts", strings.Join(partitionsParts, ","), "comma-separated parts to run: movement and sweep "+
-		"(pure computation), handoff (graceful leave and join), crash (failover), load (statements per member)")
+		"(pure computation), handoff (graceful leave and join), crash (failover), deploy (every member restarted in turn), "+
+		"load (statements per member)")
 	fs.IntVar(&f.sets, "sets", 20, "random member-id sets per (partitions, members) in movement, besides worker-1..k")
 	fs.IntVar(&f.sweepSets, "sweep-sets", 10, "random member-id sets per (partitions, members) and parameter pair in "+
 		"sweep, besides worker-1..k (the first of movement's; fewer, since the sweep computes 15 pairs)")

@@ -176,8 +176,12 @@ func (f *fleet) ids() []string {
 func waitRun(ctx context.Context, _ partition.Ownership) { <-ctx.Done() }
 
 // start creates, starts and adds a member with a fresh id.
-func (f *fleet) start(ctx context.Context) (*benchMember, error) {
-	bm := &benchMember{id: f.nextID(), stmts: new(atomic.Int64)}
+func (f *fleet) start(ctx context.Context) (*benchMember, error) { return f.startID(ctx, f.nextID()) }
+
+// startID creates, starts and adds a member with id (a new incarnation of
+// id when a member of that id ran before).
+func (f *fleet) startID(ctx context.Context, id string) (*benchMember, error) {
+	bm := &benchMember{id: id, stmts: new(atomic.Int64)}
 	cfg := f.env.base.Copy()
 	cfg.MaxConns = 1 // the member derives its own pools; this one only carries the configuration
 	cfg.ConnConfig.Tracer = stmtCounter{bm.stmts}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/assign"
 	"github.com/leasehold/leasehold/internal/pgcluster"
 	"github.com/leasehold/leasehold/partition"
@@ -118,5 +119,31 @@ func TestPartitionsFlags(t *testing.T) {
 	f, err := parsePartitionsFlags([]string{"--parts", "load,movement"}, io.Discard)
 	if err != nil || !slices.Equal(f.parts, []string{"movement", "load"}) || !f.needsDB() {
 		t.Errorf("parts %v, %v; want movement,load in canonical order", f.parts, err)
+	}
+}
+
+// The deploy sampler counts a partition's unowned time from the samples
+// (half an interval where it changed inside it, all of it where it stayed
+// unheld) and its grants from token changes; a partition held throughout
+// counts nothing.
+func TestDeploySamplerCountsUnownedTimeAndGrants(t *testing.T) {
+	s := newDeploySampler(nil, "g")
+	t0 := time.Now()
+	status := func(held0, held1 bool, tok0, tok1 int64) partition.Status {
+		return partition.Status{Partitions: []partition.PartitionStatus{
+			{Partition: 0, Held: held0, Token: fence.Token(tok0)},
+			{Partition: 1, Held: held1, Token: fence.Token(tok1)},
+		}}
+	}
+	s.take(status(true, true, 1, 5), t0)
+	s.take(status(false, true, 1, 5), t0.Add(10*time.Millisecond)) // 0 released: half of 10 ms
+	s.take(status(false, true, 1, 5), t0.Add(20*time.Millisecond)) // all of 10 ms
+	s.take(status(true, true, 2, 5), t0.Add(30*time.Millisecond))  // granted: half of 10 ms, a grant
+	r := s.result()
+	if len(r.unowned) != 1 || r.unowned[0] != 20*time.Millisecond {
+		t.Fatalf("unowned = %v; want one partition, 20ms", r.unowned)
+	}
+	if r.grants != 1 {
+		t.Fatalf("grants = %d; want 1", r.grants)
 	}
 }
