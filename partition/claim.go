@@ -234,7 +234,7 @@ func (m *Member) serve(ctx context.Context, c *claim) {
 // handoff ends claim c once its Run returned (or HandoffTimeout passed
 // since ctx ended at start): it releases the partition unless the lease
 // was lost (with the other partitions the member hands off meanwhile: see
-// releaser), then forgets the claim.
+// release.go), then forgets the claim.
 func (m *Member) handoff(ctx context.Context, c *claim, log *slog.Logger, early bool, start time.Time) {
 	cause := context.Cause(ctx)
 	if errors.Is(cause, lease.ErrLost) {
@@ -247,10 +247,10 @@ func (m *Member) handoff(ctx context.Context, c *claim, log *slog.Logger, early 
 		m.forget(c, early)
 		return
 	}
-	m.releases.add(c.l, func(err error) {
+	m.releases.Add(&pendingRelease{l: c.l, then: func(err error) {
 		log.Debug("partition: handed off", "reason", cause, "wait", m.clock.Now().Sub(start), "err", err)
 		m.forget(c, early)
-	})
+	}})
 }
 
 // forget ends claim c's bookkeeping once its partition is released (or

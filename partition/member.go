@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/gather"
 	"github.com/leasehold/leasehold/internal/lifecycle"
 	"github.com/leasehold/leasehold/internal/lograte"
 	"github.com/leasehold/leasehold/internal/store"
@@ -45,8 +46,8 @@ type Member struct {
 	listening atomic.Bool    // the listener listens: notifications arrive (listenLoop)
 	gathering atomic.Bool    // a wake for notifications is due (gatherPoke)
 	reads     atomic.Int64   // membership reads (reconcile), for tests
-	wg        sync.WaitGroup // serve goroutines, one per claim, until its release (see releaser)
-	releases  releaser
+	wg        sync.WaitGroup // serve goroutines, one per claim, until its release (see release.go)
+	releases  *gather.Batcher[pendingRelease]
 
 	// Owned by the reconcile goroutine.
 	lastLive   []string // the last assignment's member set (sorted by the view)
@@ -128,7 +129,7 @@ func New(db *leasehold.DB, cfg Config) (*Member, error) {
 		claims:   make(map[int]*claim),
 		failures: make(map[int]int),
 	}
-	m.releases.m = m
+	m.releases = newReleaser(m)
 	return m, nil
 }
 

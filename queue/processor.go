@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/gather"
 	"github.com/leasehold/leasehold/internal/lograte"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
@@ -163,8 +164,8 @@ type Processor struct {
 	completer *completer
 	// fetcher reads the due jobs of all its partitions (see fetcher.go).
 	fetcher *fetcher
-	// opener and closer record the runs of its grants (see opener.go).
-	opener, closer *batcher[runAsk]
+	// opener and closer record the runs of its grants (see runs.go).
+	opener, closer *gather.Batcher[runAsk]
 	// tallies are the outcome counts and fenced events to record (see
 	// record.go).
 	tallies tallies
@@ -262,7 +263,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	p.pauses.p = p
 	p.completer = newCompleter(p)
 	p.fetcher = &fetcher{p: p}
-	p.opener, p.closer = p.runBatcher(p.sendOpen), p.runBatcher(p.sendClose)
+	p.opener, p.closer = runBatcher(p.sendOpen), runBatcher(p.sendClose)
 	return p, nil
 }
 

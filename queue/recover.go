@@ -40,8 +40,8 @@ type runState struct {
 
 // openRun records o's grant as the partition's running one (and the
 // handoff, as an Event), with the grants that start meanwhile (see
-// opener.go), and reports whether the previous run ended abruptly. A newer grant's record means o
-// is stale: *fence.FencedError.
+// runs.go), and reports whether the previous run ended abruptly. A newer
+// grant's record means o is stale: *fence.FencedError.
 func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt bool, err error) {
 	a, err := ask(ctx, p.opener, o)
 	if err != nil {
@@ -60,7 +60,7 @@ func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt 
 }
 
 // closeRun marks o's run as ended cleanly, with the runs that end
-// meanwhile (see opener.go). A failure only costs the next owner a
+// meanwhile (see runs.go). A failure only costs the next owner a
 // recovered first fetch.
 func (p *Processor) closeRun(ctx context.Context, o partition.Ownership, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

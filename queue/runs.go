@@ -5,14 +5,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/gather"
 	"github.com/leasehold/leasehold/partition"
 )
 
 // The runs of a Processor's grants are opened (queueOpenRun) and closed
 // (queueCloseRun) by one statement per group for the grants that start, or
-// end, together (see batcher), instead of one per grant: one per grant
-// was the largest cost of 64 workers starting together (1,063 open
-// statements, 6.8 s of the server's time, queued on each worker's pool).
+// end, together (gather.Batcher: the first at once, the ones that ask while
+// a statement runs together in the next), instead of one per grant: the
+// grants of a member start together (a start, a rebalance: one claim
+// statement wins many partitions) and end together (a Stop, a rebalance).
+// One per grant was the largest cost of 64 workers starting together
+// (1,063 open statements, 6.8 s of the server's time, queued on each
+// worker's pool).
 
 // maxRunPartitions bounds the grants one open or close statement names.
 const maxRunPartitions = 256
@@ -34,20 +39,37 @@ type runAsk struct {
 	gone     <-chan struct{} // the asker stopped waiting (its ctx ended)
 }
 
-// runBatcher returns the batcher of the open or close statements.
-func (p *Processor) runBatcher(send func(group string, as []*runAsk)) *batcher[runAsk] {
-	return &batcher[runAsk]{
-		max:  maxRunPartitions,
-		of:   func(a *runAsk) (string, int, <-chan struct{}) { return a.o.Group, a.o.Partition, a.gone },
-		send: send,
-		drop: func(a *runAsk) { close(a.done) },
+// runBatcher returns the batcher of the open or close statements: a
+// statement takes the asks of one group, each partition at most once (two
+// grants of one partition, the old one ending as the new one starts, go
+// to two statements), at most maxRunPartitions of them; an ask whose asker
+// stopped waiting is dropped unsent.
+func runBatcher(send func(group string, as []*runAsk)) *gather.Batcher[runAsk] {
+	return &gather.Batcher[runAsk]{
+		Take: func(pending []*runAsk) (batch, rest []*runAsk) {
+			group := pending[0].o.Group
+			parts := make(map[int]bool)
+			for _, a := range pending {
+				switch {
+				case isClosed(a.gone):
+					close(a.done) // nobody reads the answer
+				case a.o.Group == group && !parts[a.o.Partition] && len(batch) < maxRunPartitions:
+					parts[a.o.Partition] = true
+					batch = append(batch, a)
+				default:
+					rest = append(rest, a)
+				}
+			}
+			return batch, rest
+		},
+		Send: func(as []*runAsk) { send(as[0].o.Group, as) },
 	}
 }
 
 // ask queues o's ask on b and waits for its answer or ctx's end.
-func ask(ctx context.Context, b *batcher[runAsk], o partition.Ownership) (*runAsk, error) {
+func ask(ctx context.Context, b *gather.Batcher[runAsk], o partition.Ownership) (*runAsk, error) {
 	a := &runAsk{o: o, done: make(chan struct{}), gone: ctx.Done()}
-	b.add(a)
+	b.Add(a)
 	select {
 	case <-a.done:
 		return a, a.err
