@@ -251,11 +251,15 @@ func (c *Client) ReleaseMany(ctx context.Context, ls ...*Lease) error {
 		}
 		l.mu.Unlock()
 	}
-	switch len(todo) {
-	case 0:
+	return c.release(ctx, todo)
+}
+
+// release releases the leases todo, none of which is released yet, in one
+// statement (the single-lease one for one lease), and records the outcome
+// on each: released, logged, OnRelease.
+func (c *Client) release(ctx context.Context, todo []*Lease) error {
+	if len(todo) == 0 {
 		return nil
-	case 1:
-		return todo[0].release(ctx)
 	}
 	names := make([]string, len(todo))
 	tokens := make([]int64, len(todo))
@@ -265,8 +269,15 @@ func (c *Client) ReleaseMany(ctx context.Context, ls ...*Lease) error {
 	ctx, cancel := c.stmtCtx(ctx)
 	defer cancel()
 	start := c.cfg.Clock.Now()
-	_, err := c.pool.Exec(ctx, c.q.ReleaseMany, names, c.cfg.Owner, tokens)
-	err = classify("release", fmt.Sprintf("%s and %d more", names[0], len(names)-1), err)
+	var err error
+	what := names[0]
+	if len(todo) == 1 {
+		_, err = c.pool.Exec(ctx, c.q.Release, names[0], c.cfg.Owner, tokens[0])
+	} else {
+		_, err = c.pool.Exec(ctx, c.q.ReleaseMany, names, c.cfg.Owner, tokens)
+		what = fmt.Sprintf("%s and %d more", names[0], len(names)-1)
+	}
+	err = classify("release", what, err)
 	latency := c.cfg.Clock.Now().Sub(start)
 	if err == nil {
 		for _, l := range todo {
@@ -274,11 +285,11 @@ func (c *Client) ReleaseMany(ctx context.Context, ls ...*Lease) error {
 			l.released = true
 			l.mu.Unlock()
 		}
-		c.log.Debug("lease: released", "leases", len(todo), "first", names[0], "latency", latency)
+		c.log.Debug("lease: released", "lease", what, "token", tokens[0], "leases", len(todo), "latency", latency)
 		c.fails.Recovered("release", "lease: releases confirmed again")
 	} else {
-		c.fails.Fail("release", "lease: release not confirmed; the leases free themselves at expiry",
-			"leases", len(todo), "first", names[0], "err", err)
+		c.fails.Fail("release", "lease: release not confirmed; the lease frees itself at expiry",
+			"lease", what, "token", tokens[0], "leases", len(todo), "err", err)
 	}
 	if f := c.cfg.Hooks.OnRelease; f != nil {
 		for _, l := range todo {
@@ -288,6 +299,7 @@ func (c *Client) ReleaseMany(ctx context.Context, ls ...*Lease) error {
 	return err
 }
 
+// release releases l unless a release of it was confirmed already.
 func (l *Lease) release(ctx context.Context) error {
 	l.mu.Lock()
 	released := l.released
@@ -295,25 +307,5 @@ func (l *Lease) release(ctx context.Context) error {
 	if released {
 		return nil
 	}
-	ctx, cancel := l.c.stmtCtx(ctx)
-	defer cancel()
-	start := l.c.cfg.Clock.Now()
-	_, err := l.c.pool.Exec(ctx, l.c.q.Release, l.name, l.c.cfg.Owner, int64(l.token))
-	err = classify("release", l.name, err)
-	latency := l.c.cfg.Clock.Now().Sub(start)
-	held := start.Sub(l.granted)
-	if err == nil {
-		l.mu.Lock()
-		l.released = true
-		l.mu.Unlock()
-		l.c.log.Debug("lease: released", "lease", l.name, "token", int64(l.token), "held", held, "latency", latency)
-		l.c.fails.Recovered("release", "lease: releases confirmed again")
-	} else {
-		l.c.fails.Fail("release", "lease: release not confirmed; the lease frees itself at expiry",
-			"lease", l.name, "token", int64(l.token), "err", err)
-	}
-	if f := l.c.cfg.Hooks.OnRelease; f != nil {
-		f(ReleaseEvent{Name: l.name, Owner: l.c.cfg.Owner, Token: l.token, Held: held, Latency: latency, Err: err})
-	}
-	return err
+	return l.c.release(ctx, []*Lease{l})
 }

@@ -1,9 +1,11 @@
 package lease_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/store"
@@ -69,5 +71,45 @@ func TestReleaseManyReleasesInOneStatement(t *testing.T) {
 		if n := count.Take(st.Lease.ReleaseMany); n != 1 {
 			t.Fatalf("two ReleaseMany of the same leases sent %d statements; want 1", n)
 		}
+	}
+}
+
+// A ReleaseMany the database does not confirm (here its context is done
+// before it is sent) returns an error; every lease is done all the same,
+// and the rows free themselves at expiry: another owner cannot take them
+// before, and can after (the control that the rows were not released).
+func TestReleaseManyNotConfirmed(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool := pgtest.Pool(t)
+	a := newClient(t, pool, lease.Config{Owner: "a", TTL: time.Second})
+	b := newClient(t, pool, lease.Config{Owner: "b", TTL: time.Second})
+	names := []string{t.Name() + "/0", t.Name() + "/1", t.Name() + "/2"}
+	ls, err := a.TryAcquireAny(ctx, names...)
+	pgtest.Must(t, err)
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.ReleaseMany(dead, ls...); err == nil {
+		t.Fatal("ReleaseMany with a done context returned no error")
+	}
+	for _, l := range ls {
+		if !errors.Is(l.Err(), lease.ErrReleased) {
+			t.Fatalf("%s after an unconfirmed release: Err = %v; want ErrReleased", l.Name(), l.Err())
+		}
+	}
+	if got, err := b.TryAcquireAny(ctx, names...); err != nil || len(got) != 0 {
+		t.Fatalf("b took %d of the unconfirmed releases' leases before they expired (err %v); want none", len(got), err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for held := 0; ; {
+		got, err := b.TryAcquireAny(ctx, names...) // skips those b holds
+		pgtest.Must(t, err)
+		if held += len(got); held == len(names) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b holds %d of %d leases 10s after an unconfirmed release of 1s leases", held, len(names))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
