@@ -274,7 +274,7 @@ func (c *Client) release(ctx context.Context, todo []*Lease) error {
 	if len(todo) == 1 {
 		_, err = c.pool.Exec(ctx, c.q.Release, names[0], c.cfg.Owner, tokens[0])
 	} else {
-		_, err = c.pool.Exec(ctx, c.q.ReleaseMany, names, c.cfg.Owner, tokens)
+		_, err = c.pool.Exec(ctx, c.q.ReleaseMany, names, tokens, c.cfg.Owner)
 		what = fmt.Sprintf("%s and %d more", names[0], len(names)-1)
 	}
 	err = classify("release", what, err)

@@ -58,16 +58,21 @@ ORDER BY n` + leaseAcquireCommon
 const leaseRenew = `
 UPDATE {{schema}}.leases AS l
 SET renewed_at = clock_timestamp(), expires_at = clock_timestamp() + $4 * interval '1 microsecond'
-FROM (
+FROM (` + leaseMine + `) AS mine
+WHERE l.name = mine.name
+RETURNING l.name, l.expires_at`
+
+// leaseMine is the rows of the grants ($1[i], $2[i]) of owner $3 that
+// have not expired, locked FOR NO KEY UPDATE in name order: the rows
+// leaseRenew renews and leaseReleaseMany releases.
+const leaseMine = `
     SELECT m.name
     FROM {{schema}}.leases AS m
     JOIN unnest($1::text[], $2::bigint[]) AS h(name, token) ON m.name = h.name AND m.token = h.token
     WHERE m.owner = $3 AND m.expires_at > clock_timestamp()
     ORDER BY m.name
     FOR NO KEY UPDATE OF m
-) AS mine
-WHERE l.name = mine.name
-RETURNING l.name, l.expires_at`
+`
 
 // leaseRenewSkipLocked is the renewal loop's statement: it renews what
 // leaseRenew renews, but skips ("busy") the rows it cannot lock at once,
@@ -116,21 +121,14 @@ SET expires_at = c.t, renewed_at = c.t
 FROM (SELECT clock_timestamp() AS t) AS c
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > c.t`
 
-// leaseReleaseMany is leaseRelease for the grants ($1[i], $3[i]) of owner
-// $2, in one statement: the leases a member hands off together. It locks
-// the rows in name order, as every statement locking several lease rows
-// does, so that it cannot deadlock with them.
+// leaseReleaseMany is leaseRelease for the grants ($1[i], $2[i]) of owner
+// $3, in one statement: the leases a member hands off together. It locks
+// the rows in name order (leaseMine), as every statement locking several
+// lease rows does, so that it cannot deadlock with them.
 const leaseReleaseMany = `
 UPDATE {{schema}}.leases AS l
 SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
-FROM (
-    SELECT m.name
-    FROM {{schema}}.leases AS m
-    JOIN unnest($1::text[], $3::bigint[]) AS r(name, token) ON m.name = r.name AND m.token = r.token
-    WHERE m.owner = $2 AND m.expires_at > clock_timestamp()
-    ORDER BY m.name
-    FOR NO KEY UPDATE OF m
-) AS mine
+FROM (` + leaseMine + `) AS mine
 WHERE l.name = mine.name`
 
 // leaseReleaseOrphans frees grants to this owner that no *Lease holds: the ones an
