@@ -31,16 +31,13 @@ type deployRestart struct {
 // runDeploy restarts each member of a group of f.members x f.partitions in
 // turn.
 func runDeploy(ctx context.Context, env *partitionsEnv, f partitionsFlags) (rs []deployRestart, err error) {
-	fl := newFleet(env, "deploy", f.partitions, f.ttl, false)
+	fl, err := startedFleet(ctx, env, "deploy", f, false)
 	defer func() {
 		if cerr := fl.close(ctx); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	if err := fl.startMany(ctx, f.members); err != nil {
-		return nil, err
-	}
-	if _, err := fl.waitConverged(ctx, time.Now(), convergeWithin); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	for i := range f.members {

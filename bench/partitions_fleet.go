@@ -153,6 +153,18 @@ func newFleet(env *partitionsEnv, name string, n int, ttl time.Duration, proxied
 	return &fleet{env: env, group: fmt.Sprintf("%s-%d", name, groupSeq.Add(1)), n: n, ttl: ttl, proxied: proxied}
 }
 
+// startedFleet starts f.members members of a new group (named after name)
+// of f.partitions, TTL f.ttl, and waits until it converged. Close the
+// fleet when done, also after an error.
+func startedFleet(ctx context.Context, env *partitionsEnv, name string, f partitionsFlags, proxied bool) (*fleet, error) {
+	fl := newFleet(env, name, f.partitions, f.ttl, proxied)
+	if err := fl.startMany(ctx, f.members); err != nil {
+		return fl, err
+	}
+	_, err := fl.waitConverged(ctx, time.Now(), convergeWithin)
+	return fl, err
+}
+
 // nextID returns a fresh member id.
 func (f *fleet) nextID() string {
 	f.mu.Lock()

@@ -34,16 +34,13 @@ func quantileOf(ds []time.Duration, q float64) time.Duration {
 func runHandoff(ctx context.Context, env *partitionsEnv, f partitionsFlags, rng *rand.Rand) (leave, join timing, err error) {
 	leave = timing{kase: "graceful leave", from: f.members, to: f.members - 1, partitions: f.partitions}
 	join = timing{kase: "graceful join", from: f.members - 1, to: f.members, partitions: f.partitions}
-	fl := newFleet(env, "handoff", f.partitions, f.ttl, false)
+	fl, err := startedFleet(ctx, env, "handoff", f, false)
 	defer func() {
 		if cerr := fl.close(ctx); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	if err := fl.startMany(ctx, f.members); err != nil {
-		return leave, join, err
-	}
-	if _, err := fl.waitConverged(ctx, time.Now(), convergeWithin); err != nil {
+	if err != nil {
 		return leave, join, err
 	}
 	for r := range f.rounds {
@@ -83,16 +80,13 @@ func runHandoff(ctx context.Context, env *partitionsEnv, f partitionsFlags, rng 
 // fresh member joins untimed before the next round.
 func runCrash(ctx context.Context, env *partitionsEnv, f partitionsFlags, rng *rand.Rand) (crash timing, err error) {
 	crash = timing{kase: "crash failover", from: f.members, to: f.members - 1, partitions: f.partitions}
-	fl := newFleet(env, "crash", f.partitions, f.ttl, true)
+	fl, err := startedFleet(ctx, env, "crash", f, true)
 	defer func() {
 		if cerr := fl.close(ctx); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	if err := fl.startMany(ctx, f.members); err != nil {
-		return crash, err
-	}
-	if _, err := fl.waitConverged(ctx, time.Now(), convergeWithin); err != nil {
+	if err != nil {
 		return crash, err
 	}
 	renew := f.ttl / 3 // lease.Config's default RenewInterval, also the heartbeat interval
