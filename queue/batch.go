@@ -284,12 +284,9 @@ func (c *Client) checkKinds(ctx context.Context, group string, kinds []string) e
 }
 
 // registerKinds records, once per group, the kinds this Processor handles
-// (see KindError). A failure is logged; the next grant tries again. The
-// grants that start while one records them do not (they were a statement
-// each, on as many of the pool's connections, when a member was granted
-// its partitions at once); nothing waits for the record.
+// (see KindError). A failure is logged; the next grant tries again.
 func (p *Processor) registerKinds(ctx context.Context, o partition.Ownership) {
-	if _, busy := p.kinds.LoadOrStore(o.Group, true); busy {
+	if _, done := p.kinds.Load(o.Group); done {
 		return
 	}
 	kinds := make([]string, 0, len(p.cfg.Workers.handlers))
@@ -299,9 +296,10 @@ func (p *Processor) registerKinds(ctx context.Context, o partition.Ownership) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := p.pool.Exec(ctx, p.batches.q.RegisterKinds, o.Group, kinds); err != nil {
-		p.kinds.Delete(o.Group) // the next grant tries again
 		if ctx.Err() == nil {
 			p.fail("kinds", o, "queue: recording the kinds this worker handles failed", "err", err)
 		}
+		return
 	}
+	p.kinds.Store(o.Group, true)
 }

@@ -169,8 +169,8 @@ type Processor struct {
 	// tallies are the outcome counts and fenced events to record (see
 	// record.go).
 	tallies tallies
-	// kinds holds the groups whose kinds this Processor has recorded, or
-	// is recording (see registerKinds).
+	// kinds holds the groups whose kinds this Processor has recorded
+	// (see registerKinds).
 	kinds sync.Map
 
 	mu    sync.Mutex
