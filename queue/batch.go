@@ -283,23 +283,33 @@ func (c *Client) checkKinds(ctx context.Context, group string, kinds []string) e
 	return nil
 }
 
-// registerKinds records, once per group, the kinds this Processor handles
-// (see KindError). A failure is logged; the next grant tries again.
-func (p *Processor) registerKinds(ctx context.Context, o partition.Ownership) {
-	if _, done := p.kinds.Load(o.Group); done {
-		return
+// RecordKinds records that this Processor handles its kinds in group
+// (Config.Workers), so that Client.AddItems accepts batch items of those
+// kinds (see KindError). The group must exist (a partition.Member creates
+// it at Start). Serve records them at a grant if it was not done: a
+// worker.Worker calls RecordKinds at Start, so that items added once Start
+// has returned are accepted. Once recorded, a later call does nothing.
+func (p *Processor) RecordKinds(ctx context.Context, group string) error {
+	if _, done := p.kinds.Load(group); done {
+		return nil
 	}
 	kinds := make([]string, 0, len(p.cfg.Workers.handlers))
 	for k := range p.cfg.Workers.handlers {
 		kinds = append(kinds, k)
 	}
+	if _, err := p.pool.Exec(ctx, p.batches.q.RegisterKinds, group, kinds); err != nil {
+		return store.Classify("queue", "kinds", group, err)
+	}
+	p.kinds.Store(group, true)
+	return nil
+}
+
+// registerKinds is RecordKinds at a grant: a failure is logged, and the
+// next grant tries again.
+func (p *Processor) registerKinds(ctx context.Context, o partition.Ownership) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := p.pool.Exec(ctx, p.batches.q.RegisterKinds, o.Group, kinds); err != nil {
-		if ctx.Err() == nil {
-			p.fail("kinds", o, "queue: recording the kinds this worker handles failed", "err", err)
-		}
-		return
+	if err := p.RecordKinds(ctx, o.Group); err != nil && ctx.Err() == nil {
+		p.fail("kinds", o, "queue: recording the kinds this worker handles failed", "err", err)
 	}
-	p.kinds.Store(o.Group, true)
 }

@@ -15,6 +15,9 @@ type source interface {
 	// open prepares the source. Start calls it before joining the group;
 	// ctx bounds the start-up.
 	open(ctx context.Context) error
+	// joined is called by Start once the member has joined group (the
+	// group exists), before Start returns; ctx bounds the start-up.
+	joined(ctx context.Context, group string) error
 	// run works on one owned partition until ctx is cancelled (handoff,
 	// lost lease, Stop): the partition member's Run.
 	run(ctx context.Context, o partition.Ownership)

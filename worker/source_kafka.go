@@ -30,6 +30,8 @@ func (s *kafkaSource) open(ctx context.Context) error {
 	return nil
 }
 
+func (s *kafkaSource) joined(context.Context, string) error { return nil }
+
 func (s *kafkaSource) run(ctx context.Context, o partition.Ownership) { s.c.Run(ctx, o) }
 
 func (s *kafkaSource) close(ctx context.Context) error { return s.c.Close(ctx) }

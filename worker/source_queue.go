@@ -55,6 +55,12 @@ func (s *queueSource) open(context.Context) error {
 	return nil
 }
 
+// joined records the kinds the worker handles, so that batch items of
+// those kinds are accepted as soon as Start returns (queue.KindError).
+func (s *queueSource) joined(ctx context.Context, group string) error {
+	return s.proc.RecordKinds(ctx, group)
+}
+
 func (s *queueSource) run(ctx context.Context, o partition.Ownership) { s.proc.Run(ctx, o) }
 
 // close ends Listen, waiting for it until ctx ends.

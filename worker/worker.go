@@ -188,6 +188,9 @@ func (w *Worker) start(ctx context.Context) error {
 	if err := w.member.Start(ctx); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}
+	if err := w.src.joined(ctx, w.cfg.Group); err != nil {
+		return fmt.Errorf("worker: start: %w", err)
+	}
 	if w.sched != nil {
 		if err := w.sched.Start(ctx); err != nil {
 			return fmt.Errorf("worker: start: %w", err)
