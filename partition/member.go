@@ -197,19 +197,31 @@ const joinTimeout = 30 * time.Second
 // tried again a few times (joinAttempts), never a connection failure (a
 // dead database fails Start at once).
 func (m *Member) createGroup(ctx context.Context) (stored int, err error) {
-	for attempt := 1; ; attempt++ {
+	err = m.retryTimeouts(ctx, "creating the group", func() (err error) {
 		stored, err = m.tryCreateGroup(ctx)
+		return err
+	})
+	return stored, err
+}
+
+// retryTimeouts runs fn, a step of Start, again while the server cuts its
+// statement short (store.IsServerTimeout: a starved server), up to
+// joinAttempts times in all, after a growing pause; any other error
+// (a dead database) is returned at once.
+func (m *Member) retryTimeouts(ctx context.Context, what string, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
 		if err == nil || attempt == joinAttempts || !store.IsServerTimeout(err) {
-			return stored, err
+			return err
 		}
-		m.log.Warn("partition: creating the group timed out; trying again", "attempt", attempt, "err", err)
+		m.log.Warn("partition: "+what+" timed out; trying again", "attempt", attempt, "err", err)
 		if !m.waitCtx(ctx, time.Duration(attempt)*100*time.Millisecond, nil) {
-			return stored, err
+			return err
 		}
 	}
 }
 
-// joinAttempts bounds createGroup's attempts.
+// joinAttempts bounds the attempts of a step of Start (retryTimeouts).
 const joinAttempts = 4
 
 func (m *Member) tryCreateGroup(ctx context.Context) (int, error) {
@@ -245,7 +257,9 @@ func (m *Member) joinID(ctx context.Context) error {
 	start := m.clock.Now()
 	var first *stale
 	for {
-		err := m.heartbeat(ctx)
+		// Under the member pool's timeouts (a renew interval): a starved
+		// server's timeout is tried again, as createGroup's.
+		err := m.retryTimeouts(ctx, "joining", func() error { return m.heartbeat(ctx) })
 		if !errors.Is(err, ErrDuplicateMember) {
 			return err
 		}

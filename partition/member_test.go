@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
@@ -164,5 +166,35 @@ func TestStartRetriesAGroupCreationTimedOutByTheServer(t *testing.T) {
 	t.Parallel()
 	if err := startBlocked(t, `LOCK TABLE leasehold.groups IN ACCESS EXCLUSIVE MODE`, 600*time.Millisecond, false); err != nil {
 		t.Fatalf("Start after the lock was released: %v", err)
+	}
+}
+
+// Start tries its join (the first heartbeat, under the member pool's
+// timeouts of a third of the TTL) again when the server times it out: a
+// starved server must not fail Start (it did under CI's load). Here the
+// members table is locked past the pool's timeouts; control: locked past
+// every attempt, Start fails with the server's timeout rather than waiting
+// on.
+func TestStartRetriesAJoinTimedOutByTheServer(t *testing.T) {
+	t.Parallel()
+	lock := `LOCK TABLE leasehold.members IN SHARE MODE`
+	if err := startBlocked(t, lock, 600*time.Millisecond, false); err != nil {
+		t.Fatalf("Start after the lock was released: %v", err)
+	}
+
+	pool := pgtest.Pool(t)
+	ctx := pgtest.Context(t)
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, lock)
+	pgtest.Must(t, err)
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-1",
+		Run: (&recorder{}).run("worker-1"), Lease: lease.Config{TTL: time.Second}})
+	pgtest.Must(t, err)
+	defer m.Stop(ctx)
+	var pe *pgconn.PgError
+	if err := m.Start(ctx); !errors.As(err, &pe) || (pe.Code != "57014" && pe.Code != "55P03") {
+		t.Fatalf("Start while the members table stays locked = %v; want the server's timeout (57014 or 55P03)", err)
 	}
 }
