@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/store"
@@ -72,6 +73,27 @@ type Config struct {
 	// DB, each adding its own attributes (lease, group, partition, token
 	// ...). Defaults to slog.Default().
 	Logger *slog.Logger
+	// TransactionPooling says that the pool connects through a pooler in
+	// transaction mode (PgBouncer's pool_mode = transaction, and the
+	// like), where nothing a session holds outlives a transaction. Then
+	// leasehold keeps nothing in sessions: the pools it derives from the
+	// pool send no session settings (their server-side timeouts become
+	// the statements' context deadlines alone), and it LISTENs only on
+	// ListenURL, or not at all. The pool must not use named prepared
+	// statements (pgx's default, QueryExecModeCacheStatement: set
+	// default_query_exec_mode=exec in its URL): Open refuses it. Defaults
+	// to false: a direct connection, or a pooler in session mode. See
+	// docs/worker.md, "Behind PgBouncer".
+	TransactionPooling bool
+	// ListenURL is a connection string to PostgreSQL itself, not through a
+	// transaction pooler, for the one session per process that LISTENs
+	// for notifications (new jobs, pauses, cancellations, membership
+	// changes). Defaults to empty: a connection taken from the pool, or,
+	// with TransactionPooling, no LISTEN at all: workers then find new
+	// jobs, pauses, cancellations and membership changes by polling
+	// (queue.Config.PollInterval, worker.Config.MembershipPollInterval),
+	// which adds up to that much latency to each.
+	ListenURL string
 }
 
 // DB is leasehold's handle on one database and schema, shared by every
@@ -83,9 +105,11 @@ type Config struct {
 // concurrent use. Create it with Open: every component refuses a nil or
 // zero DB with an ErrInvalidConfig error.
 type DB struct {
-	pool   *pgxpool.Pool
-	schema string
-	log    *slog.Logger
+	pool      *pgxpool.Pool
+	schema    string
+	log       *slog.Logger
+	txPooling bool
+	listen    *pgx.ConnConfig // nil: none given
 }
 
 // Open returns a DB on pool, with cfg validated. It does no I/O: call
@@ -101,7 +125,23 @@ func Open(pool *pgxpool.Pool, cfg Config) (*DB, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &DB{pool: pool, schema: st.Schema, log: cfg.Logger}, nil
+	db := &DB{pool: pool, schema: st.Schema, log: cfg.Logger, txPooling: cfg.TransactionPooling}
+	if cfg.TransactionPooling && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		return nil, fmt.Errorf("%w: TransactionPooling: the pool prepares named statements, which a pooler in "+
+			"transaction mode cannot carry from one transaction to the next: set default_query_exec_mode=exec "+
+			"in its URL (or ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec)", ErrInvalidConfig)
+	}
+	if cfg.ListenURL != "" {
+		cc, err := pgx.ParseConfig(cfg.ListenURL)
+		if err != nil {
+			return nil, fmt.Errorf("%w: ListenURL: %w", ErrInvalidConfig, err)
+		}
+		db.listen = cc
+	} else if cfg.TransactionPooling {
+		db.log.Info("leasehold: transaction pooling without a ListenURL: no LISTEN; "+
+			"workers find new jobs and membership changes by polling", "schema", db.schema)
+	}
+	return db, nil
 }
 
 // Pool returns the pool the DB was opened on; nil for a nil or zero DB,
@@ -111,6 +151,16 @@ func (db *DB) Pool() *pgxpool.Pool {
 		return nil
 	}
 	return db.pool
+}
+
+// TransactionPooling reports Config.TransactionPooling.
+func (db *DB) TransactionPooling() bool { return db.txPooling }
+
+// Listen returns where the components built on the DB LISTEN: the session
+// of Config.ListenURL, a connection of the pool, or none (with
+// TransactionPooling and no ListenURL).
+func (db *DB) Listen() store.Session {
+	return store.Session{Pool: db.pool, Direct: db.listen, Off: db.txPooling && db.listen == nil}
 }
 
 // Schema returns the schema's name.

@@ -85,7 +85,7 @@ func New(db *leasehold.DB, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, &ConfigError{Field: "db", Reason: err.Error()}
 	}
-	own, release, err := store.DerivePool(db.Pool(), cfg.MaxConns, cfg.StatementTimeout)
+	own, release, err := store.DerivePool(db.Pool(), cfg.MaxConns, cfg.StatementTimeout, db.TransactionPooling())
 	if err != nil {
 		return nil, err
 	}

@@ -75,7 +75,7 @@ func (m *Member) fail(err error) {
 // the queue's Processor.Listen: see store.Listen).
 func (m *Member) listenLoop() {
 	b := backoff.New(100*time.Millisecond, 5*time.Second, m.cfg.Lease.Rand)
-	unsubscribe := store.Listen(m.base, m.schema, &store.Subscriber{
+	unsubscribe := store.Listen(m.listen, m.schema, &store.Subscriber{
 		Channel: m.q.Channel,
 		Notify: func(payload string) {
 			if payload == m.cfg.Group {

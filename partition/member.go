@@ -29,7 +29,7 @@ type Member struct {
 	cfg         Config
 	pool        *pgxpool.Pool // the member's own small pool, its lease client's (see store.DerivePool)
 	closePool   func()
-	base        *pgxpool.Pool // db's pool, whose listener it shares (listenLoop)
+	listen      store.Session // db's listening session, shared (listenLoop)
 	schema      string
 	leases      *lease.Client
 	q           store.PartitionSQL
@@ -102,7 +102,7 @@ func New(db *leasehold.DB, cfg Config) (*Member, error) {
 	}
 	// The lease client's pool (the same size and timeouts: one pool, see
 	// store.DerivePool).
-	own, closePool, err := store.DerivePool(db.Pool(), lc.MaxConns, lc.StatementTimeout)
+	own, closePool, err := store.DerivePool(db.Pool(), lc.MaxConns, lc.StatementTimeout, db.TransactionPooling())
 	if err != nil {
 		leases.Close(context.Background())
 		return nil, err
@@ -117,7 +117,7 @@ func New(db *leasehold.DB, cfg Config) (*Member, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Member{
-		cfg: cfg, pool: own, closePool: closePool, base: db.Pool(), schema: st.Schema, leases: leases, q: st.Partition,
+		cfg: cfg, pool: own, closePool: closePool, listen: db.Listen(), schema: st.Schema, leases: leases, q: st.Partition,
 		incarnation: incarnation,
 		log:         log,
 		fails:       fails,

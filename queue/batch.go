@@ -155,7 +155,7 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (BatchInfo, er
 		return BatchInfo{}, err
 	}
 	var kinds []string
-	specs := make([][]byte, 2)
+	specs := make([]*string, 2) // JSON text (a string: any query mode sends it as is); nil: none
 	for i, f := range []*FollowUp{spec.OnComplete, spec.OnSuccess} {
 		if f == nil {
 			continue
@@ -186,9 +186,12 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (BatchInfo, er
 		if f.Key == "" {
 			fs.Partition = partition.OfString("batch\x00"+spec.Name+"\x00"+which, n)
 		}
-		if specs[i], err = json.Marshal(fs); err != nil {
+		b, err := json.Marshal(fs)
+		if err != nil {
 			return BatchInfo{}, fmt.Errorf("%w: %s: %w", ErrInvalidBatch, field, err)
 		}
+		js := string(b)
+		specs[i] = &js
 		kinds = append(kinds, fs.Kind)
 	}
 	if err := c.checkKinds(ctx, spec.Group, kinds); err != nil {
@@ -207,9 +210,9 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (BatchInfo, er
 		switch {
 		case desc != spec.Description:
 			return BatchInfo{}, fmt.Errorf("%w: %q in group %q has description %q", ErrBatchExists, spec.Name, spec.Group, desc)
-		case !sameJSON(onComplete, specs[0]):
+		case !sameJSON(onComplete, bytesOf(specs[0])):
 			return BatchInfo{}, fmt.Errorf("%w: %q in group %q has OnComplete %s", ErrBatchExists, spec.Name, spec.Group, orNone(onComplete))
-		case !sameJSON(onSuccess, specs[1]):
+		case !sameJSON(onSuccess, bytesOf(specs[1])):
 			return BatchInfo{}, fmt.Errorf("%w: %q in group %q has OnSuccess %s", ErrBatchExists, spec.Name, spec.Group, orNone(onSuccess))
 		}
 	} else if err != nil {
@@ -226,6 +229,14 @@ func checkBatchName(group, name string) error {
 		return fmt.Errorf("%w: name %q must be 1 to 255 bytes of UTF-8 without NUL", ErrInvalidBatch, name)
 	}
 	return nil
+}
+
+// bytesOf returns the bytes of JSON text s; nil for none.
+func bytesOf(s *string) []byte {
+	if s == nil {
+		return nil
+	}
+	return []byte(*s)
 }
 
 // sameJSON reports whether a and b are the same JSON value (nil: none).

@@ -127,7 +127,7 @@ type chunk struct {
 	base        int // how many items of the call came before the chunk
 	parts       []int32
 	keys, kinds []string
-	args        [][]byte
+	args        []string // JSON text
 	maxes       []int32
 	ids         []string
 	holds       []bool
@@ -143,7 +143,7 @@ func (c *Client) newChunk(group, name string, size int) (*chunk, error) {
 		return nil, err
 	}
 	return &chunk{group: group, name: name, parts: make([]int32, 0, size), keys: make([]string, 0, size),
-		kinds: make([]string, 0, size), args: make([][]byte, 0, size), maxes: make([]int32, 0, size),
+		kinds: make([]string, 0, size), args: make([]string, 0, size), maxes: make([]int32, 0, size),
 		ids: make([]string, 0, size), holds: make([]bool, 0, size), prios: make([]int16, 0, size), maxSet: make([]bool, 0, size),
 		at: make([]int, 0, size), seen: make(map[string]int, size)}, nil
 }
@@ -186,14 +186,14 @@ func (ch *chunk) add(c *Client, i int, it Item) error {
 	}
 	if j, ok := ch.seen[it.ID]; ok {
 		// Repeated within the chunk: the same item, or a conflict.
-		if ch.kinds[j] != it.Args.Kind() || ch.keys[j] != it.Key || !sameJSON(ch.args[j], b) {
+		if ch.kinds[j] != it.Args.Kind() || ch.keys[j] != it.Key || !sameJSON([]byte(ch.args[j]), b) {
 			return bad(ErrItemConflict, "item key repeated (item %d) with another kind, key or args", ch.at[j])
 		}
 		ch.dups++
 		return nil
 	}
 	ch.seen[it.ID] = len(ch.ids)
-	ch.keys, ch.kinds, ch.args = append(ch.keys, it.Key), append(ch.kinds, it.Args.Kind()), append(ch.args, b)
+	ch.keys, ch.kinds, ch.args = append(ch.keys, it.Key), append(ch.kinds, it.Args.Kind()), append(ch.args, string(b))
 	ch.maxes, ch.ids, ch.holds = append(ch.maxes, max), append(ch.ids, it.ID), append(ch.holds, true)
 	prio := int16(1)
 	if it.Priority > 1 {
@@ -265,7 +265,7 @@ func (c *Client) addChunk(ctx context.Context, ch *chunk) (Added, error) {
 // 1-based position in the chunk) that the batch has with another kind, key
 // or args.
 func (c *Client) conflicts(ctx context.Context, tx pgx.Tx, id int64, ch *chunk, skipped []int64) error {
-	ids, kinds, keys, args := make([]string, len(skipped)), make([]string, len(skipped)), make([]string, len(skipped)), make([][]byte, len(skipped))
+	ids, kinds, keys, args := make([]string, len(skipped)), make([]string, len(skipped)), make([]string, len(skipped)), make([]string, len(skipped))
 	for i, n := range skipped {
 		j := n - 1
 		ids[i], kinds[i], keys[i], args[i] = ch.ids[j], ch.kinds[j], ch.keys[j], ch.args[j]

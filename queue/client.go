@@ -155,7 +155,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 	groups, keys, kinds, uniques := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	parts, maxes, holds := make([]int32, n), make([]int32, n), make([]bool, n)
 	prios, maxSet := make([]int16, n), make([]bool, n)
-	args, runAts := make([][]byte, n), make([]*time.Time, n)
+	args, runAts := make([]string, n), make([]*time.Time, n)
 	out = make([]Enqueued, n)
 	for i, j := range jobs {
 		if err := c.check(i, j); err != nil {
@@ -165,7 +165,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 		if err != nil {
 			return nil, &JobError{Index: i, Field: "Args", Reason: "cannot encode as JSON", Err: err}
 		}
-		groups[i], keys[i], kinds[i], args[i] = j.Group, j.Key, j.Args.Kind(), b
+		groups[i], keys[i], kinds[i], args[i] = j.Group, j.Key, j.Args.Kind(), string(b)
 		parts[i] = int32(c.partitionOf(j.Key, counts[j.Group]))
 		holds[i] = j.Key == "" || j.Ordering == OrderStrict
 		out[i].Partition = int(parts[i])
@@ -221,7 +221,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 // enqueueRows runs the statement of many jobs (or of one with a unique
 // key) and fills out with their ids, or marks them duplicates.
 func (c *Client) enqueueRows(ctx context.Context, db fence.Querier, out []Enqueued, groups []string, parts []int32, keys, kinds []string,
-	args [][]byte, maxes []int32, runAts []*time.Time, uniques []*string, channel *string, holds []bool, prios []int16, maxSet []bool,
+	args []string, maxes []int32, runAts []*time.Time, uniques []*string, channel *string, holds []bool, prios []int16, maxSet []bool,
 	carrier *string, carry []string) error {
 	var rows pgx.Rows
 	var err error

@@ -92,7 +92,7 @@ func (p *Processor) wake(k wakeKey, all bool) {
 // about PublishInterval; see docs/running.md).
 func (p *Processor) Listen(ctx context.Context) error {
 	b := backoff.New(100*time.Millisecond, 5*time.Second, p.cfg.Rand)
-	unsubscribe := store.Listen(p.pool, p.schema, &store.Subscriber{
+	unsubscribe := store.Listen(p.listen, p.schema, &store.Subscriber{
 		Channel: p.q.Channel,
 		Notify:  p.notified,
 		Connected: func() {

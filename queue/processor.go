@@ -142,7 +142,8 @@ type ProcessorConfig struct {
 type Processor struct {
 	pool   *pgxpool.Pool
 	cfg    ProcessorConfig
-	schema string // for the listener shared with the pool's other components
+	schema string        // for the listener shared with the pool's other components
+	listen store.Session // db's listening session (Listen)
 	q      store.QueueSQL
 	runq   store.RunningSQL
 	pz     store.PauseSQL
@@ -255,7 +256,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	p := &Processor{pool: db.Pool(), schema: db.Schema(), cfg: cfg, dueC: make(chan struct{}, 1), q: st.Queue, runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
+	p := &Processor{pool: db.Pool(), schema: db.Schema(), listen: db.Listen(), cfg: cfg, dueC: make(chan struct{}, 1), q: st.Queue, runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		trace: newTracing(cfg.TracerProvider, cfg.Propagator),
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),

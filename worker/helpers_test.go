@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/queue"
@@ -46,6 +47,12 @@ func record(name string) func(ctx context.Context, tx pgx.Tx, w *queue.Work[depo
 // unless it runs a Kafka consumer); it is stopped when the test ends.
 func start(t *testing.T, pool *pgxpool.Pool, cfg worker.Config) *worker.Worker {
 	t.Helper()
+	return startOn(t, pgtest.DBOn(t, pool), cfg)
+}
+
+// startOn is start on db.
+func startOn(t *testing.T, db *leasehold.DB, cfg worker.Config) *worker.Worker {
+	t.Helper()
 	if cfg.Group == "" {
 		cfg.Group = "g"
 	}
@@ -59,7 +66,7 @@ func start(t *testing.T, pool *pgxpool.Pool, cfg worker.Config) *worker.Worker {
 		cfg.Queue.PollInterval = 50 * time.Millisecond
 	}
 	cfg.MembershipPollInterval = 200 * time.Millisecond
-	w, err := worker.New(pgtest.DBOn(t, pool), cfg)
+	w, err := worker.New(db, cfg)
 	pgtest.Must(t, err)
 	pgtest.Must(t, w.Start(pgtest.Context(t)))
 	t.Cleanup(func() {

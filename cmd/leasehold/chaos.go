@@ -108,6 +108,7 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 	f.StringVar(&workload, "workload", "queue", "workload: queue (jobs appending to a ledger), kafka (an in-process Kafka topic consumed into a ledger) or batch (a queue batch's items and follow-ups)")
 	f.StringVar(&jsonPath, "json", "", "write the report as JSON to this file (- for standard output)")
 	f.StringVar(&dir, "dir", "", "keep the workers' histories and logs in this directory (default: a temporary one, kept only if the run does not pass)")
+	f.BoolVar(&cfg.PgBouncer, "pgbouncer", false, "run the workers behind a PgBouncer in transaction pooling mode, started for the run (needs the pgbouncer package); they poll instead of LISTENing")
 	f.BoolVar(&cfg.Unfenced, "unfenced", false, "control run: apply effects outside the fence, as an at-least-once queue does; must show duplicates")
 	_ = f.MarkHidden("unfenced")
 	cmd.AddCommand(newChaosWorkerCmd(opts))
@@ -191,6 +192,9 @@ func printChaos(w io.Writer, r *chaos.Report) {
 	mode := "fenced"
 	if r.Unfenced {
 		mode = "UNFENCED control"
+	}
+	if r.PgBouncer {
+		mode += ", behind PgBouncer (transaction mode)"
 	}
 	fmt.Fprintf(w, "leasehold chaos: %s (%s workload, %s, seed %d, %d workers, %d partitions, TTL %dms, %.0fs of faults)\n\n",
 		strings.ToUpper(r.Verdict), r.Workload, mode, r.Seed, r.Workers, r.Partitions, r.TTLMS, r.DurationS)

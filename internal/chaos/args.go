@@ -26,6 +26,7 @@ func WorkerFlags(fs *pflag.FlagSet, cfg *WorkerConfig) {
 	fs.StringVar(&cfg.History, "history", "", "history file (JSON lines)")
 	fs.StringVar(&cfg.SkewFile, "skew-file", "", "file holding the clock offset in milliseconds")
 	fs.BoolVar(&cfg.Unfenced, "unfenced", false, "apply effects outside the fence (control)")
+	fs.BoolVar(&cfg.TransactionPooling, "transaction-pooling", false, "the database URL goes through a pooler in transaction mode")
 }
 
 // Args returns the flags that WorkerFlags parses back into cfg (its Logger
@@ -43,6 +44,9 @@ func (cfg WorkerConfig) Args() []string {
 	}
 	if cfg.Unfenced {
 		args = append(args, "--unfenced")
+	}
+	if cfg.TransactionPooling {
+		args = append(args, "--transaction-pooling")
 	}
 	return args
 }

@@ -48,6 +48,12 @@ type Config struct {
 	// TTL, ignoring its context, then commits. Defaults to 0.05; negative
 	// means never.
 	StallProbability float64
+	// PgBouncer runs the workers behind a PgBouncer in transaction pooling
+	// mode, started for the run (Debian's pgbouncer package): each
+	// worker's fault proxy leads to it, and it to the server. The workers
+	// set leasehold.Config.TransactionPooling and do not LISTEN (they
+	// poll). Defaults to false: the proxies lead to the server.
+	PgBouncer bool
 	// Unfenced is the control: the workers apply effects outside the
 	// fenced transaction, as an at-least-once queue does, and the run must
 	// show duplicates. Never a user option. Defaults to false.

@@ -51,7 +51,7 @@ func (f *fleet) start(s *slot) error {
 	f.mu.Unlock()
 	wc := WorkerConfig{ID: id, DatabaseURL: s.url, Workload: f.cfg.Workload, Env: f.env, TTL: f.cfg.TTL,
 		Seed: f.cfg.Seed, StallProbability: f.cfg.StallProbability, Unfenced: f.cfg.Unfenced,
-		History: filepath.Join(f.dir, id+".jsonl"), SkewFile: s.skewFile}
+		TransactionPooling: f.cfg.PgBouncer, History: filepath.Join(f.dir, id+".jsonl"), SkewFile: s.skewFile}
 	cmd := f.cfg.Command(wc.Args()...)
 	logf, err := os.Create(filepath.Join(f.dir, id+".log"))
 	if err != nil {

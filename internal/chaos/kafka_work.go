@@ -56,7 +56,7 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 		}
 		return nil
 	}
-	h, err := handle(db, we.Schema, we.Logger)
+	h, err := workerHandle(db, we)
 	if err != nil {
 		return err
 	}

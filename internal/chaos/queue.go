@@ -265,7 +265,7 @@ func runQueue(ctx context.Context, db *pgxpool.Pool, w WorkerEnv, register func(
 		}
 		w.Recorder.Record(ev)
 	}
-	h, err := handle(db, w.Schema, w.Logger)
+	h, err := workerHandle(db, w)
 	if err != nil {
 		return err
 	}

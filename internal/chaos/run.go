@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/netproxy"
+	"github.com/leasehold/leasehold/internal/pgbouncer"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -25,6 +26,7 @@ type Report struct {
 	Workload   string  `json:"workload"`
 	Seed       int64   `json:"seed"`
 	Unfenced   bool    `json:"unfenced"`
+	PgBouncer  bool    `json:"pgbouncer"`
 	Workers    int     `json:"workers"`
 	Partitions int     `json:"partitions"`
 	TTLMS      int64   `json:"ttl_ms"`
@@ -115,6 +117,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cc := pool.Config().ConnConfig
 	target := net.JoinHostPort(cc.Host, fmt.Sprint(cc.Port))
+	if cfg.PgBouncer {
+		b, err := pgbouncer.Start(ctx, pgbouncer.Config{Server: st.url})
+		if err != nil {
+			return nil, fmt.Errorf("chaos: %w", err)
+		}
+		defer b.Remove()
+		target = b.Addr()
+		q := u.Query()
+		q.Set("default_query_exec_mode", "exec") // no named prepared statements through the pooler
+		u.RawQuery = q.Encode()
+		say("PgBouncer (transaction pooling) is up on %s, between the workers' proxies and the server.", target)
+	}
 
 	dir := cfg.Dir
 	keep := dir != ""
@@ -161,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	say("every partition is held; fault phase of %v begins", cfg.Duration)
 
 	plan := Plan(cfg.Seed, cfg.Duration, cfg.TTL, cfg.Workers, cfg.Faults)
-	rep := &Report{Workload: cfg.Workload, Seed: cfg.Seed, Unfenced: cfg.Unfenced, Workers: cfg.Workers,
+	rep := &Report{Workload: cfg.Workload, Seed: cfg.Seed, Unfenced: cfg.Unfenced, PgBouncer: cfg.PgBouncer, Workers: cfg.Workers,
 		Partitions: cfg.Partitions, TTLMS: cfg.TTL.Milliseconds(), Faults: map[Kind]*FaultStats{}}
 	for _, k := range cfg.Faults {
 		rep.Faults[k] = &FaultStats{}

@@ -115,3 +115,9 @@ func render(schema string) (queries, error) {
 func handle(pool *pgxpool.Pool, schema string, log *slog.Logger) (*leasehold.DB, error) {
 	return leasehold.Open(pool, leasehold.Config{Schema: schema, Logger: log})
 }
+
+// workerHandle is handle for a worker's pool: through a transaction pooler
+// when w says so.
+func workerHandle(pool *pgxpool.Pool, w WorkerEnv) (*leasehold.DB, error) {
+	return leasehold.Open(pool, leasehold.Config{Schema: w.Schema, Logger: w.Logger, TransactionPooling: w.TransactionPooling})
+}

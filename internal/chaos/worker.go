@@ -38,6 +38,9 @@ type WorkerConfig struct {
 	// Unfenced applies the effects outside the fenced transaction (the
 	// control). Defaults to false.
 	Unfenced bool
+	// TransactionPooling: DatabaseURL goes through PgBouncer in
+	// transaction mode (see WorkerEnv). Defaults to false.
+	TransactionPooling bool
 	// History is the JSON-lines file the worker appends its history to.
 	// Required.
 	History string
@@ -93,7 +96,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	st := newStaller(cfg.Seed, cfg.ID, cfg.StallProbability, cfg.TTL)
 	env := WorkerEnv{
 		Env: cfg.Env, ID: cfg.ID, Recorder: rec, Stall: st.next, Unfenced: cfg.Unfenced, Logger: cfg.Logger,
-		Lease: lease.Config{TTL: cfg.TTL, Clock: clock, Hooks: recordHooks(rec)},
+		TransactionPooling: cfg.TransactionPooling,
+		Lease:              lease.Config{TTL: cfg.TTL, Clock: clock, Hooks: recordHooks(rec)},
 	}
 	err = wl.Work(ctx, pool, env)
 	if errors.Is(err, context.Canceled) {

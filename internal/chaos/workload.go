@@ -84,6 +84,10 @@ type WorkerEnv struct {
 	// Unfenced applies effects outside the fenced transaction (the
 	// control).
 	Unfenced bool
+	// TransactionPooling: the pool goes through PgBouncer in transaction
+	// mode (leasehold.Config.TransactionPooling; no LISTEN: the worker
+	// polls).
+	TransactionPooling bool
 	// Hold, if set, is called by each handler run after it wrote its
 	// effect and before it returns (so before its transaction commits):
 	// an in-process Member's Gate.

@@ -42,14 +42,32 @@ type Subscriber struct {
 	Delay func(attempt int) time.Duration
 }
 
+// Session is where the listening session of a DB connects (leasehold.DB's
+// Listen).
+type Session struct {
+	// Pool is the DB's pool: the listening connection is taken from it
+	// (its connect hooks apply) and kept out of it while it listens, unless
+	// Direct is set.
+	Pool *pgxpool.Pool
+	// Direct is the configuration of a connection straight to the server
+	// (leasehold.Config.ListenURL), for a Pool behind a transaction pooler.
+	Direct *pgx.ConnConfig
+	// Off: no session at all (a transaction pooler and no Direct): Listen
+	// subscribes nobody, and its subscribers poll.
+	Off bool
+}
+
 // Listen subscribes s to the notifications of schema's channels, received
-// on one connection of pool shared by all the subscribers of that pool and
-// schema: taken from the pool (its connect hooks apply) and kept out of it
-// while it listens, reconnecting with backoff after a failure. The returned
+// on one session shared by all the subscribers of that session and schema
+// (see Session), reconnecting with backoff after a failure. The returned
 // function unsubscribes s; the last subscriber's closes the connection and
-// returns once its goroutine has.
-func Listen(pool *pgxpool.Pool, schema string, s *Subscriber) (unsubscribe func()) {
-	k := listenKey{pool, schema}
+// returns once its goroutine has. When src is Off, Listen does nothing (s
+// is never Connected) and unsubscribe returns at once.
+func Listen(src Session, schema string, s *Subscriber) (unsubscribe func()) {
+	if src.Off {
+		return func() {}
+	}
+	k := listenKey{src.Pool, src.Direct, schema}
 	listeners.mu.Lock()
 	l := listeners.m[k]
 	if l == nil {
@@ -72,6 +90,7 @@ func Listen(pool *pgxpool.Pool, schema string, s *Subscriber) (unsubscribe func(
 
 type listenKey struct {
 	pool   *pgxpool.Pool
+	direct *pgx.ConnConfig // nil: a connection of pool
 	schema string
 }
 
@@ -167,11 +186,10 @@ func (l *listener) run(ctx context.Context) {
 // listen listens on one connection until it fails; listened reports whether
 // LISTEN succeeded.
 func (l *listener) listen(ctx context.Context) (listened bool, err error) {
-	pc, err := l.key.pool.Acquire(ctx)
+	conn, err := l.connect(ctx)
 	if err != nil {
 		return false, err
 	}
-	conn := pc.Hijack() // kept out of the pool while it listens
 	defer conn.Close(context.Background())
 	sql := "LISTEN " + pgx.Identifier{QueueChannel(l.key.schema)}.Sanitize() +
 		"; LISTEN " + pgx.Identifier{PartitionChannel(l.key.schema)}.Sanitize()
@@ -192,4 +210,17 @@ func (l *listener) listen(ctx context.Context) (listened bool, err error) {
 			}
 		}
 	}
+}
+
+// connect opens the listening connection: a connection of the pool, kept
+// out of it while it listens, or the direct one.
+func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
+	if l.key.direct != nil {
+		return pgx.ConnectConfig(ctx, l.key.direct)
+	}
+	pc, err := l.key.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pc.Hijack(), nil
 }

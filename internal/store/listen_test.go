@@ -63,8 +63,8 @@ func TestListenSharesOneSessionPerPool(t *testing.T) {
 	pool, other, admin := pgtest.PoolURL(t, url), pgtest.PoolURL(t, url), pgtest.PoolURL(t, url)
 	schema := store.DefaultSchema
 	jobs, parts := newSub(store.QueueChannel(schema)), newSub(store.PartitionChannel(schema))
-	stopJobs := store.Listen(pool, schema, &jobs.Subscriber)
-	stopParts := store.Listen(pool, schema, &parts.Subscriber)
+	stopJobs := store.Listen(store.Session{Pool: pool}, schema, &jobs.Subscriber)
+	stopParts := store.Listen(store.Session{Pool: pool}, schema, &parts.Subscriber)
 	eventually(t, "both subscribers connected", func() bool {
 		_, a, _ := jobs.read()
 		_, b, _ := parts.read()
@@ -74,7 +74,7 @@ func TestListenSharesOneSessionPerPool(t *testing.T) {
 		t.Fatalf("%d listening sessions for two subscribers of one pool; want 1", n)
 	}
 	elsewhere := newSub(store.QueueChannel(schema))
-	stopElsewhere := store.Listen(other, schema, &elsewhere.Subscriber)
+	stopElsewhere := store.Listen(store.Session{Pool: other}, schema, &elsewhere.Subscriber)
 	eventually(t, "a subscriber of another pool listening on its own session", func() bool { return listening(t, admin) == 2 })
 	stopElsewhere()
 

@@ -22,9 +22,10 @@ const derivedIdle = time.Minute
 
 // derivedKey is what makes two derived pools the same one.
 type derivedKey struct {
-	base     *pgxpool.Pool
-	maxConns int32
-	timeout  time.Duration
+	base      *pgxpool.Pool
+	maxConns  int32
+	timeout   time.Duration
+	txPooling bool
 }
 
 // derivedPool is a shared derived pool and its users.
@@ -52,13 +53,19 @@ var (
 // not two (issue 26: each pool keeps the connections its bursts opened).
 // Call release, once, instead of closing the pool: the last release
 // closes it.
-func DerivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (p *pgxpool.Pool, release func(), err error) {
-	k := derivedKey{pool, maxConns, timeout}
+//
+// With txPooling (pool goes through a pooler in transaction mode, see
+// leasehold.Config.TransactionPooling) the pool sends no session settings
+// but application_name: the pooler would refuse them, or apply them to
+// whichever server connection it hands out. The timeouts are then the
+// statements' context deadlines alone.
+func DerivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration, txPooling bool) (p *pgxpool.Pool, release func(), err error) {
+	k := derivedKey{pool, maxConns, timeout, txPooling}
 	derivedMu.Lock()
 	defer derivedMu.Unlock()
 	d := derived[k]
 	if d == nil {
-		np, err := derivePool(pool, maxConns, timeout)
+		np, err := derivePool(pool, maxConns, timeout, txPooling)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -83,7 +90,7 @@ func DerivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (p *p
 	}, nil
 }
 
-func derivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgxpool.Pool, error) {
+func derivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration, txPooling bool) (*pgxpool.Pool, error) {
 	pc := pool.Config()
 	pc.MaxConns, pc.MinConns, pc.MinIdleConns = maxConns, 0, 0 // no eager dialing
 	pc.MaxConnIdleTime = derivedIdle
@@ -100,6 +107,11 @@ func derivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration) (*pgx
 	// after its fifth execution, which measurably halved renew throughput
 	// on some connections (bench/README.md).
 	rp["plan_cache_mode"] = "force_generic_plan"
+	if txPooling {
+		for _, k := range []string{"statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout", "plan_cache_mode"} {
+			delete(rp, k)
+		}
+	}
 	// Grants on this pool must not take a commit the synchronous standby
 	// did not confirm for success: the hook records the warning for the
 	// commits that are watched (Watch). Renewals and heartbeats are not

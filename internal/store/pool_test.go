@@ -15,11 +15,11 @@ func TestDerivedPoolsAreShared(t *testing.T) {
 	t.Parallel()
 	ctx := pgtest.Context(t)
 	base := pgtest.Pool(t)
-	a, releaseA, err := store.DerivePool(base, 4, 5*time.Second)
+	a, releaseA, err := store.DerivePool(base, 4, 5*time.Second, false)
 	pgtest.Must(t, err)
-	b, releaseB, err := store.DerivePool(base, 4, 5*time.Second)
+	b, releaseB, err := store.DerivePool(base, 4, 5*time.Second, false)
 	pgtest.Must(t, err)
-	c, releaseC, err := store.DerivePool(base, 4, 6*time.Second)
+	c, releaseC, err := store.DerivePool(base, 4, 6*time.Second, false)
 	pgtest.Must(t, err)
 	defer releaseC()
 	if a != b {
@@ -37,7 +37,7 @@ func TestDerivedPoolsAreShared(t *testing.T) {
 	if err := b.Ping(ctx); err == nil {
 		t.Fatal("the shared pool is still open after its last user released it")
 	}
-	d, releaseD, err := store.DerivePool(base, 4, 5*time.Second)
+	d, releaseD, err := store.DerivePool(base, 4, 5*time.Second, false)
 	pgtest.Must(t, err)
 	defer releaseD()
 	if d == a {
