@@ -110,6 +110,9 @@ type DB struct {
 	log       *slog.Logger
 	txPooling bool
 	listen    *pgx.ConnConfig // nil: none given
+	// listenPool is the pool whose connection LISTENs when listen is nil:
+	// pool, or the pool of the DB that WithPool was called on.
+	listenPool *pgxpool.Pool
 }
 
 // Open returns a DB on pool, with cfg validated. It does no I/O: call
@@ -125,7 +128,7 @@ func Open(pool *pgxpool.Pool, cfg Config) (*DB, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	db := &DB{pool: pool, schema: st.Schema, log: cfg.Logger, txPooling: cfg.TransactionPooling}
+	db := &DB{pool: pool, schema: st.Schema, log: cfg.Logger, txPooling: cfg.TransactionPooling, listenPool: pool}
 	if cfg.TransactionPooling && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
 		return nil, fmt.Errorf("%w: TransactionPooling: the pool prepares named statements, which a pooler in "+
 			"transaction mode cannot carry from one transaction to the next: set default_query_exec_mode=exec "+
@@ -153,6 +156,26 @@ func (db *DB) Pool() *pgxpool.Pool {
 	return db.pool
 }
 
+// WithPool returns a DB like db (its schema, logger and Config) on pool,
+// which must reach the same database (through the same pooler, if any),
+// whose components share db's listening session: a process still LISTENs
+// on one session per database. A worker runs its queue on such a DB,
+// on a pool of its own (see docs/worker.md, "Connections per worker").
+func (db *DB) WithPool(pool *pgxpool.Pool) (*DB, error) {
+	if db.Pool() == nil {
+		return nil, errNotOpen
+	}
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
+	}
+	if db.txPooling && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		return nil, fmt.Errorf("%w: TransactionPooling: the pool prepares named statements", ErrInvalidConfig)
+	}
+	c := *db
+	c.pool = pool
+	return &c, nil
+}
+
 // TransactionPooling reports Config.TransactionPooling.
 func (db *DB) TransactionPooling() bool { return db.txPooling }
 
@@ -160,7 +183,7 @@ func (db *DB) TransactionPooling() bool { return db.txPooling }
 // of Config.ListenURL, a connection of the pool, or none (with
 // TransactionPooling and no ListenURL).
 func (db *DB) Listen() store.Session {
-	return store.Session{Pool: db.pool, Direct: db.listen, Off: db.txPooling && db.listen == nil}
+	return store.Session{Pool: db.listenPool, Direct: db.listen, Off: db.txPooling && db.listen == nil}
 }
 
 // Schema returns the schema's name.

@@ -36,6 +36,9 @@ var fleetMetrics = []fleetMetric{
 	{"idle heap MiB per member", "heap_mib_per_member", 2, func(s fleetSample) float64 {
 		return mib(s.mem.heap) / float64(s.members)
 	}},
+	{"server connections per idle member", "idle_connections_per_member", 1, func(s fleetSample) float64 {
+		return float64(s.conns) / float64(s.members)
+	}},
 	{"idle goroutines per member", "goroutines_per_member", 1, func(s fleetSample) float64 {
 		return float64(s.mem.goroutines) / float64(s.members)
 	}},

@@ -28,6 +28,7 @@ type fleetSample struct {
 	base    windowCost    // before the members start: the server with no client of the system
 	idle    windowCost
 	mem     clientMem // heap and goroutines at the idle window's end, less the baseline
+	conns   int       // the members' server connections at the idle window's end
 	load    fleetLoad
 }
 
@@ -65,9 +66,9 @@ func (e *fleetEnv) runSize(ctx context.Context, f fleetFlags, size fleetSize) (f
 			}
 			l := s.load
 			fmt.Fprintf(e.stderr, "  no clients %.3f cores; ready in %v; idle %.1f tx/s, server %.3f cores; load %.0f jobs/s, p50 %.1fms p99 %.1fms, "+
-				"%.0f µs server CPU/job, %.2f tx/job\n", cores(s.base), s.settle.Round(time.Millisecond),
+				"%.0f µs server CPU/job, %.2f tx/job; %.1f connections per idle member\n", cores(s.base), s.settle.Round(time.Millisecond),
 				perSec(int(s.idle.xacts), s.idle.elapsed), cores(s.idle), l.achieved(), ms(l.quantile(0.5)),
-				ms(l.quantile(0.99)), perJob(l.cost.cpu.Seconds()*1e6, l.finished), perJob(float64(l.cost.xacts), l.finished))
+				ms(l.quantile(0.99)), perJob(l.cost.cpu.Seconds()*1e6, l.finished), perJob(float64(l.cost.xacts), l.finished), float64(s.conns)/float64(s.members))
 			res.samples[sys.name()] = append(res.samples[sys.name()], s)
 		}
 	}
@@ -118,10 +119,24 @@ func (e *fleetEnv) runOnce(ctx context.Context, f fleetFlags, sys fleetSystem, s
 	if s.idle, err = e.window(ctx, sys.dbName(), f.idle); err != nil {
 		return s, err
 	}
+	if s.conns, err = e.memberConns(ctx, sys.dbName()); err != nil {
+		return s, err
+	}
 	m1 := readClientMem()
 	s.mem = clientMem{heap: m1.heap - min(m0.heap, m1.heap), goroutines: m1.goroutines - m0.goroutines}
 	s.load, err = e.loadWindow(ctx, f, sys, f.rate, f.load)
 	return s, err
+}
+
+// memberConns counts the server connections of the members' pools to db
+// (every pool a member opens, its own and leasehold's derived ones,
+// carries its pool's application_name; the producers' and the bench's own
+// are left out).
+func (e *fleetEnv) memberConns(ctx context.Context, db string) (int, error) {
+	var n int
+	err := e.srv.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1
+		AND application_name LIKE 'leasehold-bench-queue-fleet-%' AND application_name NOT LIKE '%producer%'`, db).Scan(&n)
+	return n, err
 }
 
 // window measures what the server spends in d with nothing done meanwhile

@@ -30,6 +30,9 @@ type partitionsFlags struct {
 	loadSettle  time.Duration
 	jsonPath    string
 	markdown    bool
+	pgbouncer   bool // members connect through a PgBouncer in transaction mode
+	// loadOneByOne starts the load part's members one after the other.
+	loadOneByOne bool
 }
 
 // has reports whether part was selected with --parts.
@@ -62,6 +65,10 @@ func parsePartitionsFlags(args []string, stderr io.Writer) (partitionsFlags, err
 	fs.DurationVar(&f.loadSettle, "load-settle", 2*time.Second, "quiet time between convergence and the load window "+
 		"(lets every backend flush its statistics, at most once a second in PostgreSQL 15)")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to this file")
+	fs.BoolVar(&f.loadOneByOne, "load-one-by-one", false, "the load part starts its members one after the other (each Start "+
+		"once the previous returned), not all at once")
+	fs.BoolVar(&f.pgbouncer, "pgbouncer", false, "members connect through a PgBouncer in transaction mode started by the bench "+
+		"(leasehold.Config.TransactionPooling; each member's LISTEN session straight to the server)")
 	fs.BoolVar(&f.markdown, "markdown", false, "print the tables as Markdown, with a line describing the machine and settings")
 	if err := parseSuiteFlags(fs, args); err != nil {
 		return f, err

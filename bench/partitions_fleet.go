@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	neturl "net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/netproxy"
+	"github.com/leasehold/leasehold/internal/pgbouncer"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
@@ -34,11 +38,15 @@ type partitionsEnv struct {
 	version  string // PostgreSQL server_version
 	where    string // which server, for the report
 	stderr   io.Writer
+	// With --pgbouncer: the pooler the members connect through, and the
+	// URL of their LISTEN sessions, straight to the server.
+	bouncer   *pgbouncer.Bouncer
+	listenURL string
 }
 
 // openPartitionsEnv starts or connects to the server, creates and migrates
 // the bench database, and returns the function that drops it again.
-func openPartitionsEnv(ctx context.Context, stderr io.Writer) (env *partitionsEnv, cleanup func(), err error) {
+func openPartitionsEnv(ctx context.Context, bounce bool, stderr io.Writer) (env *partitionsEnv, cleanup func(), err error) {
 	url, where, stopServer, err := database(ctx, false)
 	if err != nil {
 		return nil, nil, err
@@ -92,6 +100,15 @@ func openPartitionsEnv(ctx context.Context, stderr io.Writer) (env *partitionsEn
 	undo.push(env.observer.Close)
 	if err := migrate(ctx, env.observer, ""); err != nil {
 		return nil, nil, fmt.Errorf("migrate: %w", err)
+	}
+	if bounce {
+		b, err := pgbouncer.Start(ctx, pgbouncer.Config{Server: url, PoolSize: 50})
+		if err != nil {
+			return nil, nil, err
+		}
+		undo.push(func() { b.Remove() })
+		env.bouncer = b
+		env.listenURL = withDatabase(url, env.dbName)
 	}
 	return env, cleanup, nil
 }
@@ -197,6 +214,12 @@ func (f *fleet) startID(ctx context.Context, id string) (*benchMember, error) {
 	cfg := f.env.base.Copy()
 	cfg.MaxConns = 1 // the member derives its own pools; this one only carries the configuration
 	cfg.ConnConfig.Tracer = stmtCounter{bm.stmts}
+	if b := f.env.bouncer; b != nil {
+		host, port, _ := net.SplitHostPort(b.Addr())
+		p, _ := strconv.Atoi(port)
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 	if f.proxied {
 		cc := cfg.ConnConfig
 		if strings.HasPrefix(cc.Host, "/") {
@@ -222,7 +245,7 @@ func (f *fleet) startID(ctx context.Context, id string) (*benchMember, error) {
 	if bm.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return fail(err)
 	}
-	db, err := lhDB(bm.pool, "")
+	db, err := f.env.memberDB(bm.pool)
 	if err != nil {
 		return fail(err)
 	}
@@ -252,6 +275,26 @@ func (f *fleet) startMany(ctx context.Context, k int) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// startOneByOne starts k members one after the other, each Start once the
+// previous one returned.
+func (f *fleet) startOneByOne(ctx context.Context, k int) error {
+	for range k {
+		if _, err := f.start(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memberConns counts the bench database's server connections, the
+// observer's left out.
+func (env *partitionsEnv) memberConns(ctx context.Context) (int, error) {
+	var n int
+	err := env.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`,
+		env.dbName).Scan(&n)
+	return n - int(env.observer.Stat().TotalConns()), err
 }
 
 // pick returns the i-th expected-live member modulo their count.
@@ -378,4 +421,23 @@ func describe(st partition.Status) string {
 		}
 	}
 	return fmt.Sprintf("live %v, %d of %d partitions not held by their desired owner", live, off, len(st.Partitions))
+}
+
+// memberDB opens a member's DB on pool: through the pooler with --pgbouncer.
+func (env *partitionsEnv) memberDB(pool *pgxpool.Pool) (*leasehold.DB, error) {
+	if env.bouncer == nil {
+		return lhDB(pool, "")
+	}
+	return leasehold.Open(pool, leasehold.Config{Logger: slog.New(slog.DiscardHandler), TransactionPooling: true,
+		ListenURL: env.listenURL})
+}
+
+// withDatabase returns the URL u with its database replaced by name.
+func withDatabase(u, name string) string {
+	pu, err := neturl.Parse(u)
+	if err != nil || (pu.Scheme != "postgres" && pu.Scheme != "postgresql") {
+		return u + " dbname=" + name
+	}
+	pu.Path = "/" + name
+	return pu.String()
 }

@@ -14,7 +14,10 @@ type loadResult struct {
 	window   time.Duration
 	xacts    int64 // transactions in the bench database over the window (server side)
 	stmts    int64 // statements the members sent over the window (client side)
+	conns    int   // the members' server connections at the window's end
 }
+
+func (r loadResult) connsPerMember() float64 { return float64(r.conns) / float64(r.k) }
 
 func (r loadResult) xactsPerMember() float64 {
 	return float64(r.xacts) / float64(r.k) / r.window.Seconds()
@@ -37,7 +40,11 @@ func runLoad(ctx context.Context, env *partitionsEnv, f partitionsFlags, k, n in
 		}
 	}()
 	t0 := time.Now()
-	if err := fl.startMany(ctx, k); err != nil {
+	start := fl.startMany
+	if f.loadOneByOne {
+		start = fl.startOneByOne
+	}
+	if err := start(ctx, k); err != nil {
 		return res, err
 	}
 	if res.converge, err = fl.waitConverged(ctx, t0, convergeWithin); err != nil {
@@ -63,8 +70,12 @@ func runLoad(ctx context.Context, env *partitionsEnv, f partitionsFlags, k, n in
 	}
 	res.stmts, res.window = fl.stmts()-s0, time.Since(w0)
 	res.xacts = x1 - x0
-	fmt.Fprintf(env.stderr, "  load k=%-2d n=%-4d converged in %5.0f ms; %.2f xacts/s and %.2f statements/s per member\n",
-		k, n, ms(res.converge), res.xactsPerMember(), res.stmtsPerMember())
+	if res.conns, err = env.memberConns(ctx); err != nil {
+		return res, fmt.Errorf("count connections: %w", err)
+	}
+	fmt.Fprintf(env.stderr, "  load k=%-2d n=%-4d converged in %5.0f ms; %.2f xacts/s and %.2f statements/s per member; "+
+		"%.2f server connections per member\n",
+		k, n, ms(res.converge), res.xactsPerMember(), res.stmtsPerMember(), res.connsPerMember())
 	return res, nil
 }
 
@@ -86,17 +97,21 @@ func loadTable(f partitionsFlags, rs []loadResult) (ptable, []partitionsRow) {
 		notes: []string{fmt.Sprintf("TTL %v (heartbeat and renewal every %v), PollInterval 1s (default). "+
 			"xacts = xact_commit + xact_rollback of the bench database in pg_stat_database over a %v window, "+
 			"%v after convergence, read from another database; statements = Exec/Query calls the members sent "+
-			"(pgx tracer). converge = from starting all members at once until converged.",
+			"(pgx tracer). converge = from starting all members at once (with --load-one-by-one: from the first Start "+
+			"of members started one after the other) until converged. server connections = the bench database's "+
+			"backends at the window's end, the observer's left out (with --pgbouncer: the pooler's server connections "+
+			"and the members' direct LISTEN sessions).",
 			f.ttl, (f.ttl / 3).Round(time.Millisecond), f.loadWindow, f.loadSettle)},
-		header: []string{"members", "partitions", "xacts/s per member", "statements/s per member", "xacts/s total", "converge ms"},
+		header: []string{"members", "partitions", "xacts/s per member", "statements/s per member", "xacts/s total", "converge ms",
+			"server connections per member"},
 	}
 	var rows []partitionsRow
 	for _, r := range rs {
 		t.add(fmt.Sprint(r.k), fmt.Sprint(r.n), f2(r.xactsPerMember()), f2(r.stmtsPerMember()),
-			f1(float64(r.xacts)/r.window.Seconds()), f0(ms(r.converge)))
+			f1(float64(r.xacts)/r.window.Seconds()), f0(ms(r.converge)), f2(r.connsPerMember()))
 		rows = append(rows, partitionsRow{
 			System: "leasehold", Case: "load", Members: r.k, Partitions: r.n,
-			XactsPerSecPerMember: r.xactsPerMember(), StmtsPerSecPerMember: r.stmtsPerMember(),
+			XactsPerSecPerMember: r.xactsPerMember(), StmtsPerSecPerMember: r.stmtsPerMember(), ConnsPerMember: r.connsPerMember(),
 			WindowSeconds: r.window.Seconds(),
 		})
 	}

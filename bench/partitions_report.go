@@ -53,6 +53,7 @@ type partitionsRow struct {
 	// Load: committed plus rolled-back transactions in the bench database
 	// (server side) and statements sent (client side), per member per second.
 	XactsPerSecPerMember float64 `json:"xacts_per_sec_per_member,omitempty"`
+	ConnsPerMember       float64 `json:"server_connections_per_member,omitempty"`
 	StmtsPerSecPerMember float64 `json:"stmts_per_sec_per_member,omitempty"`
 	WindowSeconds        float64 `json:"window_s,omitempty"`
 }

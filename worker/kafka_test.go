@@ -241,6 +241,7 @@ func TestNewRejectsBadKafkaConfig(t *testing.T) {
 		"partition concurrency": {Group: "g", Kafka: c, PartitionConcurrency: 2},
 		"job timeout":           {Group: "g", Kafka: c, JobTimeout: time.Second},
 		"stop grace":            {Group: "g", Kafka: c, StopGrace: time.Second},
+		"conn max idle time":    {Group: "g", Kafka: c, ConnMaxIdleTime: time.Second},
 		"queue settings":        {Group: "g", Kafka: c, Queue: queue.ProcessorConfig{PollInterval: time.Second}},
 	} {
 		if _, err := worker.New(pgtest.DBOn(t, pool), cfg); !errors.Is(err, worker.ErrInvalidConfig) {

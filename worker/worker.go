@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/lifecycle"
+	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/periodic"
@@ -38,6 +39,7 @@ var ErrStarted = lifecycle.Started("worker: already started")
 type Worker struct {
 	cfg     Config
 	pool    *pgxpool.Pool
+	qpool   *pgxpool.Pool // the queue's own pool (nil for Kafka); closed at Stop
 	member  *partition.Member
 	sched   *periodic.Scheduler // nil without Schedules
 	src     source
@@ -92,11 +94,24 @@ func New(db *leasehold.DB, cfg Config) (*Worker, error) {
 		if grace >= handoff {
 			return nil, fmt.Errorf("%w: StopGrace %v must be shorter than HandoffTimeout %v", ErrInvalidConfig, grace, handoff)
 		}
-		if w.src, err = newQueueSource(db, cfg, grace, labels, owned); err != nil {
+		// The queue runs on a pool of the worker's own, a clone of db's
+		// whose idle connections close after ConnMaxIdleTime.
+		qpool, err := store.ClonePool(db.Pool(), cfg.ConnMaxIdleTime)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		w.qpool = qpool
+		qdb, err := db.WithPool(qpool)
+		if err == nil {
+			w.src, err = newQueueSource(qdb, cfg, grace, labels, owned)
+		}
+		if err != nil {
+			qpool.Close()
 			return nil, err
 		}
 	}
 	if err := w.metrics.register(cfg.Registerer, w.src.collectors()...); err != nil {
+		w.closePool(context.Background())
 		return nil, fmt.Errorf("%w: metrics: %v", ErrInvalidConfig, err)
 	}
 	w.member, err = partition.New(db, partition.Config{
@@ -105,6 +120,7 @@ func New(db *leasehold.DB, cfg Config) (*Worker, error) {
 	})
 	if err != nil {
 		w.metrics.unregister()
+		w.closePool(context.Background())
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	w.cfg.ID = w.member.ID()
@@ -118,6 +134,7 @@ func New(db *leasehold.DB, cfg Config) (*Worker, error) {
 		if err != nil {
 			w.metrics.unregister()
 			w.member.Stop(context.Background()) // never started: releases its resources only
+			w.closePool(context.Background())
 			return nil, fmt.Errorf("%w: Schedules: %w", ErrInvalidConfig, err)
 		}
 	}
@@ -232,6 +249,7 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	if w.opened {
 		errs = append(errs, w.src.close(ctx))
 	}
+	w.closePool(ctx)
 	if w.srv != nil {
 		if err := w.srv.Shutdown(ctx); err != nil {
 			w.srv.Close()
@@ -249,4 +267,22 @@ func (w *Worker) shutdown(ctx context.Context) error {
 		w.log.Info("worker: stopped", append(args, "err", err)...)
 	}
 	return err
+}
+
+// closePool closes the queue's pool, waiting for it until ctx ends: a
+// handler still running (Stop's ctx ended first) holds a connection, and
+// the pool closes once it is returned.
+func (w *Worker) closePool(ctx context.Context) {
+	if w.qpool == nil {
+		return
+	}
+	closed := make(chan struct{})
+	go func() {
+		w.qpool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
 }

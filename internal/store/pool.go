@@ -90,6 +90,25 @@ func DerivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration, txPoo
 	}, nil
 }
 
+// ClonePool returns a new pool with pool's configuration (its size, hooks
+// and settings), except that a connection unused for idle is closed
+// (pgxpool's default keeps one for 30 minutes); a negative idle keeps
+// pool's setting. It does no I/O (unless pool keeps MinConns, which the new
+// pool opens in the background). A worker runs its queue on one: the
+// connections a burst opened (a start, a rebalance, a backlog) do not
+// outlive it by half an hour (issue 26).
+func ClonePool(pool *pgxpool.Pool, idle time.Duration) (*pgxpool.Pool, error) {
+	pc := pool.Config()
+	if idle >= 0 {
+		pc.MaxConnIdleTime = idle
+	}
+	p, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold: open pool: %w", err)
+	}
+	return p, nil
+}
+
 func derivePool(pool *pgxpool.Pool, maxConns int32, timeout time.Duration, txPooling bool) (*pgxpool.Pool, error) {
 	pc := pool.Config()
 	pc.MaxConns, pc.MinConns, pc.MinIdleConns = maxConns, 0, 0 // no eager dialing

@@ -1,8 +1,12 @@
 package store_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/store"
@@ -44,4 +48,38 @@ func TestDerivedPoolsAreShared(t *testing.T) {
 		t.Fatal("a pool derived after the last release is the closed one")
 	}
 	pgtest.Must(t, d.Ping(ctx))
+}
+
+// A cloned pool keeps the pool's size, minimum and hooks and closes a
+// connection idle for the time given (negative: the pool's own setting); it
+// is a pool of its own (closing it leaves the original open).
+func TestClonePoolClosesIdleConnections(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	for _, c := range []struct {
+		base, idle, want time.Duration
+	}{{0, time.Minute, time.Minute}, {10 * time.Second, time.Minute, time.Minute}, {10 * time.Second, -1, 10 * time.Second}, {0, -1, 30 * time.Minute}} {
+		pc, err := pgxpool.ParseConfig(pgtest.MigratedURL(t))
+		pgtest.Must(t, err)
+		pc.MaxConns, pc.MinConns = 7, 1
+		if c.base > 0 {
+			pc.MaxConnIdleTime = c.base
+		}
+		pc.AfterConnect = func(context.Context, *pgx.Conn) error { return nil }
+		base, err := pgxpool.NewWithConfig(ctx, pc)
+		pgtest.Must(t, err)
+		defer base.Close()
+		clone, err := store.ClonePool(base, c.idle)
+		pgtest.Must(t, err)
+		got := clone.Config()
+		if got.MaxConns != 7 || got.MinConns != 1 || got.MaxConnIdleTime != c.want || got.AfterConnect == nil {
+			t.Errorf("%+v: clone has MaxConns %d, MinConns %d, MaxConnIdleTime %v, AfterConnect set %v; want 7, 1, %v, true",
+				c, got.MaxConns, got.MinConns, got.MaxConnIdleTime, got.AfterConnect != nil, c.want)
+		}
+		pgtest.Must(t, clone.Ping(ctx))
+		clone.Close()
+		if err := base.Ping(ctx); err != nil {
+			t.Errorf("%+v: the original pool after the clone closed: %v", c, err)
+		}
+	}
 }
