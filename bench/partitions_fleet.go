@@ -280,11 +280,17 @@ func (f *fleet) startMany(ctx context.Context, k int) error {
 // startOneByOne starts k members one after the other, each Start once the
 // previous one returned.
 func (f *fleet) startOneByOne(ctx context.Context, k int) error {
+	took := make([]time.Duration, 0, k)
 	for range k {
+		t0 := time.Now()
 		if _, err := f.start(ctx); err != nil {
 			return err
 		}
+		took = append(took, time.Since(t0))
 	}
+	slices.Sort(took)
+	fmt.Fprintf(f.env.stderr, "  %d Starts one by one: each took %v at the median, %v at the 90th percentile, %v at most\n",
+		k, took[k/2].Round(time.Millisecond), took[k*9/10].Round(time.Millisecond), took[k-1].Round(time.Millisecond))
 	return nil
 }
 
