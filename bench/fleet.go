@@ -60,6 +60,7 @@ type fleetFlags struct {
 
 	// leasehold's settings other than its defaults (zero: the default).
 	fetchCooldown, completeInterval, notifyWindow time.Duration
+	connMaxIdle                                   time.Duration
 }
 
 // tuned names leasehold's settings set other than their defaults, for the
@@ -69,7 +70,7 @@ func (f fleetFlags) tuned() string {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"FetchCooldown", f.fetchCooldown}, {"CompleteInterval", f.completeInterval}, {"NotifyWindow", f.notifyWindow}} {
+	}{{"FetchCooldown", f.fetchCooldown}, {"CompleteInterval", f.completeInterval}, {"NotifyWindow", f.notifyWindow}, {"ConnMaxIdleTime", f.connMaxIdle}} {
 		if d.v != 0 {
 			set = append(set, fmt.Sprintf("%s %v", d.name, d.v))
 		}
@@ -106,6 +107,7 @@ func parseFleetFlags(args []string, stderr io.Writer) (fleetFlags, error) {
 	fs.DurationVar(&f.fetchCooldown, "fetch-cooldown", 0, "leasehold workers' Queue.FetchCooldown (0: the default)")
 	fs.DurationVar(&f.completeInterval, "complete-interval", 0, "leasehold workers' Queue.CompleteInterval (0: the default)")
 	fs.DurationVar(&f.notifyWindow, "notify-window", 0, "leasehold producer's NotifyWindow (0: the default)")
+	fs.DurationVar(&f.connMaxIdle, "conn-max-idle", 0, "leasehold workers' ConnMaxIdleTime (0: the default; negative: the pool's own, pgx's 30m)")
 	quick := fs.Bool("quick", false, "tiny run: sizes 2x8, 1 round, settle 1s, idle 1s, load 2s, rate 50")
 	if err := parseSuiteFlags(fs, args); err != nil {
 		return f, err

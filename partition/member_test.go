@@ -1,11 +1,13 @@
 package partition_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasehold/leasehold/internal/history"
@@ -114,6 +116,23 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// blockedMember returns a member of group "g" (TTL 1s), not started, and
+// a transaction that ran block (rolled back when the test ends).
+func blockedMember(t *testing.T, block string) (*partition.Member, pgx.Tx) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	ctx := pgtest.Context(t)
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, block)
+	pgtest.Must(t, err)
+	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-1",
+		Run: (&recorder{}).run("worker-1"), Lease: lease.Config{TTL: time.Second}})
+	pgtest.Must(t, err)
+	return m, tx
+}
+
 // startBlocked starts a member of group "g" (TTL 1s: the member pool's
 // statement and lock timeouts are 333 ms) while a transaction that ran
 // block holds the groups table or a row of it for hold, then ends that
@@ -121,16 +140,8 @@ func TestConfigErrors(t *testing.T) {
 // test if Start returns while blocked.
 func startBlocked(t *testing.T, block string, hold time.Duration, commit bool) error {
 	t.Helper()
-	pool := pgtest.Pool(t)
 	ctx := pgtest.Context(t)
-	tx, err := pool.Begin(ctx)
-	pgtest.Must(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, block)
-	pgtest.Must(t, err)
-	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-1",
-		Run: (&recorder{}).run("worker-1"), Lease: lease.Config{TTL: time.Second}})
-	pgtest.Must(t, err)
+	m, tx := blockedMember(t, block)
 	t.Cleanup(func() { stopMember(t, m) })
 	started := make(chan error, 1)
 	go func() { started <- m.Start(ctx) }()
@@ -182,16 +193,8 @@ func TestStartRetriesAJoinTimedOutByTheServer(t *testing.T) {
 		t.Fatalf("Start after the lock was released: %v", err)
 	}
 
-	pool := pgtest.Pool(t)
 	ctx := pgtest.Context(t)
-	tx, err := pool.Begin(ctx)
-	pgtest.Must(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, lock)
-	pgtest.Must(t, err)
-	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 4, ID: "worker-1",
-		Run: (&recorder{}).run("worker-1"), Lease: lease.Config{TTL: time.Second}})
-	pgtest.Must(t, err)
+	m, _ := blockedMember(t, lock)
 	defer m.Stop(ctx)
 	var pe *pgconn.PgError
 	if err := m.Start(ctx); !errors.As(err, &pe) || (pe.Code != "57014" && pe.Code != "55P03") {

@@ -87,11 +87,12 @@ type Config struct {
 	// ConnMaxIdleTime is how long the queue's pool (a clone of the DB's
 	// pool, of the worker's own) keeps a connection nobody used before
 	// closing it. Queue only. Defaults to 1m: an idle worker then holds
-	// about 3 server connections, not 6 (16 workers x 256 partitions after
-	// 2 idle minutes, docs/partitions.md); the price is that the first
-	// jobs after an idle minute wait for connections to open (there, p99
-	// 480 ms over the first 10 s of load against 80 ms with connections
-	// kept). Negative keeps the DB pool's own setting (pgx's default: 30m).
+	// about 3 server connections (16 workers x 256 partitions: 3.3 after
+	// 2 idle minutes; 4.2 with 5m after 6 idle minutes; 6.4 with pgx's
+	// 30m; docs/partitions.md); the price is that a burst after an idle
+	// minute waits for connections to open (there, p99 480 ms over its
+	// first 10 s, 126 ms with 5m, 80 ms with 30m). Negative keeps the DB
+	// pool's own setting (pgx's default: 30m).
 	ConnMaxIdleTime time.Duration
 	// Lease configures the partition leases: TTL (defaults to 15s),
 	// RenewInterval, SafetyMargin, Clock, Rand and Hooks. Its Owner must

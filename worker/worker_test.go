@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/history"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/partition"
@@ -26,12 +28,23 @@ import (
 // strictly increasing tokens and no overlapping ownership.
 func TestFleetAppliesEveryJobExactlyOnceInKeyOrder(t *testing.T) {
 	t.Parallel()
-	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
-	pgtest.Must(t, history.Install(ctx, pool, ""))
-	group(t, pool, 16)
-	ledgerSetup(t, pool)
-	jobs, keys := enqueueDeposits(t, pool, 40, 15)
+	fleetScenario(t, pgtest.DBOn(t, pool), pool)
+}
+
+// fleetScenario runs group "g" of 16 partitions on db: 600 transactional
+// jobs of 40 keys, three workers, one leaving gracefully once 150 jobs
+// ran and another joining, then 200 more jobs; every job must be applied
+// exactly once in key order by a live owner, the leaving and the joining
+// worker must both have run jobs, and the lease history must hold. admin
+// reaches the same database directly: the setup and the checks.
+func fleetScenario(t *testing.T, db *leasehold.DB, admin *pgxpool.Pool) {
+	t.Helper()
+	ctx := pgtest.Context(t)
+	pgtest.Must(t, history.Install(ctx, admin, ""))
+	group(t, admin, 16)
+	ledgerSetup(t, admin)
+	jobs, keys := enqueueDeposits(t, admin, 40, 15)
 	handlers := func(name string) *queue.Workers {
 		ws := queue.NewWorkers()
 		queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[deposit]) error {
@@ -42,7 +55,7 @@ func TestFleetAppliesEveryJobExactlyOnceInKeyOrder(t *testing.T) {
 	}
 	rows := func() int {
 		var n int
-		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&n))
+		pgtest.Must(t, admin.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&n))
 		return n
 	}
 	waitRows := func(n int) {
@@ -52,14 +65,14 @@ func TestFleetAppliesEveryJobExactlyOnceInKeyOrder(t *testing.T) {
 			}
 		}
 	}
-	w1 := start(t, pool, worker.Config{ID: "w1", Partitions: 16, Workers: handlers("w1")})
-	start(t, pool, worker.Config{ID: "w2", Partitions: 16, Workers: handlers("w2")})
-	start(t, pool, worker.Config{ID: "w3", Partitions: 16, Workers: handlers("w3")})
+	w1 := startOn(t, db, worker.Config{ID: "w1", Partitions: 16, Workers: handlers("w1")})
+	startOn(t, db, worker.Config{ID: "w2", Partitions: 16, Workers: handlers("w2")})
+	startOn(t, db, worker.Config{ID: "w3", Partitions: 16, Workers: handlers("w3")})
 	waitRows(150)
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	pgtest.Must(t, w1.Stop(sctx))
-	w4 := start(t, pool, worker.Config{ID: "w4", Partitions: 16, Workers: handlers("w4")})
+	w4 := startOn(t, db, worker.Config{ID: "w4", Partitions: 16, Workers: handlers("w4")})
 	// Once the joining worker owns partitions, more jobs for every key: it
 	// runs some whatever the timing (the fleet could drain the first ones
 	// before it joined, under load).
@@ -68,12 +81,12 @@ func TestFleetAppliesEveryJobExactlyOnceInKeyOrder(t *testing.T) {
 			t.Fatal("the joining worker owns no partition after 30s")
 		}
 	}
-	more, moreKeys := enqueueSeqs(t, pool, 40, 15, 20)
+	more, moreKeys := enqueueSeqs(t, admin, 40, 15, 20)
 	maps.Copy(jobs, more)
 	maps.Copy(keys, moreKeys)
-	pgtest.WaitNoPendingJobs(t, pool, 60*time.Second)
+	pgtest.WaitNoPendingJobs(t, admin, 60*time.Second)
 
-	ledger := readLedger(t, pool)
+	ledger := readLedger(t, admin)
 	if bad := checkLedger(jobs, keys, ledger); len(bad) > 0 {
 		t.Fatalf("%d violations, first: %v", len(bad), bad[:min(5, len(bad))])
 	}
@@ -84,7 +97,7 @@ func TestFleetAppliesEveryJobExactlyOnceInKeyOrder(t *testing.T) {
 	if by["w1"] == 0 || by["w4"] == 0 {
 		t.Errorf("rows by worker %v: the leaving and the joining worker should both have run jobs", by)
 	}
-	vs, err := history.Load(ctx, pool, "")
+	vs, err := history.Load(ctx, admin, "")
 	pgtest.Must(t, err)
 	if r := history.Check(vs); !r.OK() {
 		t.Fatalf("lease history: %v", r.Violations)

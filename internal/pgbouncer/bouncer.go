@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasehold/leasehold/internal/pgcluster"
 )
 
 // ErrNotInstalled is returned by Start when no pgbouncer binary is found.
@@ -72,14 +73,8 @@ func Start(ctx context.Context, cfg Config) (*Bouncer, error) {
 		return nil, fmt.Errorf("pgbouncer: Server: %w", err)
 	}
 	b := &Bouncer{bin: bin, cfg: cfg}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("pgbouncer: running as root needs a \"postgres\" user to run pgbouncer as: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		b.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if b.cred, err = pgcluster.ServerCredential(); err != nil {
+		return nil, fmt.Errorf("pgbouncer: %w", err)
 	}
 	if b.dir, err = os.MkdirTemp("", "leasehold-pgbouncer-"); err != nil {
 		return nil, fmt.Errorf("pgbouncer: %w", err)
@@ -100,9 +95,9 @@ func Start(ctx context.Context, cfg Config) (*Bouncer, error) {
 	}
 	var lastErr error
 	for range 3 { // a free port can be taken between picking and binding it
-		if b.port, err = freePort(); err != nil {
+		if b.port, err = pgcluster.FreePort(); err != nil {
 			b.Remove()
-			return nil, err
+			return nil, fmt.Errorf("pgbouncer: %w", err)
 		}
 		ini := fmt.Sprintf(`[databases]
 * = %s
@@ -135,15 +130,6 @@ func quote(v string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgbouncer: pick a port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // start launches pgbouncer and waits until it accepts connections.
 func (b *Bouncer) start(ctx context.Context) error {
 	cmd := exec.Command(b.bin, filepath.Join(b.dir, "pgbouncer.ini"))
@@ -157,36 +143,26 @@ func (b *Bouncer) start(ctx context.Context) error {
 	b.mu.Lock()
 	b.cmd, b.exited = cmd, exited
 	b.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		d := net.Dialer{Timeout: time.Second}
+	err := pgcluster.AwaitReady(ctx, exited, 30*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
+		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", b.Addr())
 		if err == nil {
 			conn.Close()
-			return nil
 		}
-		select {
-		case <-exited:
-			return fmt.Errorf("pgbouncer: exited during start-up: %s", b.logTail())
-		case <-ctx.Done():
-			b.Stop()
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			b.Stop()
-			return fmt.Errorf("pgbouncer: did not accept connections within 30s: %s", b.logTail())
-		}
+		return err
+	})
+	log := filepath.Join(b.dir, "pgbouncer.log")
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgcluster.ErrExited):
+		return fmt.Errorf("pgbouncer: exited during start-up: %s", pgcluster.Tail(log))
 	}
-}
-
-func (b *Bouncer) logTail() string {
-	data, _ := os.ReadFile(filepath.Join(b.dir, "pgbouncer.log"))
-	s := strings.TrimSpace(string(data))
-	if len(s) > 2000 {
-		s = s[len(s)-2000:]
+	b.Stop()
+	if ctx.Err() != nil {
+		return err
 	}
-	return s
+	return fmt.Errorf("pgbouncer: did not accept connections: %w: %s", err, pgcluster.Tail(log))
 }
 
 // Addr returns the pooler's host:port.

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -86,15 +83,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 	}
 	c := &Cluster{bin: bin}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("pgcluster: running as root needs a \"postgres\" user to run the server as: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	cred, err := ServerCredential()
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
+	c.cred = cred
 	dir, err := os.MkdirTemp("", "leasehold-pg-")
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: %w", err)
@@ -142,8 +135,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	var lastErr error
 	for range 3 { // a free port can be taken between picking and binding it
-		if c.port, err = freePort(); err != nil {
-			return nil, err
+		if c.port, err = FreePort(); err != nil {
+			return nil, fmt.Errorf("pgcluster: %w", err)
 		}
 		if lastErr = c.start(ctx); lastErr == nil {
 			return c, nil
@@ -157,15 +150,6 @@ func (c *Cluster) prepare(cmd *exec.Cmd) {
 	cmd.Env = append(os.Environ(), "LC_ALL=C", "LANG=C")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
 	cmd.Dir = c.dir
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgcluster: pick a port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // start launches the server on c.port and waits until it accepts connections.
@@ -188,37 +172,24 @@ func (c *Cluster) start(ctx context.Context) error {
 	c.cmd, c.exited = cmd, exited
 	c.mu.Unlock()
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		conn, err := pgconn.Connect(pctx, c.URL("postgres"))
-		cancel()
+	err = AwaitReady(ctx, exited, 60*time.Second, 50*time.Millisecond, func(ctx context.Context) error {
+		conn, err := pgconn.Connect(ctx, c.URL("postgres"))
 		if err == nil {
 			conn.Close(ctx)
-			return nil
 		}
-		select {
-		case <-exited:
-			return fmt.Errorf("pgcluster: postgres exited during start-up: %s", c.logTail())
-		case <-ctx.Done():
-			c.Stop()
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			c.Stop()
-			return fmt.Errorf("pgcluster: postgres did not accept connections within 60s: %s", c.logTail())
-		}
+		return err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrExited):
+		return fmt.Errorf("pgcluster: postgres exited during start-up: %s", Tail(filepath.Join(c.dir, "server.log")))
+	case ctx.Err() != nil:
+		c.Stop()
+		return err
 	}
-}
-
-func (c *Cluster) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))
-	s := strings.TrimSpace(string(b))
-	if len(s) > 2000 {
-		s = s[len(s)-2000:]
-	}
-	return s
+	c.Stop()
+	return fmt.Errorf("pgcluster: postgres did not accept connections: %w: %s", err, Tail(filepath.Join(c.dir, "server.log")))
 }
 
 // Port returns the loopback port the cluster listens on.
