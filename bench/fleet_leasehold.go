@@ -96,7 +96,7 @@ func (l *lhFleet) startWorker(ctx context.Context, i int, id string, partitions 
 	}
 	w, err := worker.New(db, worker.Config{Group: l.group, Partitions: partitions, ID: id, Workers: l.ws,
 		ConnMaxIdleTime: l.env.f.connMaxIdle,
-		Queue: queue.ProcessorConfig{FetchCooldown: l.env.f.fetchCooldown, CompleteInterval: l.env.f.completeInterval}})
+		Queue:           queue.ProcessorConfig{FetchCooldown: l.env.f.fetchCooldown, CompleteInterval: l.env.f.completeInterval}})
 	if err != nil {
 		return err
 	}
