@@ -304,6 +304,14 @@ func (p *Processor) RecordKinds(ctx context.Context, group string) error {
 	if _, done := p.kinds.Load(group); done {
 		return nil
 	}
+	// One statement per Processor and group: the grants of a start ask
+	// together (64 workers x 1,024 partitions sent 403 of them, queued on
+	// the one row each).
+	p.kindsMu.Lock()
+	defer p.kindsMu.Unlock()
+	if _, done := p.kinds.Load(group); done {
+		return nil
+	}
 	kinds := make([]string, 0, len(p.cfg.Workers.handlers))
 	for k := range p.cfg.Workers.handlers {
 		kinds = append(kinds, k)

@@ -172,7 +172,8 @@ type Processor struct {
 	tallies tallies
 	// kinds holds the groups whose kinds this Processor has recorded
 	// (see registerKinds).
-	kinds sync.Map
+	kinds   sync.Map
+	kindsMu sync.Mutex // one RecordKinds statement at a time
 
 	mu    sync.Mutex
 	wakes map[wakeKey][]chan struct{} // by partition, for Listen

@@ -56,3 +56,29 @@ func TestGrantsOpenAndCloseTheirRunsTogether(t *testing.T) {
 		t.Fatalf("%d runs ending together were closed by %d statements; want 1 to %d", parts, n, parts/4)
 	}
 }
+
+// A Processor records the kinds it handles once per group, however many of
+// its grants start together (each grant asks: 64 workers of 1,024
+// partitions sent 403 such statements, queued on one row). Control: the
+// one statement was sent, and the kind is recorded.
+func TestKindsAreRecordedOncePerProcessor(t *testing.T) {
+	t.Parallel()
+	const parts = 32
+	st, err := store.For("")
+	pgtest.Must(t, err)
+	pool, count := pgtest.CountingPool(t, nil)
+	ws := queue.NewWorkers()
+	queue.Handle(ws, func(context.Context, *queue.Work[email]) error { return nil })
+	p, m := groupMember(t, pool, "emails", parts, queue.ProcessorConfig{Workers: ws}, false)
+	waitOwned(t, m, parts)
+	waitFetched(t, p, parts) // every grant is past its ask
+	if n := count.Count(st.Batch.RegisterKinds); n != 1 {
+		t.Fatalf("%d grants starting together recorded the kinds in %d statements; want 1", parts, n)
+	}
+	var kinds int
+	pgtest.Must(t, pool.QueryRow(pgtest.Context(t), `SELECT count(*) FROM leasehold.group_kinds WHERE group_name = 'emails' AND kind = $1`,
+		email{}.Kind()).Scan(&kinds))
+	if kinds != 1 {
+		t.Fatalf("control: kind %q recorded %d times; want once", email{}.Kind(), kinds)
+	}
+}
