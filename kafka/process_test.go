@@ -181,6 +181,14 @@ func TestWorkersKilledPausedAddedApplyEveryRecordOnce(t *testing.T) {
 	w[1].signal(t, syscall.SIGCONT)
 
 	w = append(w, startWorker(t, url, brokers, topic, parts, "w3", 0)) // join
+	// The last chunk once the joiner holds partitions: under CI's load the
+	// others once consumed it all before the join took effect.
+	eventually(t, 30*time.Second, "w3 holding partitions", func() bool {
+		var n int
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.leases
+			WHERE name LIKE 'partition/%' AND owner LIKE 'w3%' AND expires_at > clock_timestamp()`).Scan(&n))
+		return n > 0
+	})
 	produced = append(produced, produce(t, brokers, topic, 3*chunk, total-3*chunk)...)
 	ends := logEnds(produced)
 	waitOffsets(t, pool, "g", topic, ends, 60*time.Second)
