@@ -129,10 +129,8 @@ func Open(pool *pgxpool.Pool, cfg Config) (*DB, error) {
 		cfg.Logger = slog.Default()
 	}
 	db := &DB{pool: pool, schema: st.Schema, log: cfg.Logger, txPooling: cfg.TransactionPooling, listenPool: pool}
-	if cfg.TransactionPooling && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
-		return nil, fmt.Errorf("%w: TransactionPooling: the pool prepares named statements, which a pooler in "+
-			"transaction mode cannot carry from one transaction to the next: set default_query_exec_mode=exec "+
-			"in its URL (or ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec)", ErrInvalidConfig)
+	if err := checkPooling(cfg.TransactionPooling, pool); err != nil {
+		return nil, err
 	}
 	if cfg.ListenURL != "" {
 		cc, err := pgx.ParseConfig(cfg.ListenURL)
@@ -145,6 +143,17 @@ func Open(pool *pgxpool.Pool, cfg Config) (*DB, error) {
 			"workers find new jobs and membership changes by polling", "schema", db.schema)
 	}
 	return db, nil
+}
+
+// checkPooling refuses, behind a transaction pooler (txPooling), a pool
+// that prepares named statements.
+func checkPooling(txPooling bool, pool *pgxpool.Pool) error {
+	if txPooling && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		return fmt.Errorf("%w: TransactionPooling: the pool prepares named statements, which a pooler in "+
+			"transaction mode cannot carry from one transaction to the next: set default_query_exec_mode=exec "+
+			"in its URL (or ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec)", ErrInvalidConfig)
+	}
+	return nil
 }
 
 // Pool returns the pool the DB was opened on; nil for a nil or zero DB,
@@ -168,8 +177,8 @@ func (db *DB) WithPool(pool *pgxpool.Pool) (*DB, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: nil pool", ErrInvalidConfig)
 	}
-	if db.txPooling && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
-		return nil, fmt.Errorf("%w: TransactionPooling: the pool prepares named statements", ErrInvalidConfig)
+	if err := checkPooling(db.txPooling, pool); err != nil {
+		return nil, err
 	}
 	c := *db
 	c.pool = pool

@@ -9,9 +9,9 @@ import (
 	"github.com/leasehold/leasehold"
 )
 
-// Open refuses, with TransactionPooling, a pool that prepares named
-// statements (which a pooler in transaction mode cannot carry), and an
-// unparsable ListenURL; it accepts the query modes without named
+// Open and WithPool refuse, with TransactionPooling, a pool that prepares
+// named statements (which a pooler in transaction mode cannot carry), and
+// Open an unparsable ListenURL; they accept the query modes without named
 // statements, and a ListenURL without TransactionPooling.
 func TestOpenChecksTransactionPooling(t *testing.T) {
 	pool := func(mode string) *pgxpool.Pool {
@@ -41,6 +41,16 @@ func TestOpenChecksTransactionPooling(t *testing.T) {
 	}
 	if _, err := leasehold.Open(pool("exec"), leasehold.Config{TransactionPooling: true, ListenURL: "postgres://u@h:notaport/db"}); !errors.Is(err, leasehold.ErrInvalidConfig) {
 		t.Errorf("an unparsable ListenURL: %v; want ErrInvalidConfig", err)
+	}
+	pooled, err := leasehold.Open(pool("exec"), leasehold.Config{TransactionPooling: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pooled.WithPool(pool("")); !errors.Is(err, leasehold.ErrInvalidConfig) {
+		t.Errorf("WithPool of a pool in pgx's default mode behind a transaction pooler: %v; want ErrInvalidConfig", err)
+	}
+	if other, err := pooled.WithPool(pool("exec")); err != nil || other.Listen().Off != pooled.Listen().Off || !other.TransactionPooling() {
+		t.Errorf("WithPool of an exec-mode pool: %v; want the DB's settings kept", err)
 	}
 	db, err := leasehold.Open(pool(""), leasehold.Config{ListenURL: "postgres://u@127.0.0.1:2/db"})
 	if err != nil || db.Listen().Off || db.Listen().Direct == nil || db.Listen().Direct.Port != 2 {
