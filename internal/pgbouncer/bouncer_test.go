@@ -2,7 +2,6 @@ package pgbouncer_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"testing"
 	"time"
@@ -32,12 +31,7 @@ func TestTransactionModeSharesServerConnections(t *testing.T) {
 	for _, mode := range []string{"transaction", "session"} {
 		t.Run(mode, func(t *testing.T) {
 			ctx := pgtest.Context(t)
-			b, err := pgbouncer.Start(ctx, pgbouncer.Config{Server: url, Mode: mode, PoolSize: 1})
-			if errors.Is(err, pgbouncer.ErrNotInstalled) && os.Getenv(pgtest.EnvRequirePgBouncer) == "" {
-				t.Skip(err)
-			}
-			pgtest.Must(t, err)
-			defer b.Remove()
+			b := pgtest.Bouncer(t, pgbouncer.Config{Server: url, Mode: mode, PoolSize: 1})
 			connect := func() *pgx.Conn {
 				cc, err := pgx.ParseConfig(b.URL(dbname) + "&default_query_exec_mode=exec")
 				pgtest.Must(t, err)
@@ -47,7 +41,7 @@ func TestTransactionModeSharesServerConnections(t *testing.T) {
 				return c
 			}
 			a, other := connect(), connect()
-			_, err = a.Exec(ctx, "SET leasehold_test.mark = 'a'")
+			_, err := a.Exec(ctx, "SET leasehold_test.mark = 'a'")
 			pgtest.Must(t, err)
 			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()

@@ -29,9 +29,18 @@ func BouncedURL(t testing.TB, connURL string) (string, *pgbouncer.Bouncer) {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	b := Bouncer(t, pgbouncer.Config{Server: connURL})
+	return b.URL(cc.Database) + "&default_query_exec_mode=exec", b
+}
+
+// Bouncer starts a PgBouncer of cfg for this test, removed when it ends.
+// The test is skipped when pgbouncer is not installed, unless
+// EnvRequirePgBouncer is set.
+func Bouncer(t testing.TB, cfg pgbouncer.Config) *pgbouncer.Bouncer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := pgbouncer.Start(ctx, pgbouncer.Config{Server: connURL})
+	b, err := pgbouncer.Start(ctx, cfg)
 	if errors.Is(err, pgbouncer.ErrNotInstalled) && os.Getenv(EnvRequirePgBouncer) == "" {
 		t.Skipf("pgtest: %v", err)
 	}
@@ -39,5 +48,5 @@ func BouncedURL(t testing.TB, connURL string) (string, *pgbouncer.Bouncer) {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() { b.Remove() })
-	return b.URL(cc.Database) + "&default_query_exec_mode=exec", b
+	return b
 }
