@@ -124,11 +124,15 @@ WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > c.t`
 // leaseReleaseMany is leaseRelease for the grants ($1[i], $2[i]) of owner
 // $3, in one statement: the leases a member hands off together. It locks
 // the rows in name order (leaseMine), as every statement locking several
-// lease rows does, so that it cannot deadlock with them.
+// lease rows does, so that it cannot deadlock with them. Both columns take
+// one reading of the clock, so that expires_at = renewed_at marks the row
+// released (partitionStatus): two readings differed by a microsecond on
+// some rows.
 const leaseReleaseMany = `
+WITH c AS MATERIALIZED (SELECT clock_timestamp() AS t)
 UPDATE {{schema}}.leases AS l
-SET expires_at = clock_timestamp(), renewed_at = clock_timestamp()
-FROM (` + leaseMine + `) AS mine
+SET expires_at = c.t, renewed_at = c.t
+FROM (` + leaseMine + `) AS mine, c
 WHERE l.name = mine.name`
 
 // leaseReleaseOrphans frees grants to this owner that no *Lease holds: the ones an
