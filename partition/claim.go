@@ -52,6 +52,7 @@ func (m *Member) reconcile() time.Duration {
 		m.log.Error("partition: assignment failed", "err", err)
 		return next
 	}
+	m.wanted.Store(&owners)
 
 	now := m.clock.Now()
 	var want []string
@@ -155,7 +156,7 @@ func (m *Member) own(p int, l *lease.Lease) {
 		ctx, cancelRelease := context.WithTimeout(context.Background(), m.cfg.Lease.StatementTimeout)
 		defer cancelRelease()
 		if l.Release(ctx) == nil {
-			m.notify(ctx)
+			m.notifyReleased(ctx, []int{p})
 		}
 		return
 	}
@@ -247,7 +248,7 @@ func (m *Member) handoff(ctx context.Context, c *claim, log *slog.Logger, early 
 		m.forget(c, early)
 		return
 	}
-	m.releases.Add(&pendingRelease{l: c.l, then: func(err error) {
+	m.releases.Add(&pendingRelease{p: c.p, l: c.l, then: func(err error) {
 		log.Debug("partition: handed off", "reason", cause, "wait", m.clock.Now().Sub(start), "err", err)
 		m.forget(c, early)
 	}})

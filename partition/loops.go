@@ -12,19 +12,20 @@ import (
 )
 
 // heartbeat joins or extends this member's membership, on the database
-// clock, and wakes the others after a (re)join.
+// clock; a (re)join wakes the others (in the same statement) and this
+// member's reconcile loop.
 func (m *Member) heartbeat(ctx context.Context) error {
 	var joined bool
+	var woke *int
 	err := m.pool.QueryRow(ctx, m.q.Heartbeat, m.cfg.Group, m.cfg.ID, m.incarnation,
-		m.cfg.Lease.TTL.Microseconds()).Scan(&joined)
+		m.cfg.Lease.TTL.Microseconds(), m.q.Channel).Scan(&joined, &woke)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrDuplicateMember
 	}
 	if err != nil {
 		return m.dbErr("heartbeat", err)
 	}
-	if joined {
-		m.notify(ctx)
+	if joined { // the statement woke the others
 		m.poke()
 	}
 	return nil
@@ -63,9 +64,7 @@ func (m *Member) fail(err error) {
 	m.endAll(err)
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
 	defer cancel()
-	if _, err := m.pool.Exec(ctx, m.q.Leave, m.cfg.Group, m.cfg.ID, m.incarnation); err == nil {
-		m.notify(ctx)
-	}
+	m.pool.Exec(ctx, m.q.Leave, m.cfg.Group, m.cfg.ID, m.incarnation, m.q.Channel)
 }
 
 // listenLoop wakes the reconcile loop on every notification for this
@@ -78,7 +77,7 @@ func (m *Member) listenLoop() {
 	unsubscribe := store.Listen(m.listen, m.schema, &store.Subscriber{
 		Channel: m.q.Channel,
 		Notify: func(payload string) {
-			if payload == m.cfg.Group {
+			if m.notified(payload) {
 				m.gatherPoke()
 			}
 		},

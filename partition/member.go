@@ -43,11 +43,14 @@ type Member struct {
 	wake   chan struct{}
 	loops  sync.WaitGroup // heartbeat, listen and reconcile loops
 
-	listening atomic.Bool    // the listener listens: notifications arrive (listenLoop)
-	gathering atomic.Bool    // a wake for notifications is due (gatherPoke)
-	reads     atomic.Int64   // membership reads (reconcile), for tests
-	wg        sync.WaitGroup // serve goroutines, one per claim, until its release (see release.go)
-	releases  *gather.Batcher[pendingRelease]
+	listening atomic.Bool  // the listener listens: notifications arrive (listenLoop)
+	gathering atomic.Bool  // a wake for notifications is due (gatherPoke)
+	reads     atomic.Int64 // membership reads (reconcile), for tests
+	// wanted is the owner of each partition in the last assignment
+	// (reconcile), for the listener (notified): nil before the first.
+	wanted   atomic.Pointer[[]string]
+	wg       sync.WaitGroup // serve goroutines, one per claim, until its release (see release.go)
+	releases *gather.Batcher[pendingRelease]
 
 	// Owned by the reconcile goroutine.
 	lastLive   []string // the last assignment's member set (sorted by the view)
@@ -166,13 +169,6 @@ func (m *Member) start(ctx context.Context) error {
 }
 
 func (m *Member) join(ctx context.Context) error {
-	stored, err := m.createGroup(ctx)
-	if err != nil {
-		return err
-	}
-	if stored != m.cfg.Partitions {
-		return &CountError{Group: m.cfg.Group, Configured: m.cfg.Partitions, Stored: stored}
-	}
 	// The token regression guard, before the first claim (the lease
 	// client would run it at its first grant): so that a failure shows at
 	// Start, not as claims that keep failing. (The lease client tries a
@@ -180,28 +176,40 @@ func (m *Member) join(ctx context.Context) error {
 	if err := m.leases.GuardTokens(ctx, 0); err != nil {
 		return err
 	}
-	return m.joinID(ctx)
+	stored, joined, err := m.createGroup(ctx)
+	if err != nil {
+		return err
+	}
+	if stored != m.cfg.Partitions {
+		return &CountError{Group: m.cfg.Group, Configured: m.cfg.Partitions, Stored: stored}
+	}
+	if joined {
+		return nil
+	}
+	return m.joinID(ctx) // the id is in use by another incarnation
 }
 
 // joinTimeout bounds each statement of createGroup when Start's ctx has no
 // deadline (or a later one).
 const joinTimeout = 30 * time.Second
 
-// createGroup creates the group unless it exists and reads its partition
-// count, in one transaction sent in one round trip, whose statements are
-// bounded by Start's ctx and joinTimeout rather than by the member pool's
-// renew-interval timeouts: a loaded server (or a concurrent creator's slow
-// commit) may take longer than a renew interval, and Start runs once. The
-// preparation of its statements, before the settings apply, still runs
-// under the pool's timeouts: a server timeout there (a starved server) is
-// tried again a few times (joinAttempts), never a connection failure (a
-// dead database fails Start at once).
-func (m *Member) createGroup(ctx context.Context) (stored int, err error) {
-	err = m.retryTimeouts(ctx, "creating the group", func() (err error) {
-		stored, err = m.tryCreateGroup(ctx)
+// createGroup creates the group unless it exists, reads its partition
+// count and, if the count is the configured one, joins the group (and
+// wakes its members), all sent in one round trip. The group's creation is
+// a transaction bounded by Start's ctx and joinTimeout rather than by the
+// member pool's renew-interval timeouts: a loaded server (or a concurrent
+// creator's slow commit) may take longer than a renew interval, and Start
+// runs once; the join, after it, is a heartbeat, under the pool's
+// timeouts. A server timeout (a starved server) is tried again a few times
+// (joinAttempts), never a connection failure (a dead database fails Start
+// at once). joined is false when another incarnation's membership of the
+// id has not expired (joinID then waits for it).
+func (m *Member) createGroup(ctx context.Context) (stored int, joined bool, err error) {
+	err = m.retryTimeouts(ctx, "creating or joining the group", func() (err error) {
+		stored, joined, err = m.tryCreateGroup(ctx)
 		return err
 	})
-	return stored, err
+	return stored, joined, err
 }
 
 // retryTimeouts runs fn, a step of Start, again while the server cuts its
@@ -224,22 +232,34 @@ func (m *Member) retryTimeouts(ctx context.Context, what string, fn func() error
 // joinAttempts bounds the attempts of a step of Start (retryTimeouts).
 const joinAttempts = 4
 
-func (m *Member) tryCreateGroup(ctx context.Context) (int, error) {
+func (m *Member) tryCreateGroup(ctx context.Context) (stored int, joined bool, err error) {
 	timeout := joinTimeout
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, max(time.Until(d), time.Millisecond))
 	}
-	var stored int
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(store.JoinSettings, strconv.FormatInt(timeout.Milliseconds(), 10))
 	b.Queue(m.q.CreateGroup, m.cfg.Group, m.cfg.Partitions)
 	b.Queue(m.q.GroupCount, m.cfg.Group).QueryRow(func(r pgx.Row) error { return r.Scan(&stored) })
 	b.Queue("COMMIT")
+	b.Queue(m.q.Join, m.cfg.Group, m.cfg.ID, m.incarnation, m.cfg.Lease.TTL.Microseconds(), m.q.Channel,
+		m.cfg.Partitions).QueryRow(func(r pgx.Row) error {
+		var first bool
+		var woke *int
+		switch err := r.Scan(&first, &woke); {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil // another incarnation's, or another partition count
+		case err != nil:
+			return err
+		}
+		joined = true
+		return nil
+	})
 	if err := m.pool.SendBatch(ctx, b).Close(); err != nil {
-		return 0, m.dbErr("create group", err)
+		return 0, false, m.dbErr("create or join group", err)
 	}
-	return stored, nil
+	return stored, joined, nil
 }
 
 // joinID joins under the member id. A row of another incarnation that has
@@ -345,10 +365,8 @@ func (m *Member) shutdown(ctx context.Context) error {
 	if err := waitCtx(ctx, &m.loops); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := m.pool.Exec(ctx, m.q.Leave, m.cfg.Group, m.cfg.ID, m.incarnation); err != nil {
+	if _, err := m.pool.Exec(ctx, m.q.Leave, m.cfg.Group, m.cfg.ID, m.incarnation, m.q.Channel); err != nil {
 		errs = append(errs, m.dbErr("leave", err))
-	} else {
-		m.notify(ctx)
 	}
 	held := m.endAll(ErrStopped)
 	if err := waitCtx(ctx, &m.wg); err != nil {
@@ -405,13 +423,6 @@ func (m *Member) poke() {
 	select {
 	case m.wake <- struct{}{}:
 	default:
-	}
-}
-
-// notify wakes the other members of the group.
-func (m *Member) notify(ctx context.Context) {
-	if _, err := m.pool.Exec(ctx, m.q.Notify, m.q.Channel, m.cfg.Group); err != nil {
-		m.log.Debug("partition: notify failed; members will poll", "err", err)
 	}
 }
 

@@ -8,7 +8,8 @@ import (
 )
 
 // A member releases the partitions it hands off in one statement and wakes
-// the other members with one notification (gather.Batcher: the first
+// the members that want them with one notification (whose payload names
+// the partitions: see notify.go), gathered by a gather.Batcher (the first
 // handoff after a quiet spell at once, the ones that come while a
 // statement runs together in the next), instead of a statement and a
 // notification per partition: a rebalance that moves many of a member's
@@ -21,6 +22,7 @@ import (
 // pendingRelease is one lease to release and what to do once the
 // statement returned (err: its error).
 type pendingRelease struct {
+	p    int // the partition
 	l    *lease.Lease
 	then func(err error)
 }
@@ -34,13 +36,14 @@ func newReleaser(m *Member) *gather.Batcher[pendingRelease] {
 // members, and answers each.
 func (m *Member) release(batch []*pendingRelease) {
 	ls := make([]*lease.Lease, len(batch))
+	parts := make([]int, len(batch))
 	for i, p := range batch {
-		ls[i] = p.l
+		ls[i], parts[i] = p.l, p.p
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.Lease.StatementTimeout)
 	err := m.leases.ReleaseMany(ctx, ls...)
 	if err == nil {
-		m.notify(ctx)
+		m.notifyReleased(ctx, parts)
 	}
 	cancel()
 	for _, p := range batch {

@@ -9,9 +9,27 @@ const partitionGroupCount = `SELECT partitions FROM {{schema}}.groups WHERE name
 // Join or heartbeat: extend this incarnation's membership, or take over a
 // row whose previous incarnation expired. No row back: another live process
 // uses the id. joined_at = heartbeat_at in the result means a (re)join; one
-// timestamp is taken (clock_timestamp() differs between calls).
+// timestamp is taken (clock_timestamp() differs between calls). A (re)join
+// wakes the group's members on channel $5 in the same statement (delivered
+// at commit): one round trip, not two.
 const partitionHeartbeat = `
-WITH c AS (SELECT clock_timestamp() AS t)
+WITH c AS (SELECT clock_timestamp() AS t),
+j AS (` + partitionUpsertMember + `)
+SELECT j.joined, CASE WHEN j.joined THEN (SELECT 1 FROM pg_notify($5, $1)) END FROM j`
+
+// partitionJoin is partitionHeartbeat for Start: it also checks that the
+// group has $6 partitions, and joins nothing if not (no row back, as for a
+// live twin: Start reads the count in the same round trip and tells them
+// apart).
+const partitionJoin = `
+WITH c AS (SELECT clock_timestamp() AS t
+           WHERE EXISTS (SELECT FROM {{schema}}.groups WHERE name = $1 AND partitions = $6)),
+j AS (` + partitionUpsertMember + `)
+SELECT j.joined, CASE WHEN j.joined THEN (SELECT 1 FROM pg_notify($5, $1)) END FROM j`
+
+// partitionUpsertMember is the membership upsert of partitionHeartbeat and
+// partitionJoin, from the timestamp c.t (no row in c: nothing happens).
+const partitionUpsertMember = `
 INSERT INTO {{schema}}.members AS m (group_name, id, incarnation, joined_at, heartbeat_at, expires_at)
 SELECT $1, $2, $3, c.t, c.t, c.t + $4 * interval '1 microsecond' FROM c
 ON CONFLICT (group_name, id) DO UPDATE
@@ -21,7 +39,7 @@ SET joined_at    = CASE WHEN m.incarnation = EXCLUDED.incarnation AND m.expires_
     heartbeat_at = EXCLUDED.heartbeat_at,
     expires_at   = EXCLUDED.expires_at
 WHERE m.incarnation = EXCLUDED.incarnation OR m.expires_at <= EXCLUDED.heartbeat_at
-RETURNING m.joined_at = m.heartbeat_at`
+RETURNING m.joined_at = m.heartbeat_at AS joined`
 
 // The membership row of one id: its incarnation, its last heartbeat and
 // the seconds until it expires (negative once expired), on the database
@@ -30,8 +48,11 @@ const partitionMember = `
 SELECT incarnation, heartbeat_at, extract(epoch FROM expires_at - clock_timestamp())
 FROM {{schema}}.members WHERE group_name = $1 AND id = $2`
 
+// partitionLeave deletes this incarnation's membership and, if there was
+// one, wakes the group's members on channel $4 in the same statement.
 const partitionLeave = `
-DELETE FROM {{schema}}.members WHERE group_name = $1 AND id = $2 AND incarnation = $3`
+WITH d AS (DELETE FROM {{schema}}.members WHERE group_name = $1 AND id = $2 AND incarnation = $3 RETURNING 1)
+SELECT count(pg_notify($4, $1)) FROM d`
 
 // The live view: the group's partition count, its unexpired members, and
 // how long until the first of the others expires (so a crash is noticed

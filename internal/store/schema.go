@@ -76,7 +76,7 @@ func For(schema string) (*Statements, error) {
 		},
 		Partition: PartitionSQL{
 			CreateGroup: r(partitionCreateGroup), GroupCount: r(partitionGroupCount),
-			Heartbeat: r(partitionHeartbeat), Member: r(partitionMember), Leave: r(partitionLeave), View: r(partitionView),
+			Heartbeat: r(partitionHeartbeat), Join: r(partitionJoin), Member: r(partitionMember), Leave: r(partitionLeave), View: r(partitionView),
 			Status: r(partitionStatus), Members: r(partitionMembers), Groups: r(partitionGroups), Notify: partitionNotify,
 			Channel: PartitionChannel(schema),
 		},
@@ -146,7 +146,11 @@ type LeaseSQL struct {
 
 // PartitionSQL are the statements of package partition.
 type PartitionSQL struct {
-	CreateGroup, GroupCount, Heartbeat, Member, Leave, View, Status, Members, Groups string
+	CreateGroup, GroupCount, Member, View, Status, Members, Groups string
+	// Heartbeat extends a membership, or (re)joins and wakes the group;
+	// Join is Heartbeat for Start, which checks the partition count too;
+	// Leave ends a membership and wakes the group.
+	Heartbeat, Join, Leave string
 	// Notify wakes the members of a group ($1 the channel, $2 the group).
 	Notify string
 	// Channel is the LISTEN/NOTIFY channel of membership changes; the
