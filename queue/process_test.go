@@ -410,4 +410,3 @@ func keysIn(p, n int, prefix string) []string {
 	}
 	return keys
 }
-
