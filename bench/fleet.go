@@ -61,6 +61,7 @@ type fleetFlags struct {
 	// leasehold's settings other than its defaults (zero: the default).
 	fetchCooldown, completeInterval, notifyWindow time.Duration
 	connMaxIdle                                   time.Duration
+	pgbouncer                                     bool // workers of both systems through a PgBouncer in transaction mode
 }
 
 // tuned names leasehold's settings set other than their defaults, for the
@@ -108,6 +109,8 @@ func parseFleetFlags(args []string, stderr io.Writer) (fleetFlags, error) {
 	fs.DurationVar(&f.completeInterval, "complete-interval", 0, "leasehold workers' Queue.CompleteInterval (0: the default)")
 	fs.DurationVar(&f.notifyWindow, "notify-window", 0, "leasehold producer's NotifyWindow (0: the default)")
 	fs.DurationVar(&f.connMaxIdle, "conn-max-idle", 0, "leasehold workers' ConnMaxIdleTime (0: the default; negative: the pool's own, pgx's 30m)")
+	fs.BoolVar(&f.pgbouncer, "pgbouncer", false, "workers of both systems connect through a PgBouncer in transaction mode started by the bench "+
+		"(leasehold with TransactionPooling and a direct LISTEN session, River with PollOnly); producers connect directly")
 	quick := fs.Bool("quick", false, "tiny run: sizes 2x8, 1 round, settle 1s, idle 1s, load 2s, rate 50")
 	if err := parseSuiteFlags(fs, args); err != nil {
 		return f, err

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
@@ -85,12 +87,20 @@ func (l *lhFleet) start(ctx context.Context, size fleetSize, round int) error {
 // startWorker opens worker i's pool (pgxpool's default size) and DB, and
 // starts it.
 func (l *lhFleet) startWorker(ctx context.Context, i int, id string, partitions int) error {
-	pool, err := newSystemPool(ctx, l.base, "fleet-lh-"+id, int(l.base.MaxConns), nil, "")
+	pool, err := newSystemPool(ctx, l.env.viaBouncer(l.base), "fleet-lh-"+id, int(l.base.MaxConns), nil, "")
 	if err != nil {
 		return err
 	}
 	l.pools[i] = pool
 	db, err := lhDB(pool, "")
+	if l.env.bouncer != nil {
+		// A LISTEN session of each worker's own, as in a fleet of
+		// processes (a process shares one per URL: the application name
+		// tells the workers' URLs apart).
+		listen := withParam(withDatabase(l.base.ConnConfig.ConnString(), l.dbName()), "application_name", "leasehold-bench-queue-fleet-lh-listen-"+id)
+		db, err = leasehold.Open(pool, leasehold.Config{Logger: slog.New(slog.DiscardHandler), TransactionPooling: true,
+			ListenURL: listen})
+	}
 	if err != nil {
 		return err
 	}

@@ -114,7 +114,8 @@ func (r fleetReport) table(res fleetSizeResult) ptable {
 func (r fleetReport) print(w io.Writer, began time.Time) {
 	e := r.env
 	settings := fmt.Sprintf("%s, %s; River %s at its defaults (MaxWorkers %d), leasehold workers at theirs%s; "+
-		"pools at pgxpool's default size", e.srv.where, e.srv.settings, riverVersion, fleetRiverMaxWorkers, r.flags.tuned())
+		"pools at pgxpool's default size%s", e.srv.where, e.srv.settings, riverVersion, fleetRiverMaxWorkers, r.flags.tuned(),
+		e.bouncerSettings())
 	var tables []ptable
 	for _, res := range r.sizes {
 		tables = append(tables, r.table(res))

@@ -107,7 +107,7 @@ func (r *riverFleet) start(ctx context.Context, size fleetSize, _ int) error {
 // benchmark settings (benchSettings), with MaxWorkers fleetRiverMaxWorkers
 // on the default queue.
 func (r *riverFleet) startClient(ctx context.Context, i int) error {
-	pc := r.base.Copy()
+	pc := r.env.viaBouncer(r.base)
 	pool, err := newSystemPool(ctx, pc, fmt.Sprintf("fleet-river-%d", i), int(pc.MaxConns), nil, "")
 	if err != nil {
 		return err
@@ -127,6 +127,7 @@ func (r *riverFleet) startClient(ctx context.Context, i int) error {
 	if r.benchSettings {
 		cfg.FetchCooldown, cfg.FetchPollInterval = 2*time.Millisecond, 20*time.Millisecond
 	}
+	cfg.PollOnly = r.env.bouncer != nil // River's advice behind a transaction pooler
 	c, err := river.NewClient(riverpgxv5.New(pool), cfg)
 	if err != nil {
 		return err

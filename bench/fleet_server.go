@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/internal/pgbouncer"
 	"github.com/leasehold/leasehold/internal/pgcluster"
 )
 
@@ -32,6 +33,7 @@ type fleetEnv struct {
 	postmaster int  // the server's postmaster pid, 0 when not on this machine
 	lh         *lhFleet
 	river      *riverFleet
+	bouncer    *pgbouncer.Bouncer // with --pgbouncer
 }
 
 // openFleetEnv starts a durable throwaway server with pg_stat_statements
@@ -56,6 +58,11 @@ func openFleetEnv(ctx context.Context, f fleetFlags, stderr io.Writer) (env *fle
 	}
 	if env.postmaster, err = postmasterPID(ctx, srv.admin); err != nil {
 		fmt.Fprintf(stderr, "fleet suite: no server CPU: %v\n", err)
+	}
+	if f.pgbouncer {
+		if err := env.startBouncer(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if env.lh, err = newLHFleet(ctx, env); err != nil {
 		return nil, err

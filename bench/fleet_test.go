@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/pgbouncer"
+	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
 // TestFleetSuite runs the fleet suite tiny (2 members, 8 partitions, idle
@@ -98,6 +102,47 @@ func checkFleetReport(t *testing.T, rep fleetJSON) {
 	for name, doctored := range map[string]fleetJSON{"no river": noRiver, "no CPU": noCPU} {
 		if len(fleetReportProblems(doctored)) == 0 {
 			t.Errorf("negative control %q: the doctored report passed", name)
+		}
+	}
+}
+
+// TestFleetSuiteBehindPgBouncer runs the fleet suite briefly with
+// --pgbouncer: both systems' workers through the pooler, leasehold's
+// ready (every partition held by its owner) and finishing jobs, and each
+// leasehold worker's server connections counted: its LISTEN session at
+// least. Skipped when pgbouncer is not installed, unless
+// LEASEHOLD_REQUIRE_PGBOUNCER is set.
+func TestFleetSuiteBehindPgBouncer(t *testing.T) {
+	needServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "fleet.json")
+	var out bytes.Buffer
+	err := runFleet(ctx, []string{"--quick", "--sizes", "2x8", "--idle", "1s", "--load", "1s", "--rate", "50",
+		"--pgbouncer", "--json", path}, &out, io.Discard)
+	if errors.Is(err, pgbouncer.ErrNotInstalled) && os.Getenv(pgtest.EnvRequirePgBouncer) == "" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "workers through PgBouncer 1.18 in transaction mode") {
+		t.Errorf("the settings line does not say the workers went through PgBouncer:\n%s", out.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep fleetJSON
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.JobsPerSec <= 0 {
+			t.Errorf("%s behind PgBouncer finished no jobs", r.System)
+		}
+		if c := r.Metrics["idle_connections_per_member"]; r.System == "leasehold" && c < 1 {
+			t.Errorf("leasehold behind PgBouncer: %.2f server connections per idle member; want at least its LISTEN session", c)
 		}
 	}
 }

@@ -15,7 +15,8 @@ import (
 // reconcile reads the live view, hands off partitions no longer assigned to
 // this member and claims free ones that are. It returns when to look again:
 // readInterval, or sooner when another member's membership or a wanted
-// partition's lease expires sooner, or a cooldown ends.
+// partition's lease expires sooner, or a cooldown ends, or after a short
+// backoff when the round failed (retryAfter).
 func (m *Member) reconcile() time.Duration {
 	next := m.readInterval()
 	soon := func(d time.Duration) {
@@ -37,7 +38,7 @@ func (m *Member) reconcile() time.Duration {
 		if m.ctx.Err() == nil {
 			m.fails.Fail("view", "partition: reading the membership failed", "err", m.dbErr("view", err))
 		}
-		return next
+		return m.retryAfter(next)
 	}
 	m.fails.Recovered("view", "partition: reading the membership recovered")
 	if othersExpire != nil {
@@ -96,6 +97,7 @@ func (m *Member) reconcile() time.Duration {
 		m.mu.Unlock()
 	}
 	if len(want) == 0 {
+		m.failedRounds = 0
 		return next
 	}
 
@@ -104,7 +106,7 @@ func (m *Member) reconcile() time.Duration {
 	cancel()
 	if err != nil {
 		m.fails.Fail("claim", "partition: claiming failed", "partitions", len(want), "err", err)
-		return next
+		return m.retryAfter(next)
 	}
 	m.fails.Recovered("claim", "partition: claiming recovered")
 	got := make(map[string]bool, len(ls))
@@ -122,13 +124,32 @@ func (m *Member) reconcile() time.Duration {
 		ctx, cancel = context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
 		infos, err := m.leases.InspectMany(ctx, busy...)
 		cancel()
-		if err == nil {
-			for _, i := range infos {
-				soon(i.ExpiresAt.Sub(i.Now))
-			}
+		if err != nil {
+			return m.retryAfter(next) // when the busy leases expire is unknown
+		}
+		for _, i := range infos {
+			soon(i.ExpiresAt.Sub(i.Now))
 		}
 	}
+	m.failedRounds = 0
 	return next
+}
+
+// retryFirst is the first wait after a reconcile round that failed (a
+// read or a claim the server timed out or refused); each failure in a row
+// doubles it, up to PollInterval.
+const retryFirst = 50 * time.Millisecond
+
+// retryAfter returns the wait after a failed round: the next attempt comes
+// after a short backoff, not at the next scheduled read (while listening,
+// a TTL away: a member whose claims timed out on a loaded server, 64
+// workers starting together, sat out a TTL of 15 s unless a notification
+// woke it), and at most one statement per PollInterval reaches a database
+// that is down.
+func (m *Member) retryAfter(next time.Duration) time.Duration {
+	d := min(m.cfg.PollInterval, retryFirst<<min(m.failedRounds, 16))
+	m.failedRounds++
+	return min(next, d)
 }
 
 // assign is Assign, remembered for the last member set: the set rarely

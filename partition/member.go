@@ -53,9 +53,10 @@ type Member struct {
 	releases *gather.Batcher[pendingRelease]
 
 	// Owned by the reconcile goroutine.
-	lastLive   []string // the last assignment's member set (sorted by the view)
-	lastOwners []string
-	reported   map[int]bool // the partitions held at the last "assignment changed" line
+	lastLive     []string // the last assignment's member set (sorted by the view)
+	lastOwners   []string
+	failedRounds int          // reconcile rounds failed in a row (retryAfter)
+	reported     map[int]bool // the partitions held at the last "assignment changed" line
 
 	life lifecycle.Service // Start and Stop: once each, serialised
 
