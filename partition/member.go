@@ -246,9 +246,9 @@ func (m *Member) tryCreateGroup(ctx context.Context) (stored int, joined bool, e
 	b.Queue("COMMIT")
 	b.Queue(m.q.Join, m.cfg.Group, m.cfg.ID, m.incarnation, m.cfg.Lease.TTL.Microseconds(), m.q.Channel,
 		m.cfg.Partitions).QueryRow(func(r pgx.Row) error {
-		var first bool
+		var fresh bool // a new membership (not one of this incarnation's)
 		var woke *int
-		switch err := r.Scan(&first, &woke); {
+		switch err := r.Scan(&fresh, &woke); {
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil // another incarnation's, or another partition count
 		case err != nil:
