@@ -127,8 +127,20 @@ func (m *Member) reconcile() time.Duration {
 		if err != nil {
 			return m.retryAfter(next) // when the busy leases expire is unknown
 		}
+		held := 0
 		for _, i := range infos {
-			soon(i.ExpiresAt.Sub(i.Now))
+			if i.Held() {
+				held++
+				soon(i.ExpiresAt.Sub(i.Now))
+			}
+		}
+		if held < len(busy) {
+			// Free, yet not granted: the lease client keeps a name whose
+			// acquire had an unknown outcome to itself until it has freed
+			// any grant that acquire may have made (a background
+			// statement), or another member took and gave it back
+			// meanwhile. Nothing will say when: look again soon.
+			return m.retryAfter(next)
 		}
 	}
 	m.failedRounds = 0

@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,10 +15,15 @@ import (
 // heartbeat joins or extends this member's membership, on the database
 // clock; a (re)join wakes the others (in the same statement) and this
 // member's reconcile loop.
-func (m *Member) heartbeat(ctx context.Context) error {
+func (m *Member) heartbeat(ctx context.Context) error { return m.heartbeatOn(ctx, m.pool) }
+
+// heartbeatOn is heartbeat on q (the member's pool, or a transaction).
+func (m *Member) heartbeatOn(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) error {
 	var joined bool
 	var woke *int
-	err := m.pool.QueryRow(ctx, m.q.Heartbeat, m.cfg.Group, m.cfg.ID, m.incarnation,
+	err := q.QueryRow(ctx, m.q.Heartbeat, m.cfg.Group, m.cfg.ID, m.incarnation,
 		m.cfg.Lease.TTL.Microseconds(), m.q.Channel).Scan(&joined, &woke)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrDuplicateMember
@@ -31,21 +37,66 @@ func (m *Member) heartbeat(ctx context.Context) error {
 	return nil
 }
 
+// heartbeatLoop extends the membership every RenewInterval. A heartbeat
+// that fails (a statement the loaded server timed out) is tried again
+// after a short backoff, and given until the membership would expire
+// rather than one StatementTimeout (heartbeatWithin): a live member whose
+// heartbeats timed out on a server busy with a fleet's start lost its
+// membership, and the group rebalanced around it, adding to the load that
+// timed the others' out (64 members at TTL 5 s never converged).
 func (m *Member) heartbeatLoop() {
-	for m.wait(m.cfg.Lease.RenewInterval, nil) && m.Err() == nil {
-		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
-		err := m.heartbeat(ctx)
-		cancel()
+	last := m.clock.Now() // Start's join, about
+	wait, failures := m.cfg.Lease.RenewInterval, 0
+	for m.wait(wait, nil) && m.Err() == nil {
+		start := m.clock.Now()
+		timeout := m.cfg.Lease.StatementTimeout
+		if left := last.Add(m.cfg.Lease.TTL).Sub(start); failures > 0 && left > timeout {
+			timeout = left
+		}
+		err := m.heartbeatWithin(timeout)
 		switch {
 		case errors.Is(err, ErrDuplicateMember):
 			m.fail(err)
 			return
 		case err != nil && m.ctx.Err() == nil:
-			m.fails.Fail("heartbeat", "partition: heartbeat failed", "err", err)
+			m.fails.Fail("heartbeat", "partition: heartbeat failed", "err", err, "timeout", timeout)
 		case err == nil:
 			m.fails.Recovered("heartbeat", "partition: heartbeat recovered")
 		}
+		if err != nil {
+			wait = min(m.cfg.Lease.RenewInterval, retryFirst<<min(failures, 16))
+			failures++
+			continue
+		}
+		last, wait, failures = start, m.cfg.Lease.RenewInterval, 0
 	}
+}
+
+// heartbeatWithin runs heartbeat bounded by timeout. Beyond the member
+// pool's StatementTimeout, which its connections' statement_timeout and
+// lock_timeout enforce, it raises both for one transaction (JoinSettings),
+// sent with the heartbeat in one round trip.
+func (m *Member) heartbeatWithin(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(m.ctx, timeout)
+	defer cancel()
+	if timeout <= m.cfg.Lease.StatementTimeout {
+		return m.heartbeat(ctx)
+	}
+	tx, err := m.pool.Begin(ctx)
+	if err != nil {
+		return m.dbErr("heartbeat", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, store.JoinSettings, strconv.FormatInt(timeout.Milliseconds(), 10)); err != nil {
+		return m.dbErr("heartbeat", err)
+	}
+	if err := m.heartbeatOn(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return m.dbErr("heartbeat", err)
+	}
+	return nil
 }
 
 // fail ends every claim, stops claiming and heartbeating for good, and

@@ -2,10 +2,13 @@ package partition_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/logtest"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -44,5 +47,54 @@ func TestFailedClaimIsTriedAgainSoon(t *testing.T) {
 	pgtest.Must(t, tx.Rollback(ctx))
 	if d := converged(t, pool, []string{"a"}, 30*time.Second); d > 5*time.Second {
 		t.Errorf("the member held its partitions %v after the lock's end; want a retry within seconds, not at the next read (a TTL, 1m)", d)
+	}
+}
+
+// A heartbeat the server holds up past the statement timeout (here the
+// membership table is locked in SHARE mode for most of a TTL, right after
+// a heartbeat) times out, is tried again soon, and is then given until the
+// membership would expire: the membership never lapses (the same
+// incarnation, the same join time), so the group does not rebalance around
+// a live member. The timed-out heartbeat in the log is the control that
+// the lock held heartbeats up past the statement timeout.
+func TestSlowHeartbeatKeepsTheMembership(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool := pgtest.Pool(t)
+	rec, log := logtest.New(slog.LevelWarn)
+	const ttl = 4 * time.Second
+	m, err := partition.New(pgtest.Open(t, pool, leasehold.Config{Logger: log}), partition.Config{Group: "g", Partitions: 2, ID: "a",
+		Run:   func(ctx context.Context, _ partition.Ownership) { <-ctx.Done() },
+		Lease: lease.Config{TTL: ttl, StatementTimeout: 300 * time.Millisecond}})
+	pgtest.Must(t, err)
+	pgtest.Must(t, m.Start(ctx))
+	t.Cleanup(func() { stopMember(t, m) })
+	member := func() (joined, beat time.Time, inc string) {
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT joined_at, heartbeat_at, incarnation FROM leasehold.members
+			WHERE group_name = 'g' AND id = 'a'`).Scan(&joined, &beat, &inc))
+		return joined, beat, inc
+	}
+	joined, beat, inc := member()
+	for _, b, _ := member(); b.Equal(beat); _, b, _ = member() { // just after a heartbeat
+		time.Sleep(5 * time.Millisecond)
+	}
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	_, err = tx.Exec(ctx, `LOCK TABLE leasehold.members IN SHARE MODE`)
+	pgtest.Must(t, err)
+	time.Sleep(ttl * 3 / 4)
+	pgtest.Must(t, tx.Rollback(ctx))
+	time.Sleep(ttl / 2) // the held heartbeat commits; another one follows
+	j, b, i := member()
+	if i != inc || !j.Equal(joined) || !b.After(beat) {
+		t.Errorf("membership after the slow heartbeats: incarnation %s, joined %v, heartbeat %v; want %s, %v, after %v (it lapsed and was joined again)",
+			i, j, b, inc, joined, beat)
+	}
+	timedOut := false
+	for _, r := range rec.Records() {
+		timedOut = timedOut || r.Message == "partition: heartbeat failed"
+	}
+	if !timedOut {
+		t.Error("no heartbeat timed out while the membership table was locked: the test shows nothing")
 	}
 }
