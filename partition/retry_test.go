@@ -51,7 +51,7 @@ func TestFailedClaimIsTriedAgainSoon(t *testing.T) {
 }
 
 // A heartbeat the server holds up past the statement timeout (here the
-// membership table is locked in SHARE mode for most of a TTL, right after
+// membership table is locked in SHARE mode for 5/6 of a TTL, right after
 // a heartbeat) times out, is tried again soon, and is then given until the
 // membership would expire: the membership never lapses (the same
 // incarnation, the same join time), so the group does not rebalance around
@@ -62,7 +62,10 @@ func TestSlowHeartbeatKeepsTheMembership(t *testing.T) {
 	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
 	rec, log := logtest.New(slog.LevelWarn)
-	const ttl = 4 * time.Second
+	// Heartbeats every 2 s: without the retry, the ones at 2 s and 4.3 s
+	// after the lock time out and the next, at 6.6 s, finds the
+	// membership lapsed at 6 s.
+	const ttl = 6 * time.Second
 	m, err := partition.New(pgtest.Open(t, pool, leasehold.Config{Logger: log}), partition.Config{Group: "g", Partitions: 2, ID: "a",
 		Run:   func(ctx context.Context, _ partition.Ownership) { <-ctx.Done() },
 		Lease: lease.Config{TTL: ttl, StatementTimeout: 300 * time.Millisecond}})
@@ -82,7 +85,7 @@ func TestSlowHeartbeatKeepsTheMembership(t *testing.T) {
 	pgtest.Must(t, err)
 	_, err = tx.Exec(ctx, `LOCK TABLE leasehold.members IN SHARE MODE`)
 	pgtest.Must(t, err)
-	time.Sleep(ttl * 3 / 4)
+	time.Sleep(ttl * 5 / 6)
 	pgtest.Must(t, tx.Rollback(ctx))
 	time.Sleep(ttl / 2) // the held heartbeat commits; another one follows
 	j, b, i := member()
