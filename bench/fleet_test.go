@@ -24,6 +24,7 @@ import (
 // the report has both systems, each of which finished jobs, with
 // latencies, server CPU and transactions per job above 0.
 func TestFleetSuite(t *testing.T) {
+	t.Parallel() // a throwaway server of its own; checks the report's shape, not its speed
 	needServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -39,14 +40,7 @@ func TestFleetSuite(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep fleetJSON
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readFleetJSON(t, path)
 	checkFleetReport(t, rep)
 }
 
@@ -113,6 +107,7 @@ func checkFleetReport(t *testing.T, rep fleetJSON) {
 // least. Skipped when pgbouncer is not installed, unless
 // LEASEHOLD_REQUIRE_PGBOUNCER is set.
 func TestFleetSuiteBehindPgBouncer(t *testing.T) {
+	t.Parallel() // a throwaway server of its own; checks the report's shape, not its speed
 	needServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -129,14 +124,7 @@ func TestFleetSuiteBehindPgBouncer(t *testing.T) {
 	if !strings.Contains(out.String(), "workers through PgBouncer 1.18 in transaction mode") {
 		t.Errorf("the settings line does not say the workers went through PgBouncer:\n%s", out.String())
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep fleetJSON
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readFleetJSON(t, path)
 	for _, r := range rep.Results {
 		if r.JobsPerSec <= 0 {
 			t.Errorf("%s behind PgBouncer finished no jobs", r.System)
@@ -145,4 +133,18 @@ func TestFleetSuiteBehindPgBouncer(t *testing.T) {
 			t.Errorf("leasehold behind PgBouncer: %.2f server connections per idle member; want at least its LISTEN session", c)
 		}
 	}
+}
+
+// readFleetJSON reads the fleet suite's JSON report at path.
+func readFleetJSON(t *testing.T, path string) fleetJSON {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep fleetJSON
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }

@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 // TestLeaseSuite runs the lease suite briefly on a real server and checks
 // the JSON report covers every case on both systems.
 func TestLeaseSuite(t *testing.T) {
+	t.Parallel() // a throwaway server of its own; checks the report's shape, not its speed
 	if os.Getenv(envURL) == "" {
 		if _, err := pgcluster.FindBinDir(); errors.Is(err, pgcluster.ErrNotInstalled) {
 			t.Skip(err)

@@ -23,6 +23,7 @@ import (
 // one graceful leave and join of 2 members and 4 partitions on a real
 // server, and checks the Markdown tables and the JSON report.
 func TestPartitionsSuite(t *testing.T) {
+	t.Parallel() // a throwaway server of its own; checks the report's shape, not its speed
 	if os.Getenv(envURL) == "" {
 		if _, err := pgcluster.FindBinDir(); errors.Is(err, pgcluster.ErrNotInstalled) {
 			t.Skip(err)
