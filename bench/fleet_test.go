@@ -25,19 +25,14 @@ import (
 // latencies, server CPU and transactions per job above 0.
 func TestFleetSuite(t *testing.T) {
 	t.Parallel() // a throwaway server of its own; checks the report's shape, not its speed
-	needServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	path := filepath.Join(t.TempDir(), "fleet.json")
-	var out bytes.Buffer
-	if err := runFleet(ctx, []string{"--quick", "--sizes", "2x8", "--idle", "1s", "--load", "2s", "--rate", "50",
-		"--statements", "--json", path}, &out, io.Discard); err != nil {
+	out, path, err := runFleetBrief(t, "--load", "2s", "--statements")
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"**Fleet 2x8: 2 members, 8 partitions (leasehold)**", "| load: server CPU µs per job |",
 		"Top statements, leasehold, 2x8", "Top statements, river, 2x8"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 	rep := readFleetJSON(t, path)
@@ -108,21 +103,15 @@ func checkFleetReport(t *testing.T, rep fleetJSON) {
 // LEASEHOLD_REQUIRE_PGBOUNCER is set.
 func TestFleetSuiteBehindPgBouncer(t *testing.T) {
 	t.Parallel() // a throwaway server of its own; checks the report's shape, not its speed
-	needServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	path := filepath.Join(t.TempDir(), "fleet.json")
-	var out bytes.Buffer
-	err := runFleet(ctx, []string{"--quick", "--sizes", "2x8", "--idle", "1s", "--load", "1s", "--rate", "50",
-		"--pgbouncer", "--json", path}, &out, io.Discard)
+	out, path, err := runFleetBrief(t, "--load", "1s", "--pgbouncer")
 	if errors.Is(err, pgbouncer.ErrNotInstalled) && os.Getenv(pgtest.EnvRequirePgBouncer) == "" {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "workers through PgBouncer 1.18 in transaction mode") {
-		t.Errorf("the settings line does not say the workers went through PgBouncer:\n%s", out.String())
+	if !strings.Contains(out, "workers through PgBouncer 1.18 in transaction mode") {
+		t.Errorf("the settings line does not say the workers went through PgBouncer:\n%s", out)
 	}
 	rep := readFleetJSON(t, path)
 	for _, r := range rep.Results {
@@ -147,4 +136,19 @@ func readFleetJSON(t *testing.T, path string) fleetJSON {
 		t.Fatal(err)
 	}
 	return rep
+}
+
+// runFleetBrief runs the fleet suite tiny (--quick, 2 members x 8
+// partitions, idle 1s, 50 jobs/s) with the further args on a server of its
+// own, and returns its output and the path of its JSON report.
+func runFleetBrief(t *testing.T, args ...string) (out, path string, err error) {
+	t.Helper()
+	needServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	path = filepath.Join(t.TempDir(), "fleet.json")
+	var b bytes.Buffer
+	err = runFleet(ctx, append([]string{"--quick", "--sizes", "2x8", "--idle", "1s", "--rate", "50", "--json", path}, args...),
+		&b, io.Discard)
+	return b.String(), path, err
 }

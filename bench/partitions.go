@@ -50,7 +50,7 @@ func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 	pgVersion := "not used"
 	if f.needsDB() {
-		env, cleanup, err := openPartitionsEnv(ctx, f.pgbouncer, stderr)
+		env, cleanup, err := openPartitionsEnv(ctx, f.pgbouncer, !f.nonDurable, stderr)
 		if err != nil {
 			return err
 		}

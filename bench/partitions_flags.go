@@ -31,6 +31,7 @@ type partitionsFlags struct {
 	jsonPath    string
 	markdown    bool
 	pgbouncer   bool // members connect through a PgBouncer in transaction mode
+	nonDurable  bool // the throwaway server without fsync, synchronous_commit, full_page_writes
 	// loadOneByOne starts the load part's members one after the other.
 	loadOneByOne bool
 }
@@ -67,6 +68,8 @@ func parsePartitionsFlags(args []string, stderr io.Writer) (partitionsFlags, err
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to this file")
 	fs.BoolVar(&f.loadOneByOne, "load-one-by-one", false, "the load part starts its members one after the other (each Start "+
 		"once the previous returned), not all at once")
+	fs.BoolVar(&f.nonDurable, "non-durable", false, "start the throwaway server with fsync, synchronous_commit and "+
+		"full_page_writes off (durable by default, as users run it)")
 	fs.BoolVar(&f.pgbouncer, "pgbouncer", false, "members connect through a PgBouncer in transaction mode started by the bench "+
 		"(leasehold.Config.TransactionPooling; each member's LISTEN session straight to the server)")
 	fs.BoolVar(&f.markdown, "markdown", false, "print the tables as Markdown, with a line describing the machine and settings")

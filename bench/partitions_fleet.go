@@ -44,10 +44,10 @@ type partitionsEnv struct {
 	listenURL string
 }
 
-// openPartitionsEnv starts or connects to the server, creates and migrates
+// openPartitionsEnv starts (durable unless told otherwise) or connects to the server, creates and migrates
 // the bench database, and returns the function that drops it again.
-func openPartitionsEnv(ctx context.Context, bounce bool, stderr io.Writer) (env *partitionsEnv, cleanup func(), err error) {
-	url, where, stopServer, err := database(ctx, false)
+func openPartitionsEnv(ctx context.Context, bounce, durable bool, stderr io.Writer) (env *partitionsEnv, cleanup func(), err error) {
+	url, where, stopServer, err := database(ctx, durable)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,16 +15,20 @@ import (
 // heartbeat joins or extends this member's membership, on the database
 // clock; a (re)join wakes the others (in the same statement) and this
 // member's reconcile loop.
-func (m *Member) heartbeat(ctx context.Context) error { return m.heartbeatOn(ctx, m.pool) }
+func (m *Member) heartbeat(ctx context.Context) error {
+	return m.heartbeatRow(m.pool.QueryRow(ctx, m.q.Heartbeat, m.heartbeatArgs()...))
+}
 
-// heartbeatOn is heartbeat on q (the member's pool, or a transaction).
-func (m *Member) heartbeatOn(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}) error {
+// heartbeatArgs are the arguments of the heartbeat statement.
+func (m *Member) heartbeatArgs() []any {
+	return []any{m.cfg.Group, m.cfg.ID, m.incarnation, m.cfg.Lease.TTL.Microseconds(), m.q.Channel}
+}
+
+// heartbeatRow reads the heartbeat statement's result.
+func (m *Member) heartbeatRow(r pgx.Row) error {
 	var joined bool
 	var woke *int
-	err := q.QueryRow(ctx, m.q.Heartbeat, m.cfg.Group, m.cfg.ID, m.incarnation,
-		m.cfg.Lease.TTL.Microseconds(), m.q.Channel).Scan(&joined, &woke)
+	err := r.Scan(&joined, &woke)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrDuplicateMember
 	}
@@ -74,7 +78,7 @@ func (m *Member) heartbeatLoop() {
 
 // heartbeatWithin runs heartbeat bounded by timeout. Beyond the member
 // pool's StatementTimeout, which its connections' statement_timeout and
-// lock_timeout enforce, it raises both for one transaction (JoinSettings),
+// lock_timeout enforce, it raises both for one transaction (withTimeouts),
 // sent with the heartbeat in one round trip.
 func (m *Member) heartbeatWithin(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(m.ctx, timeout)
@@ -82,21 +86,30 @@ func (m *Member) heartbeatWithin(timeout time.Duration) error {
 	if timeout <= m.cfg.Lease.StatementTimeout {
 		return m.heartbeat(ctx)
 	}
-	tx, err := m.pool.Begin(ctx)
-	if err != nil {
-		return m.dbErr("heartbeat", err)
+	var err error
+	b := withTimeouts(timeout)
+	b.Queue(m.q.Heartbeat, m.heartbeatArgs()...).QueryRow(func(r pgx.Row) error {
+		err = m.heartbeatRow(r)
+		return nil // ErrDuplicateMember commits nothing to undo: the statement changed no row
+	})
+	b.Queue("COMMIT")
+	if serr := m.pool.SendBatch(ctx, b).Close(); serr != nil && err == nil {
+		err = m.dbErr("heartbeat", serr)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, store.JoinSettings, strconv.FormatInt(timeout.Milliseconds(), 10)); err != nil {
-		return m.dbErr("heartbeat", err)
-	}
-	if err := m.heartbeatOn(ctx, tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return m.dbErr("heartbeat", err)
-	}
-	return nil
+	return err
+}
+
+// withTimeouts returns a batch that opens a transaction whose
+// statement_timeout, lock_timeout and idle_in_transaction_session_timeout
+// are timeout (store.JoinSettings), for a step that may take longer than
+// the member pool's StatementTimeout: Start's, and a heartbeat given until
+// the membership would expire. The caller queues its statements and
+// COMMIT, and sends it.
+func withTimeouts(timeout time.Duration) *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(store.JoinSettings, strconv.FormatInt(max(timeout.Milliseconds(), 1), 10))
+	return b
 }
 
 // fail ends every claim, stops claiming and heartbeating for good, and

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,9 +237,7 @@ func (m *Member) tryCreateGroup(ctx context.Context) (stored int, joined bool, e
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, max(time.Until(d), time.Millisecond))
 	}
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(store.JoinSettings, strconv.FormatInt(timeout.Milliseconds(), 10))
+	b := withTimeouts(timeout)
 	b.Queue(m.q.CreateGroup, m.cfg.Group, m.cfg.Partitions)
 	b.Queue(m.q.GroupCount, m.cfg.Group).QueryRow(func(r pgx.Row) error { return r.Scan(&stored) })
 	b.Queue("COMMIT")

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/logtest"
 	"github.com/leasehold/leasehold/internal/pgtest"
@@ -22,13 +24,8 @@ import (
 // together on a loaded server had claims time out, and sat out the TTL.)
 func TestFailedClaimIsTriedAgainSoon(t *testing.T) {
 	t.Parallel()
-	ctx := pgtest.Context(t)
 	pool := pgtest.Pool(t)
-	tx, err := pool.Begin(ctx)
-	pgtest.Must(t, err)
-	t.Cleanup(func() { tx.Rollback(context.Background()) })
-	_, err = tx.Exec(ctx, `LOCK TABLE leasehold.leases IN SHARE MODE`)
-	pgtest.Must(t, err)
+	unlock := lockTable(t, pool, "leasehold.leases")
 	failed := make(chan struct{})
 	var once sync.Once
 	startWith(t, pool, partition.Config{Partitions: 4, ID: "a", PollInterval: 200 * time.Millisecond,
@@ -44,7 +41,7 @@ func TestFailedClaimIsTriedAgainSoon(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no claim failed while the lease table was locked")
 	}
-	pgtest.Must(t, tx.Rollback(ctx))
+	unlock()
 	if d := converged(t, pool, []string{"a"}, 30*time.Second); d > 5*time.Second {
 		t.Errorf("the member held its partitions %v after the lock's end; want a retry within seconds, not at the next read (a TTL, 1m)", d)
 	}
@@ -81,12 +78,9 @@ func TestSlowHeartbeatKeepsTheMembership(t *testing.T) {
 	for _, b, _ := member(); b.Equal(beat); _, b, _ = member() { // just after a heartbeat
 		time.Sleep(5 * time.Millisecond)
 	}
-	tx, err := pool.Begin(ctx)
-	pgtest.Must(t, err)
-	_, err = tx.Exec(ctx, `LOCK TABLE leasehold.members IN SHARE MODE`)
-	pgtest.Must(t, err)
+	unlock := lockTable(t, pool, "leasehold.members")
 	time.Sleep(ttl * 5 / 6)
-	pgtest.Must(t, tx.Rollback(ctx))
+	unlock()
 	time.Sleep(ttl / 2) // the held heartbeat commits; another one follows
 	j, b, i := member()
 	if i != inc || !j.Equal(joined) || !b.After(beat) {
@@ -100,4 +94,17 @@ func TestSlowHeartbeatKeepsTheMembership(t *testing.T) {
 	if !timedOut {
 		t.Error("no heartbeat timed out while the membership table was locked: the test shows nothing")
 	}
+}
+
+// lockTable locks table in SHARE mode (reads go on, writes wait) in a
+// transaction of its own until unlock, or the test's end.
+func lockTable(t *testing.T, pool *pgxpool.Pool, table string) (unlock func()) {
+	t.Helper()
+	ctx := pgtest.Context(t)
+	tx, err := pool.Begin(ctx)
+	pgtest.Must(t, err)
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, `LOCK TABLE `+table+` IN SHARE MODE`)
+	pgtest.Must(t, err)
+	return func() { pgtest.Must(t, tx.Rollback(ctx)) }
 }
