@@ -200,8 +200,9 @@ func (m *Member) reconcileLoop() {
 // cooldown) calls for a read: PollInterval while the member cannot listen,
 // and while it listens at least the lease TTL. Every change of the
 // membership or of a partition's holder that a member must act on before
-// its time is notified (a join, a leave, a release); the others are
-// expiries, which reconcile schedules. So a read per PollInterval would
+// its time is notified (a join, a leave, a late release), polled for
+// during a handoff (a prompt release: handoffPoll), or an expiry, which
+// reconcile schedules. So a read per PollInterval would
 // only repeat what the member knows, for every member of a fleet (it was
 // the largest share of an idle fleet's statements); the TTL bound is a net
 // for a listening connection that dies silently.

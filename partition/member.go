@@ -50,11 +50,14 @@ type Member struct {
 	wanted   atomic.Pointer[[]string]
 	wg       sync.WaitGroup // serve goroutines, one per claim, until its release (see release.go)
 	releases *gather.Batcher[pendingRelease]
+	// lateRelease is the const, but for tests (SetLateRelease).
+	lateRelease time.Duration
 
 	// Owned by the reconcile goroutine.
 	lastLive     []string // the last assignment's member set (sorted by the view)
 	lastOwners   []string
 	failedRounds int          // reconcile rounds failed in a row (retryAfter)
+	handoffPolls int          // tries in a row of partitions a live member holds (handoffPoll)
 	reported     map[int]bool // the partitions held at the last "assignment changed" line
 
 	life lifecycle.Service // Start and Stop: once each, serialised
@@ -133,6 +136,7 @@ func New(db *leasehold.DB, cfg Config) (*Member, error) {
 		failures: make(map[int]int),
 	}
 	m.releases = newReleaser(m)
+	m.lateRelease = lateRelease
 	return m, nil
 }
 

@@ -126,7 +126,17 @@ func TestReleaseWakesOnlyTheMemberThatWantsIt(t *testing.T) {
 				<-ctx.Done()
 			}}
 	}
-	a, b := startWith(t, pool, cfg("a")), startWith(t, pool, cfg("b"))
+	// a's releases all notify (a prompt one would not: see
+	// TestPromptReleasesDoNotNotify), so that b hears a's release of a's
+	// own partition.
+	ca := cfg("a")
+	ca.Group = "g"
+	a, err := partition.New(pgtest.DBOn(t, pool), ca)
+	pgtest.Must(t, err)
+	partition.SetLateRelease(a, 0)
+	pgtest.Must(t, a.Start(ctx))
+	t.Cleanup(func() { stopMember(t, a) })
+	b := startWith(t, pool, cfg("b"))
 	waitListening(t, a)
 	waitListening(t, b)
 	converged(t, pool, []string{"a", "b"}, 10*time.Second)

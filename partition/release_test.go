@@ -2,11 +2,14 @@ package partition_test
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 )
 
@@ -40,5 +43,79 @@ func TestHandoffsReleaseTogether(t *testing.T) {
 	converged(t, pool, []string{"worker-2"}, 15*time.Second)
 	if n := releases() - before; n < 1 || n > 4 {
 		t.Fatalf("Stop of a member holding about %d partitions took %d release statements; want 1 to 4", parts/2, n)
+	}
+}
+
+// A rebalance's prompt release sends no notification (PostgreSQL 15 wakes
+// every listening backend of the database for each, and a join made one
+// per member giving the joiner a partition): the joiner, which saw the
+// same join, claims its partitions by trying again every 25 ms. A release
+// that comes late (a Run slow to return) and a leaving member's do notify.
+// The TTL is a minute and PollInterval an hour, so nothing else could hand
+// the joiners their partitions within the test's bounds.
+func TestPromptReleasesDoNotNotify(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := pgtest.Context(t)
+	conn, err := pool.Acquire(ctx)
+	pgtest.Must(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `LISTEN `+partition.NotifyChannel(""))
+	pgtest.Must(t, err)
+	// releases returns the release notifications received within wait
+	// (joins and leaves, the group's name alone, are skipped).
+	releases := func(wait time.Duration) []string {
+		var got []string
+		for end := time.Now().Add(wait); time.Now().Before(end); {
+			wctx, cancel := context.WithDeadline(ctx, end)
+			n, err := conn.Conn().WaitForNotification(wctx)
+			cancel()
+			if err != nil {
+				break
+			}
+			if strings.HasPrefix(n.Payload, "g\n") {
+				got = append(got, n.Payload)
+			}
+		}
+		return got
+	}
+	var slow atomic.Bool
+	start := func(id string, late time.Duration) *partition.Member {
+		m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 8, ID: id,
+			PollInterval: time.Hour, Lease: lease.Config{TTL: time.Minute},
+			Run: func(ctx context.Context, o partition.Ownership) {
+				<-ctx.Done()
+				if slow.Load() {
+					time.Sleep(300 * time.Millisecond)
+				}
+			}})
+		pgtest.Must(t, err)
+		partition.SetLateRelease(m, late)
+		pgtest.Must(t, m.Start(ctx))
+		t.Cleanup(func() { stopMember(t, m) })
+		return m
+	}
+	// a's releases notify only when a Run takes 10 s to return: under any
+	// load, its prompt releases stay prompt.
+	start("a", 10*time.Second)
+	converged(t, pool, []string{"a"}, 10*time.Second)
+	start("b", 0)
+	converged(t, pool, []string{"a", "b"}, 5*time.Second)
+	if got := releases(300 * time.Millisecond); len(got) > 0 {
+		t.Errorf("a's prompt release of b's partitions notified: %q", got)
+	}
+
+	// The controls: a late release, and a leaving member's, notify.
+	slow.Store(true)
+	c := start("c", 100*time.Millisecond)
+	converged(t, pool, []string{"a", "b", "c"}, 5*time.Second)
+	if got := releases(time.Second); len(got) == 0 {
+		t.Error("b's release of c's partitions, 300 ms after b's Runs were told to end, did not notify")
+	}
+	slow.Store(false)
+	stopMember(t, c)
+	converged(t, pool, []string{"a", "b"}, 5*time.Second)
+	if got := releases(time.Second); len(got) == 0 {
+		t.Error("c's Stop released its partitions without a notification")
 	}
 }
