@@ -24,6 +24,7 @@ const pruneBatch = 1000
 // retention.
 func (s *Scheduler) commit(ctx context.Context, token fence.Token, plan []planned, now time.Time, prune bool) error {
 	slots := make([]Slot, len(plan))
+	isFresh := make([]bool, len(plan)) // the slots this transaction inserted
 	for i := range plan {
 		plan[i].JobID = 0
 	}
@@ -56,7 +57,7 @@ func (s *Scheduler) commit(ctx context.Context, token fence.Token, plan []planne
 				rows.Close()
 				return fmt.Errorf("periodic: record of an unplanned slot %q %v", name, t)
 			}
-			fresh = append(fresh, i)
+			fresh, isFresh[i] = append(fresh, i), true
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -120,12 +121,13 @@ func (s *Scheduler) commit(ctx context.Context, token fence.Token, plan []planne
 		}
 		return nil
 	})
+	for i, p := range plan {
+		slots[i] = p.Slot
+	}
 	if h := s.hooks.attempt; h != nil {
-		for i, p := range plan {
-			slots[i] = p.Slot
-		}
 		h(token, slots, err)
 	}
+	s.report(token, slots, isFresh, err)
 	return err
 }
 
@@ -136,16 +138,4 @@ func (s *Scheduler) tx(ctx context.Context, token fence.Token, fn func(pgx.Tx) e
 		return s.fence.Tx(ctx, s.name, token, fn)
 	}
 	return pgx.BeginFunc(ctx, s.db.Pool(), fn)
-}
-
-// job returns the job of the slot p from its schedule's Job; a panic in
-// Job is an error (the leader retries the slot after RetryDelay), not a
-// crash of the process.
-func (s *Scheduler) job(p planned) (j queue.Job, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &ScheduleError{Index: p.index, Name: p.Schedule, Reason: fmt.Sprintf("Job panicked for slot %v: %v", p.At, r)}
-		}
-	}()
-	return s.scheds[p.index].Job(p.At), nil
 }

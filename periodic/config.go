@@ -14,6 +14,9 @@ const MaxGroupLen = 100
 // LeasePrefix prefixes the group's name in the name of its leader lease.
 const LeasePrefix = "periodic/"
 
+// DefaultJobTimeout is Config.JobTimeout's default.
+const DefaultJobTimeout = time.Second
+
 // Config configures a Scheduler. The zero value of every optional field
 // means its default.
 type Config struct {
@@ -42,7 +45,9 @@ type Config struct {
 	// renewal to the grant) with the slots that came due meanwhile still
 	// enqueued as usual rather than handled as missed: it covers a graceful
 	// hand-over (the old leader released the lease, a follower takes it at
-	// its next poll, within Lease.MaxBackoff). Defaults to 2s or twice
+	// its next poll, within Lease.MaxBackoff). Otherwise the slots that
+	// came due more than Grace before the grant (by the database's clock,
+	// or by Clock if it is behind) are missed. Defaults to 2s or twice
 	// Lease.MaxBackoff, whichever is longer; negative means none.
 	Grace time.Duration
 	// Retention is how long slot records are kept (each schedule's latest
@@ -53,9 +58,19 @@ type Config struct {
 	RetryDelay time.Duration
 	// Clock is the clock slots are computed by (when a slot is due) and
 	// the leader's timers run on. The lease, and the follower's polls for
-	// it, use Lease.Clock; the time no leader ran is measured on the
-	// database's clock. Defaults to lease.SystemClock.
+	// it, and JobTimeout, use Lease.Clock; the time no leader ran, and
+	// which slots a takeover counts missed, are measured on the database's
+	// clock (see Grace). Defaults to lease.SystemClock.
 	Clock lease.Clock
+	// JobTimeout bounds each call of a schedule's Job (measured on
+	// Lease.Clock, as the lease's own timers): a Job that has not returned
+	// by then fails its slot (an error wrapping ErrJobTimeout), and the
+	// other schedules due with it go on. Until that call returns, its
+	// schedule is left out at once (the call is not repeated). Defaults to
+	// 1s.
+	JobTimeout time.Duration
+	// Hooks observe each slot's outcome, for metrics. Defaults to none.
+	Hooks Hooks
 	// Queue configures the client that enqueues the slots' jobs: set its
 	// TracerProvider and Propagator for leasehold.enqueue spans (see
 	// docs/tracing.md). Defaults as in queue.Config.
@@ -75,8 +90,8 @@ func (c Config) withDefaults() (Config, []*sched, error) {
 		return c, nil, bad("Schedules", "at least one is required")
 	case c.Lease.Owner != "":
 		return c, nil, bad("Lease.Owner", "must be empty: ID applies")
-	case c.Retention < 0 || c.RetryDelay < 0:
-		return c, nil, bad("Retention/RetryDelay", "negative duration")
+	case c.Retention < 0 || c.RetryDelay < 0 || c.JobTimeout < 0:
+		return c, nil, bad("Retention/RetryDelay/JobTimeout", "negative duration")
 	}
 	scheds := make([]*sched, len(c.Schedules))
 	seen := make(map[string]bool, len(c.Schedules))
@@ -109,6 +124,9 @@ func (c Config) withDefaults() (Config, []*sched, error) {
 	}
 	if c.RetryDelay == 0 {
 		c.RetryDelay = time.Second
+	}
+	if c.JobTimeout == 0 {
+		c.JobTimeout = DefaultJobTimeout
 	}
 	if c.Clock == nil {
 		c.Clock = lease.SystemClock{}

@@ -13,6 +13,10 @@ var (
 	// ErrInvalidConfig is wrapped by every other configuration error of
 	// New.
 	ErrInvalidConfig = errors.New("periodic: invalid config")
+	// ErrJobTimeout is wrapped by the *ScheduleError of a slot whose
+	// schedule's Job did not return within Config.JobTimeout, or was still
+	// running for an earlier slot.
+	ErrJobTimeout = errors.New("periodic: Job did not return in time")
 	// ErrStarted is returned by a second Start. It wraps
 	// leasehold.ErrStarted.
 	ErrStarted = lifecycle.Started("periodic: already started")
@@ -21,7 +25,9 @@ var (
 	ErrStopped = lifecycle.Stopped("periodic: stopped")
 )
 
-// ScheduleError reports a schedule that New refuses: which one and why.
+// ScheduleError reports a schedule that New refuses, or whose slot failed
+// before its transaction (its Job panicked, timed out or returned another
+// group): which one and why.
 type ScheduleError struct {
 	// Index is the schedule's index in Config.Schedules.
 	Index int
@@ -29,7 +35,8 @@ type ScheduleError struct {
 	Name string
 	// Reason says what is wrong.
 	Reason string
-	// Err is the underlying error (a cron parse error), if any.
+	// Err is the underlying error (a cron parse error, ErrJobTimeout), if
+	// any.
 	Err error
 }
 

@@ -36,6 +36,10 @@ type Info struct {
 	LastSkipped bool
 	LastToken   fence.Token
 	LastMissed  int
+	// Recent are the schedule's latest recorded slots, newest first: at
+	// most RecentSlots of them, within Config.Retention (each schedule's
+	// latest is always kept). Recent[0] is the LastSlot.
+	Recent []SlotInfo
 	// MissedTotal counts the slots no leader enqueued since the schedule
 	// was first declared.
 	MissedTotal int64
@@ -45,6 +49,28 @@ type Info struct {
 	Leader      string
 	LeaderToken fence.Token
 	LeaderLive  bool
+}
+
+// RecentSlots is how many of each schedule's latest slots List reports
+// (Info.Recent).
+const RecentSlots = 10
+
+// SlotInfo is a recorded slot, as List reports it.
+type SlotInfo struct {
+	// At is the slot, in UTC.
+	At time.Time
+	// JobID is its job; 0 if it was skipped, or its job was a duplicate of
+	// a pending job with the same UniqueKey.
+	JobID int64
+	// Skipped is true for a slot recorded but not enqueued (MissedSkip).
+	Skipped bool
+	// Token is the token of the leader that recorded it.
+	Token fence.Token
+	// Missed is how many earlier slots no leader enqueued that it
+	// accounts for.
+	Missed int
+	// RecordedAt is when it was recorded, by the database's clock.
+	RecordedAt time.Time
 }
 
 // List returns the schedules recorded in db for group (every group when
@@ -62,7 +88,7 @@ func List(ctx context.Context, db *leasehold.DB, group string) ([]Info, error) {
 	if group != "" {
 		g = &group
 	}
-	rows, err := db.Pool().Query(ctx, st.Periodic.List, g, LeasePrefix)
+	rows, err := db.Pool().Query(ctx, st.Periodic.List, g, LeasePrefix, RecentSlots)
 	if err != nil {
 		return nil, store.ClassifyRead("periodic", "list", group, err)
 	}
@@ -70,26 +96,29 @@ func List(ctx context.Context, db *leasehold.DB, group string) ([]Info, error) {
 	out := []Info{}
 	for rows.Next() {
 		var in Info
-		var next, last *time.Time
-		var job, token, missed, ltoken *int64
-		var skipped *bool
+		var next *time.Time
+		var slots, recorded []time.Time
+		var jobs, tokens []int64
+		var missed []int32
+		var skipped []bool
 		var owner *string
+		var ltoken *int64
 		var now time.Time
 		if err := rows.Scan(&in.Group, &in.Name, &in.Spec, &in.Policy, &in.Since, &next, &in.DeclaredAt,
-			&last, &job, &token, &missed, &skipped, &in.MissedTotal, &owner, &ltoken, &in.LeaderLive, &now); err != nil {
+			&slots, &jobs, &tokens, &missed, &skipped, &recorded, &in.MissedTotal, &owner, &ltoken, &in.LeaderLive,
+			&now); err != nil {
 			return nil, store.ClassifyRead("periodic", "list", group, err)
 		}
 		if next != nil {
 			in.Next = *next
 		}
-		if last != nil {
-			in.LastSlot = *last
+		for k, at := range slots {
+			in.Recent = append(in.Recent, SlotInfo{At: at.UTC(), JobID: jobs[k], Skipped: skipped[k],
+				Token: fence.Token(tokens[k]), Missed: int(missed[k]), RecordedAt: recorded[k]})
 		}
-		if job != nil {
-			in.LastJobID = *job
-		}
-		if token != nil {
-			in.LastToken, in.LastMissed, in.LastSkipped = fence.Token(*token), int(*missed), *skipped
+		if len(in.Recent) > 0 {
+			r := in.Recent[0]
+			in.LastSlot, in.LastJobID, in.LastSkipped, in.LastToken, in.LastMissed = r.At, r.JobID, r.Skipped, r.Token, r.Missed
 		}
 		if owner != nil {
 			in.Leader, in.LeaderToken = *owner, fence.Token(*ltoken)

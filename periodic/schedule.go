@@ -36,6 +36,11 @@ type Schedule struct {
 	// Every is required.
 	Every time.Duration
 	// Location is the time zone of Cron. Cron only. Defaults to UTC.
+	// Across a daylight-saving change, a fixed-time expression (no '*' in
+	// its minute and hour fields, as "30 2 * * *") fires once per local
+	// time: a time the change skips fires right after the jump, a time it
+	// repeats fires at its first occurrence; any other expression (as
+	// "0 * * * *") fires at every real instant whose local time matches.
 	Location *time.Location
 	// Job returns the job to enqueue for slot (in UTC). Its Group must be
 	// empty or the scheduler's group (it is set to the latter). Required.
@@ -76,8 +81,8 @@ var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cr
 // sched is a validated Schedule.
 type sched struct {
 	Schedule
-	spec string        // Cron, or "every <Every>"
-	cron cron.Schedule // nil for Every
+	spec string // Cron, or "every <Every>"
+	cron *zoned // nil for Every
 }
 
 // compile validates s (the i-th schedule) and returns it ready to use.
@@ -125,10 +130,12 @@ func compile(i int, s Schedule) (*sched, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
-	if ss, ok := parsed.(*cron.SpecSchedule); ok {
-		ss.Location = loc
+	ss, ok := parsed.(*cron.SpecSchedule)
+	if !ok {
+		return nil, bad("Cron: "+quote(s.Cron)+" is not a cron expression", nil)
 	}
-	c.cron = parsed
+	ss.Location = time.UTC // matched on wall-clock times: see zoned
+	c.cron = &zoned{wall: ss, loc: loc, fixed: fixedTime(spec)}
 	c.spec = spec
 	if loc != time.UTC {
 		c.spec += " (" + loc.String() + ")"

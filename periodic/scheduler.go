@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -36,6 +37,8 @@ type Scheduler struct {
 	life   lifecycle.Service
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	calling []atomic.Bool // per schedule: a call of its Job is running
 
 	mu      sync.Mutex
 	leading fence.Token // the token of this scheduler's leadership, 0 when it does not lead
@@ -101,8 +104,8 @@ func New(db *leasehold.DB, cfg Config) (*Scheduler, error) {
 	}
 	return &Scheduler{
 		cfg: cfg, scheds: scheds, db: db, leases: leases, fence: f, jobs: jobs, q: st.Periodic,
-		name: LeasePrefix + cfg.Group,
-		log:  db.Logger().With("component", "periodic", "group", cfg.Group, "member", cfg.ID),
+		name: LeasePrefix + cfg.Group, calling: make([]atomic.Bool, len(scheds)),
+		log: db.Logger().With("component", "periodic", "group", cfg.Group, "member", cfg.ID),
 	}, nil
 }
 
@@ -221,6 +224,16 @@ func (s *Scheduler) acquire(ctx context.Context) (*lease.Lease, time.Duration, e
 	}
 }
 
+// missedCut returns the latest time a slot may have come due and be
+// handled as missed by a leader that took over at took by its clock and
+// at granted by the database's: grace before the earlier of the two.
+func missedCut(took, granted time.Time, grace time.Duration) time.Time {
+	if !granted.IsZero() && granted.Before(took) {
+		took = granted
+	}
+	return took.Add(-grace)
+}
+
 // sleep waits for d on clk, or until ctx or stop ends; it returns false
 // when ctx ended.
 func (s *Scheduler) sleep(ctx context.Context, clk lease.Clock, d time.Duration, stop <-chan struct{}) bool {
@@ -254,8 +267,13 @@ func (s *Scheduler) lead(ctx context.Context, l *lease.Lease, gap time.Duration)
 	// The slots up to since that no leader recorded are missed, unless the
 	// database's clock says the lease passed on within the grace: then no
 	// slot is missed, whatever this clock says (it may run ahead of the
-	// previous leader's).
-	since := took.Add(-s.cfg.Grace)
+	// previous leader's). since is cut on the database's clock (the grant),
+	// or on this one if it is behind: a slot is missed only if it had come
+	// due by both, so a leader whose clock runs ahead never counts missed a
+	// slot that has not come due (it enqueues it early, as any slot), and
+	// one behind never counts missed a slot it has not reached (it
+	// enqueues it late).
+	since := missedCut(took, l.AcquiredAt(), s.cfg.Grace)
 	if gap != noGap && gap <= s.cfg.Grace {
 		since = time.Time{}
 	}
@@ -278,9 +296,13 @@ func (s *Scheduler) lead(ctx context.Context, l *lease.Lease, gap time.Duration)
 		}
 		now := s.cfg.Clock.Now()
 		plan, caught := s.plan(st, retry, since, now)
-		plan, failed := s.prepare(token, plan)
+		plan, failed, running := s.prepare(ctx, token, plan, l.Done())
 		for i, err := range failed {
-			log.Error("periodic: schedule failed; retrying it alone", "schedule", s.scheds[i].Name, "err", err,
+			lvl := slog.LevelError
+			if running[i] { // logged when it timed out
+				lvl = slog.LevelDebug
+			}
+			log.Log(ctx, lvl, "periodic: schedule failed; retrying it alone", "schedule", s.scheds[i].Name, "err", err,
 				"retry_in", s.cfg.RetryDelay)
 			retry[i], caught[i] = now.Add(s.cfg.RetryDelay), false
 		}
@@ -379,63 +401,6 @@ func (s *Scheduler) commitAll(ctx context.Context, token fence.Token, plan []pla
 		from = to
 	}
 	return done, err
-}
-
-// prepare calls the schedules' Job for the slots of plan to enqueue, before
-// any transaction: a schedule whose Job panics or returns another group
-// (a *ScheduleError) is left out of this pass, not the others. It returns
-// the rest of plan, and the error of each schedule left out.
-func (s *Scheduler) prepare(token fence.Token, plan []planned) ([]planned, map[int]error) {
-	var failed map[int]error
-	for k := range plan {
-		p := &plan[k]
-		if p.Skip || failed[p.index] != nil {
-			continue
-		}
-		j, err := s.job(*p)
-		if err == nil {
-			switch j.Group {
-			case "":
-				j.Group = s.cfg.Group
-			case s.cfg.Group:
-			default:
-				err = &ScheduleError{Index: p.index, Name: p.Schedule,
-					Reason: fmt.Sprintf("Job returned the group %q, not the scheduler's %q", j.Group, s.cfg.Group)}
-			}
-		}
-		if err != nil {
-			if failed == nil {
-				failed = make(map[int]error)
-			}
-			failed[p.index] = err
-			continue
-		}
-		p.job = j
-	}
-	if failed == nil {
-		return plan, nil
-	}
-	kept := plan[:0:0]
-	var dropped []Slot
-	for _, p := range plan {
-		if failed[p.index] == nil {
-			kept = append(kept, p)
-		} else {
-			dropped = append(dropped, p.Slot)
-		}
-	}
-	if h := s.hooks.attempt; h != nil {
-		for i, err := range failed {
-			var mine []Slot
-			for _, sl := range dropped {
-				if sl.Schedule == s.scheds[i].Name {
-					mine = append(mine, sl)
-				}
-			}
-			h(token, mine, err)
-		}
-	}
-	return kept, failed
 }
 
 func (s *Scheduler) setLeading(t fence.Token) {

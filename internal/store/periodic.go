@@ -74,21 +74,29 @@ USING (
 WHERE d.group_name = o.group_name AND d.schedule = o.schedule AND d.slot = o.slot`
 
 // periodicList returns the schedules of group $1 (all groups when NULL)
-// with their latest slot and the group's leader lease ($2 is the lease
-// name prefix, "periodic/"): group, name, spec, missed policy, since,
-// next slot, declared at, last slot, its job id, token, missed count and
-// whether it was skipped, total missed, leader owner, token, live, and
-// the database's time.
+// with their latest $3 slots, newest first (one backward primary-key scan
+// each, stopped at $3 rows), and the group's leader lease ($2 is the lease
+// name prefix, "periodic/"): group, name, spec, missed policy, since, next
+// slot, declared at, the slots, their job ids (0 for none), tokens, missed
+// counts, whether each was skipped and when each was recorded (NULL arrays
+// for no slot), total missed, leader owner, token, live, and the
+// database's time.
 const periodicList = `
 SELECT p.group_name, p.name, p.spec, p.policy, p.since, p.next_slot, p.declared_at,
-       s.slot, s.job_id, s.token, s.missed, s.skipped,
+       s.slots, s.job_ids, s.tokens, s.missed, s.skipped, s.recorded,
        p.missed_total,
        l.owner, l.token, coalesce(l.expires_at > clock_timestamp(), false), clock_timestamp()
 FROM {{schema}}.periodic_schedules AS p
 LEFT JOIN LATERAL (
-    SELECT x.slot, x.job_id, x.token, x.missed, x.skipped FROM {{schema}}.periodic_slots AS x
-    WHERE x.group_name = p.group_name AND x.schedule = p.name
-    ORDER BY x.slot DESC LIMIT 1) AS s ON true
+    SELECT array_agg(x.slot ORDER BY x.slot DESC) AS slots,
+           array_agg(coalesce(x.job_id, 0) ORDER BY x.slot DESC) AS job_ids,
+           array_agg(x.token ORDER BY x.slot DESC) AS tokens,
+           array_agg(x.missed ORDER BY x.slot DESC) AS missed,
+           array_agg(x.skipped ORDER BY x.slot DESC) AS skipped,
+           array_agg(x.enqueued_at ORDER BY x.slot DESC) AS recorded
+    FROM (SELECT y.slot, y.job_id, y.token, y.missed, y.skipped, y.enqueued_at FROM {{schema}}.periodic_slots AS y
+          WHERE y.group_name = p.group_name AND y.schedule = p.name
+          ORDER BY y.slot DESC LIMIT $3) AS x) AS s ON true
 LEFT JOIN {{schema}}.leases AS l ON l.name = $2 || p.group_name
 WHERE $1::text IS NULL OR p.group_name = $1
 ORDER BY p.group_name, p.name`
