@@ -10,19 +10,52 @@ import (
 // The write was not applied.
 var ErrFenced = errors.New("fence: stale fencing token")
 
+// Check names which of the checks of a fenced write refused it
+// (FencedError.Check). A write fenced by the lease row (lease.Fence, the
+// queue's completions) is checked twice: an early read without a lock,
+// before the effects run, then the locking check that counts, just before
+// the commit. Operators diagnosing a handoff read it to tell "the lease had
+// already moved on when the work started" from "it moved on while the work
+// ran".
+type Check string
+
+// The checks a FencedError names.
+const (
+	// CheckEarly is the early read: the lease row read without a lock
+	// before the effects ran (lease.Fence.Tx, before fn). Nothing ran.
+	CheckEarly Check = "early read"
+	// CheckLocking is the locking check: the lease row locked FOR KEY
+	// SHARE just before the commit (lease.Fence.Check, the check of
+	// lease.Fence.Tx after fn, and the queue's fenced completion
+	// statement). The effects ran and were rolled back; a plain queue
+	// handler's own effects, outside the transaction, stay.
+	CheckLocking Check = "locking check"
+)
+
 // FencedError reports a refused write.
 type FencedError struct {
 	Resource string // the lease name, table row or resource the write targeted
 	Held     Token  // the token the write carried
 	Current  Token  // the resource's token when it refused; 0 if unknown
 	Reason   string // why, in words
+	// Check is the check that refused, for a write fenced by the lease
+	// row: CheckEarly or CheckLocking. It is empty for a write with one
+	// check only, the conditional write at the resource (Table,
+	// HighWater, a Kafka offset, the queue's run record), and for a token
+	// refused before any check ran (not a granted token).
+	Check Check
 }
 
-// Error returns the error message.
+// Error returns the error message: the resource, the token refused, the
+// current token when known, the check that refused when there are two, and
+// the reason.
 func (e *FencedError) Error() string {
 	s := fmt.Sprintf("fence: %s refused token %d", e.Resource, e.Held)
 	if e.Current.Valid() {
 		s += fmt.Sprintf(" (current %d)", e.Current)
+	}
+	if e.Check != "" {
+		s += " at the " + string(e.Check)
 	}
 	if e.Reason != "" {
 		s += ": " + e.Reason

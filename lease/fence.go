@@ -103,13 +103,13 @@ func NewFence(db *leasehold.DB, cfg FenceConfig) (*Fence, error) {
 // transaction that outlasts the lease's local deadline costs the holder
 // the lease (its other leases are not held up).
 func (f *Fence) Check(ctx context.Context, tx pgx.Tx, lease string, token fence.Token) error {
-	return f.verify(ctx, tx, f.check, lease, token, nil, ms(f.cfg.LockTimeout), ms(f.cfg.IdleTimeout), ms(f.cfg.StatementTimeout))
+	return f.verify(ctx, tx, f.check, fence.CheckLocking, lease, token, nil, ms(f.cfg.LockTimeout), ms(f.cfg.IdleTimeout), ms(f.cfg.StatementTimeout))
 }
 
 // verify runs the check statement q (the locking check, or the unlocked
 // peek, which also reads into readCommitted whether the transaction is
-// READ COMMITTED) for lease and token.
-func (f *Fence) verify(ctx context.Context, tx pgx.Tx, q, lease string, token fence.Token, readCommitted *bool, args ...any) error {
+// READ COMMITTED) for lease and token; a refusal names stage as its Check.
+func (f *Fence) verify(ctx context.Context, tx pgx.Tx, q string, stage fence.Check, lease string, token fence.Token, readCommitted *bool, args ...any) error {
 	if !token.Valid() {
 		return &fence.FencedError{Resource: lease, Held: token, Reason: "not a granted token"}
 	}
@@ -122,13 +122,13 @@ func (f *Fence) verify(ctx context.Context, tx pgx.Tx, q, lease string, token fe
 	err := tx.QueryRow(ctx, q, append([]any{lease}, args...)...).Scan(dest...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return &fence.FencedError{Resource: lease, Held: token, Reason: "no such lease"}
+		return &fence.FencedError{Resource: lease, Held: token, Reason: "no such lease", Check: stage}
 	case err != nil:
 		return store.ClassifyRead("lease", "fence check", lease, err)
 	case fence.Token(current) != token:
-		return &fence.FencedError{Resource: lease, Held: token, Current: fence.Token(current), Reason: "the lease was granted anew"}
+		return &fence.FencedError{Resource: lease, Held: token, Current: fence.Token(current), Reason: "the lease was granted anew", Check: stage}
 	case !live:
-		return &fence.FencedError{Resource: lease, Held: token, Current: fence.Token(current), Reason: "the lease expired"}
+		return &fence.FencedError{Resource: lease, Held: token, Current: fence.Token(current), Reason: "the lease expired", Check: stage}
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func (f *Fence) Tx(ctx context.Context, lease string, token fence.Token, fn func
 	}()
 	// The early refusal: without a lock, so fn runs without holding the row.
 	var readCommitted bool
-	if err := f.verify(ctx, tx, f.peek, lease, token, &readCommitted); err != nil {
+	if err := f.verify(ctx, tx, f.peek, fence.CheckEarly, lease, token, &readCommitted); err != nil {
 		return err
 	}
 	if !readCommitted {

@@ -156,6 +156,11 @@ func checkRows(r chaos.Result, workload string) [][2]string {
 		{"grants / commit attempts", fmt.Sprintf("%d / %d", r.Grants, r.Commits)},
 	}
 	switch workload {
+	case "queue":
+		rows = append(rows,
+			[2]string{"plain jobs completed (handler runs)", fmt.Sprintf("%d (%d)", r.PlainCompleted, r.PlainRuns)},
+			[2]string{"plain completions stale / expired / unrun", fmt.Sprintf("%d / %d / %d", r.PlainStale, r.PlainExpired, r.PlainUnrun)},
+			[2]string{"plain outcomes misreported", fmt.Sprint(r.PlainMisreported)})
 	case "kafka":
 		rows = append(rows, [2]string{"stored offsets not at log end", fmt.Sprint(r.OffsetMismatches)})
 	case "batch":

@@ -58,6 +58,11 @@ type Input struct {
 	// Batch is the batch workload's batch (its items are Jobs); nil for
 	// the other workloads.
 	Batch *BatchRun
+	// Plain are the queue workload's plain jobs (also in Jobs), whose
+	// handler's effect is outside the fence; PlainRuns their handler runs
+	// (see checkPlain). Empty for the other workloads.
+	Plain     []PlainJob
+	PlainRuns []PlainRun
 }
 
 // Verdicts of a run.
@@ -130,6 +135,22 @@ type Result struct {
 	// sealed, finished or succeeded at the end as it should be. Batch
 	// workload only.
 	ProgressViolations int `json:"progress_violations"`
+	// PlainCompleted counts the plain jobs completed (queue workload), and
+	// PlainRuns their handler runs (at least one each; more are allowed:
+	// the effect is outside the fence). PlainUnrun counts plain jobs
+	// completed under a token that never ran them; PlainStale plain
+	// completions recorded under a grant superseded by then (or never
+	// granted); PlainExpired plain completions recorded more than
+	// completeSlack after their grant's last recorded expiry;
+	// PlainMisreported runs whose reported outcome contradicts the
+	// recorded completion (reported completed under another token, or
+	// reported fenced although recorded).
+	PlainCompleted   int `json:"plain_completed"`
+	PlainRuns        int `json:"plain_runs"`
+	PlainUnrun       int `json:"plain_unrun"`
+	PlainStale       int `json:"plain_stale"`
+	PlainExpired     int `json:"plain_expired"`
+	PlainMisreported int `json:"plain_misreported"`
 	// Commits counts commit attempts in the workers' histories; Grants the
 	// grants in the lease audit.
 	Commits int `json:"commits"`
@@ -147,8 +168,10 @@ const maxViolations = 20
 // once, no effect without its job's completion, no stale effect accepted,
 // no effect of a commit the fence refused, each key's jobs applied in
 // enqueue order, strictly increasing tokens and no overlapping ownership
-// windows in the lease audit, (Kafka) every stored offset at its log
-// end, and (batch) the batch's items, progress and follow-ups (checkBatch).
+// windows in the lease audit, (queue) each plain job's completion recorded
+// once, fenced, and reported truthfully (checkPlain), (Kafka) every stored
+// offset at its log end, and (batch) the batch's items, progress and
+// follow-ups (checkBatch).
 // It counts the stale commits refused; a run that refused none is
 // inconclusive.
 func Check(in Input) Result {
@@ -165,6 +188,10 @@ func Check(in Input) Result {
 	for _, e := range ledger {
 		rows[e.Job] = append(rows[e.Job], e)
 	}
+	plain := make(map[int64]PlainJob, len(in.Plain))
+	for _, p := range in.Plain {
+		plain[p.ID] = p
+	}
 	known := map[int64]bool{}
 	r.Jobs = len(in.Jobs)
 	for _, j := range in.Jobs {
@@ -178,6 +205,22 @@ func Check(in Input) Result {
 	}
 	for _, j := range in.Jobs {
 		n := len(rows[j.ID])
+		if _, ok := plain[j.ID]; ok {
+			// Its effect is in chaos_plain_runs, at least once (checkPlain).
+			switch {
+			case n > 0:
+				r.Foreign++
+				flag("job %d (key %s): a plain job, yet in the ledger", j.ID, j.Key)
+			case j.State == "pending":
+				r.Lost++
+				r.Unfinished++
+				flag("plain job %d (key %s): never completed, still pending at the end", j.ID, j.Key)
+			case j.State != "completed":
+				r.Lost++
+				flag("plain job %d (key %s): %s, not completed", j.ID, j.Key, j.State)
+			}
+			continue
+		}
 		switch {
 		case n == 0 && j.State == "pending":
 			r.Lost++
@@ -286,6 +329,9 @@ func Check(in Input) Result {
 		}
 	}
 
+	if len(plain) > 0 {
+		checkPlain(in, plain, &r, flag)
+	}
 	if in.Batch != nil {
 		checkBatch(in.Batch, in.Jobs, &r, flag)
 	}
@@ -303,7 +349,7 @@ func Check(in Input) Result {
 
 	switch {
 	case r.Lost+r.Foreign+r.Stray+r.Duplicates+r.FencedApplied+r.StaleAccepted+r.Overlaps+r.TokenViolations+r.OrderViolations+r.OffsetMismatches+
-		r.FollowupViolations+r.ProgressViolations > 0:
+		r.FollowupViolations+r.ProgressViolations+r.PlainUnrun+r.PlainStale+r.PlainExpired+r.PlainMisreported > 0:
 		r.Verdict = VerdictFail
 	case r.StaleRefused == 0:
 		r.Verdict = VerdictInconclusive

@@ -15,7 +15,9 @@ import (
 )
 
 // queueWorkload is the queue workload: jobs whose handler appends one row
-// per job to the ledger, in the job's fenced transaction.
+// per job to the ledger, in the job's fenced transaction, and, for one key
+// in four (plainKey), plain jobs whose handler appends a row per run to
+// chaos_plain_runs on its own, outside the fence (see plain.go).
 type queueWorkload struct{}
 
 // item is the queue workload's job: the seq-th job of its key.
@@ -35,6 +37,9 @@ func (queueWorkload) Setup(ctx context.Context, db *pgxpool.Pool, env *Env) erro
 	}
 	if _, err := db.Exec(ctx, q.ledger); err != nil {
 		return fmt.Errorf("chaos: ledger: %w", err)
+	}
+	if _, err := db.Exec(ctx, q.plainLedger); err != nil {
+		return fmt.Errorf("chaos: plain runs: %w", err)
 	}
 	if _, err := db.Exec(ctx, q.group, env.Group, env.Partitions); err != nil {
 		return fmt.Errorf("chaos: group: %w", err)
@@ -59,7 +64,11 @@ func (queueWorkload) Feed(ctx context.Context, db *pgxpool.Pool, env Env, n int,
 		var batch []queue.Job
 		for ; sent < want; sent++ {
 			k := sent % env.Keys
-			batch = append(batch, queue.Job{Group: env.Group, Key: fmt.Sprint("k", k), Args: item{Seq: seq[k]}})
+			var args queue.Args = item{Seq: seq[k]}
+			if plainKey(k) {
+				args = plainItem{Seq: seq[k]}
+			}
+			batch = append(batch, queue.Job{Group: env.Group, Key: fmt.Sprint("k", k), Args: args})
 			seq[k]++
 		}
 		for len(batch) > 0 {
@@ -109,7 +118,11 @@ func (queueWorkload) FeedPartitions(ctx context.Context, db *pgxpool.Pool, env E
 	for _, p := range parts {
 		for k := range env.Keys {
 			if key := fmt.Sprint("k", k); partition.OfString(key, env.Partitions) == p {
-				jobs = append(jobs, queue.Job{Group: env.Group, Key: key, Args: item{Seq: -1}})
+				var args queue.Args = item{Seq: -1}
+				if plainKey(k) {
+					args = plainItem{Seq: -1}
+				}
+				jobs = append(jobs, queue.Job{Group: env.Group, Key: key, Args: args})
 				break
 			}
 		}
@@ -179,7 +192,11 @@ func (queueWorkload) Collect(ctx context.Context, db *pgxpool.Pool, env Env) (In
 	if err != nil {
 		return Input{}, fmt.Errorf("chaos: read ledger: %w", err)
 	}
-	return Input{Jobs: jobs, Ledger: ledger}, nil
+	plain, runs, err := readPlain(ctx, db, q, env.Group)
+	if err != nil {
+		return Input{}, err
+	}
+	return Input{Jobs: jobs, Ledger: ledger, Plain: plain, PlainRuns: runs}, nil
 }
 
 func (queueWorkload) Close() error { return nil }
@@ -193,6 +210,7 @@ func (queueWorkload) Work(ctx context.Context, db *pgxpool.Pool, w WorkerEnv) er
 		handleEffect(ws, db, w, func(j *queue.Work[item]) (string, []any) {
 			return q.apply, []any{j.ID, j.Key, j.Partition, int64(j.Token), w.ID}
 		})
+		handlePlain(ws, db, w, q)
 	})
 }
 

@@ -31,6 +31,24 @@ CREATE TABLE {{schema}}.chaos_ledger (
 	sqlJobs        = `SELECT id, key, partition, state FROM {{schema}}.jobs WHERE group_name = $1`
 	sqlEntries     = `SELECT n, job_id, key, partition, token, worker FROM {{schema}}.chaos_ledger`
 
+	// The queue workload's plain jobs: one row per run of the plain
+	// handler's effect, on its own autocommit statement (not fenced: at
+	// least once per job).
+	sqlPlainLedger = `
+CREATE TABLE {{schema}}.chaos_plain_runs (
+    n         bigserial   PRIMARY KEY,
+    job_id    bigint      NOT NULL,
+    key       text        NOT NULL,
+    partition integer     NOT NULL,
+    token     bigint      NOT NULL,
+    worker    text        NOT NULL,
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+)`
+	sqlPlainApply = `INSERT INTO {{schema}}.chaos_plain_runs (job_id, key, partition, token, worker) VALUES ($1, $2, $3, $4, $5)`
+	sqlPlainJobs  = `
+SELECT id, coalesce(finished_token, 0), finished_at FROM {{schema}}.jobs WHERE group_name = $1 AND kind = '` + plainKind + `'`
+	sqlPlainRuns = `SELECT n, job_id, partition, token, worker FROM {{schema}}.chaos_plain_runs`
+
 	// The Kafka workload's ledger: one row per application of a record.
 	// n is drawn inside the applying statement, in offset order.
 	sqlKafkaLedger = `
@@ -94,6 +112,7 @@ type queries struct {
 	kafkaLedger, kafkaApply, kafkaApplied, kafkaEntries              string
 	followups, followupApply, followupRuns, batchItems               string
 	batchFollowups, batchCount, batchOutstanding                     string
+	plainLedger, plainApply, plainJobs, plainRuns                    string
 }
 
 func render(schema string) (queries, error) {
@@ -107,7 +126,8 @@ func render(schema string) (queries, error) {
 		kafkaLedger: r(sqlKafkaLedger), kafkaApply: r(sqlKafkaApply), kafkaApplied: r(sqlKafkaApplied), kafkaEntries: r(sqlKafkaEntries),
 		followups: r(sqlFollowups), followupApply: r(sqlFollowupApply), followupRuns: r(sqlFollowupRuns),
 		batchItems: r(sqlBatchItems), batchFollowups: r(sqlBatchFollowups), batchCount: r(sqlBatchCount),
-		batchOutstanding: r(sqlBatchOutstanding)}, nil
+		batchOutstanding: r(sqlBatchOutstanding),
+		plainLedger:      r(sqlPlainLedger), plainApply: r(sqlPlainApply), plainJobs: r(sqlPlainJobs), plainRuns: r(sqlPlainRuns)}, nil
 }
 
 // handle returns leasehold's handle on pool, in schema; a nil log means

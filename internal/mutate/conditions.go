@@ -1,0 +1,114 @@
+package main
+
+// Condition is one safety condition: the exact text in File that states
+// it (From, found exactly once), what it becomes without the condition
+// (To), and the tests of package Pkg that must fail without it.
+type Condition struct {
+	Name  string
+	File  string
+	From  string
+	To    string
+	Pkg   string
+	Tests []string
+}
+
+// The fenced completion's lease condition in queueCompleteFenced, shared
+// by the plain handlers' standalone completion and the transactional
+// handlers' commit.
+const completeLease = "      AND j.batch_item IS NULL\n      AND EXISTS (SELECT FROM l WHERE l.name = o.lease AND l.token = o.token AND l.live)"
+
+// Conditions are the safety conditions of the audit (issue 27), each with
+// the tests that catch its removal.
+var Conditions = []Condition{{
+	Name:  "completion: lease live",
+	File:  "internal/store/queue.go",
+	From:  completeLease,
+	To:    "      AND j.batch_item IS NULL\n      AND EXISTS (SELECT FROM l WHERE l.name = o.lease AND l.token = o.token)",
+	Pkg:   "./queue/",
+	Tests: []string{"TestPlainCompletionUnderAnExpiredGrantIsRefused", "TestFlushFencesEachPartition"},
+}, {
+	Name: "completion: token (plain and transactional)",
+	File: "internal/store/queue.go",
+	From: completeLease,
+	To:   "      AND j.batch_item IS NULL\n      AND EXISTS (SELECT FROM l WHERE l.name = o.lease AND l.live)",
+	Pkg:  "./queue/",
+	Tests: []string{"TestStaleOwnersPlainCompletionIsFenced", "TestStaleOwnerIsFenced", "TestFlushFencesEachPartition",
+		"TestPlainCompletionUnderAnExpiredGrantIsRefused"},
+}, {
+	Name:  "fence check (lease.Fence): token",
+	File:  "lease/fence.go",
+	From:  "\tcase fence.Token(current) != token:\n",
+	To:    "\tcase false:\n",
+	Pkg:   "./lease/",
+	Tests: []string{"TestFenceTxCommitsOnlyWhileTheLeaseCarriesTheToken", "TestFenceTxRollsBackAnEffectWhoseLeaseWasTakenOverWhileFnRan", "TestFencedErrorNamesTheLockingCheck"},
+}, {
+	Name:  "fence check (lease.Fence): live",
+	File:  "lease/fence.go",
+	From:  "\tcase !live:\n",
+	To:    "\tcase false:\n",
+	Pkg:   "./lease/",
+	Tests: []string{"TestFenceTxCommitsOnlyWhileTheLeaseCarriesTheToken", "TestFencedErrorNamesTheLockingCheck", "TestFencedErrorNamesTheEarlyRead"},
+}, {
+	Name:  "kafka offset advance: token",
+	File:  "internal/store/kafka.go",
+	From:  "AND next_offset = $6::bigint AND token <= $5\n",
+	To:    "AND next_offset = $6::bigint\n",
+	Pkg:   "./kafka/",
+	Tests: []string{"TestAdvanceIsConditional"},
+}, {
+	Name:  "background renewal: expiry",
+	File:  "internal/store/lease.go",
+	From:  "        WHERE m.owner = $3 AND m.expires_at > clock_timestamp()\n        FOR NO KEY UPDATE OF m SKIP LOCKED",
+	To:    "        WHERE m.owner = $3\n        FOR NO KEY UPDATE OF m SKIP LOCKED",
+	Pkg:   "./lease/",
+	Tests: []string{"TestBackgroundRenewalDoesNotReviveAnExpiredGrant"},
+}, {
+	Name:  "Lease.Renew: expiry",
+	File:  "internal/store/lease.go",
+	From:  "    WHERE m.owner = $3 AND m.expires_at > clock_timestamp()\n    ORDER BY m.name",
+	To:    "    WHERE m.owner = $3\n    ORDER BY m.name",
+	Pkg:   "./lease/",
+	Tests: []string{"TestRenewalDoesNotReviveAnExpiredGrant"},
+}, {
+	Name:  "fetch: per-key order",
+	File:  "internal/store/queue.go",
+	From:  "AND e.id <> ALL(r.held) AND (e.holds OR e.run_at <= c.now)",
+	To:    "AND e.id <> ALL(r.held) AND (e.run_at <= c.now)",
+	Pkg:   "./queue/",
+	Tests: []string{"TestOutcomesAndOrderUnderRetries", "TestDueJobsRunInRunAtThenIDOrder", "TestTransactionalJobsApplyOnceInKeyOrder"},
+}, {
+	Name:  "acquire: held lease not taken",
+	File:  "internal/store/lease.go",
+	From:  "WHERE l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner\n",
+	To:    "WHERE true\n",
+	Pkg:   "./lease/",
+	Tests: []string{"TestTryAcquireHeldReleaseAndTokenOrder", "TestAcquireWaitsForReleaseAndHonoursContext"},
+}, {
+	Name:  "acquire: token strictly increases",
+	File:  "internal/store/lease.go",
+	From:  "    token       = nextval('{{schema}}.lease_token_seq'),\n",
+	To:    "    token       = l.token,\n",
+	Pkg:   "./lease/",
+	Tests: []string{"TestTryAcquireHeldReleaseAndTokenOrder", "TestSameOwnerRetrySupersedesWithNewToken", "TestAcquireWaitingForTheRowGetsALaterToken"},
+}, {
+	Name:  "token guard: sequence raised past stored tokens",
+	File:  "internal/store/tokens.go",
+	From:  "\tif issued >= stored {\n\t\treturn nil, nil\n\t}\n\ttx, err := db.Begin(ctx)",
+	To:    "\tif true {\n\t\treturn nil, nil\n\t}\n\ttx, err := db.Begin(ctx)",
+	Pkg:   "./lease/",
+	Tests: []string{"TestFirstGrantIsAboveEveryStoredTokenAfterTheSequenceWasReset", "TestGuardTokensMovesPastAFencedTablesTokens"},
+}, {
+	Name:  "release: by token",
+	File:  "internal/store/lease.go",
+	From:  "WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > c.t`",
+	To:    "WHERE name = $1 AND owner = $2 AND expires_at > c.t`",
+	Pkg:   "./lease/",
+	Tests: []string{"TestStaleReleaseBySameOwnerKeepsNewerGrant"},
+}, {
+	Name:  "FencedError.Check: early read named",
+	File:  "lease/fence.go",
+	From:  "f.verify(ctx, tx, f.peek, fence.CheckEarly,",
+	To:    "f.verify(ctx, tx, f.peek, fence.CheckLocking,",
+	Pkg:   "./lease/",
+	Tests: []string{"TestFencedErrorNamesTheEarlyRead"},
+}}
