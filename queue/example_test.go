@@ -99,3 +99,48 @@ func ExampleClient_JobInfo() {
 	fmt.Printf("%s %s %s attempts=%d args=%s\n", info.Kind, info.Key, info.State, info.Attempt, info.Args)
 	// Output: welcome 2026-12 pending attempts=0 args={"to": "finance"}
 }
+
+// A producer deployed before the workers creates their group first, with
+// their partition count: queue.DefaultPartitions for workers that leave
+// worker.Config.Partitions zero. The workers, when they start, find the
+// group as they would have created it, and run the jobs enqueued meanwhile.
+func ExampleClient_EnsureGroup() {
+	ctx := context.Background()
+	db := openDB()
+
+	// The producer, at its start.
+	c, err := queue.New(db, queue.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	created, err := c.EnsureGroup(ctx, "invoices", queue.DefaultPartitions)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("created:", created)
+	if _, err := c.Enqueue(ctx, queue.Job{Group: "invoices", Args: Welcome{To: "billing"}}); err != nil {
+		log.Fatal(err)
+	}
+
+	// A worker, later, with the default partition count: another count
+	// would be refused (*partition.CountError).
+	ws := queue.NewWorkers()
+	done := make(chan struct{})
+	queue.Handle(ws, func(ctx context.Context, w *queue.Work[Welcome]) error {
+		fmt.Println("welcome", w.Args.To)
+		close(done)
+		return nil
+	})
+	w, err := worker.New(db, worker.Config{Group: "invoices", Workers: ws})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	<-done
+	// Output:
+	// created: true
+	// welcome billing
+}

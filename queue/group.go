@@ -11,13 +11,19 @@ import (
 	"github.com/leasehold/leasehold/partition"
 )
 
+// DefaultPartitions is the partition count of a group whose workers leave
+// worker.Config.Partitions zero (the queue's workers, not Kafka's): the
+// count a producer deployed before them gives EnsureGroup.
+const DefaultPartitions = 64
+
 // EnsureGroup creates group with the given partition count unless it
 // exists, so that jobs can be enqueued into it before any worker of it has
 // started (a producer deployed first). It is idempotent: it reports
 // whether this call created the group, and an existing group with the same
 // count is fine. An existing group with another count is a
 // *partition.CountError (the count is fixed when a group is created; the
-// workers must be configured with it too). A group name that is not 1 to
+// workers must be configured with it too: DefaultPartitions for workers
+// that leave worker.Config.Partitions zero). A group name that is not 1 to
 // 100 bytes, or a count not in 1..partition.MaxPartitions, wraps
 // ErrInvalidGroup.
 func (c *Client) EnsureGroup(ctx context.Context, group string, partitions int) (created bool, err error) {

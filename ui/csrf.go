@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strings"
 )
 
 // Cross-site request forgery: the actions are wrapped in Go's
@@ -40,6 +41,38 @@ func (h *Handler) cookiePath() string {
 	return h.cfg.Path
 }
 
+// secure reports whether the cookies set in answer to r are marked Secure
+// (see Config.SecureCookies).
+func (h *Handler) secure(r *http.Request) bool {
+	switch h.cfg.SecureCookies {
+	case SecureAlways:
+		return true
+	case SecureNever:
+		return false
+	}
+	return r.TLS != nil || forwardedHTTPS(r.Header)
+}
+
+// forwardedHTTPS reports whether a proxy says, in hd, that the request
+// came to it over https: X-Forwarded-Proto (its first value, the
+// client-facing proxy's) or Forwarded's proto (RFC 7239) is https.
+func forwardedHTTPS(hd http.Header) bool {
+	if v := hd.Get("X-Forwarded-Proto"); v != "" {
+		first, _, _ := strings.Cut(v, ",")
+		return strings.EqualFold(strings.TrimSpace(first), "https")
+	}
+	if v := hd.Get("Forwarded"); v != "" {
+		first, _, _ := strings.Cut(v, ",")
+		for _, pair := range strings.Split(first, ";") {
+			k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			if ok && strings.EqualFold(k, "proto") {
+				return strings.EqualFold(strings.Trim(val, `"`), "https")
+			}
+		}
+	}
+	return false
+}
+
 // csrfToken returns the browser's token, setting a new one on w if r
 // carries none (or a malformed one).
 func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
@@ -48,7 +81,7 @@ func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
 	}
 	tok := base64.RawURLEncoding.EncodeToString(randomBytes(32))
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: tok, Path: h.cookiePath(), HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+		SameSite: http.SameSiteLaxMode, Secure: h.secure(r)})
 	return tok
 }
 

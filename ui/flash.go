@@ -28,7 +28,7 @@ func (h *Handler) setFlash(w http.ResponseWriter, r *http.Request, msg string) {
 		msg = msg[:i] + "…"
 	}
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(msg)),
-		Path: h.cookiePath(), MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		Path: h.cookiePath(), MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: h.secure(r)})
 }
 
 // takeFlash returns the flash message r carries, if any, and clears it.
@@ -38,7 +38,7 @@ func (h *Handler) takeFlash(w http.ResponseWriter, r *http.Request) string {
 		return ""
 	}
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Path: h.cookiePath(), MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		SameSite: http.SameSiteStrictMode, Secure: h.secure(r)})
 	b, err := base64.RawURLEncoding.DecodeString(c.Value)
 	if err != nil || !utf8.Valid(b) {
 		return ""

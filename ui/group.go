@@ -152,7 +152,8 @@ func (h *Handler) group(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Events, err = h.q.Events(r.Context(), name, eventsShown)
 	if err != nil {
-		d.EventErr = h.explain(err).Error()
+		err = h.explain(err)
+		d.EventErr = h.report(r, "ui: events could not be read", status(err), err)
 	}
 	v := h.newView(w, r, "Group "+name, "groups")
 	v.Now, v.Data = st.Now, d

@@ -122,8 +122,8 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 			// The form stays usable: the page shows the error where the
 			// jobs would be.
 			err = h.explain(err)
-			code, d.Err = status(err), err.Error()
-			h.log.WarnContext(ctx, "ui: request failed", "method", r.Method, "path", h.cfg.Path+r.URL.Path, "status", code, "err", err)
+			code = status(err)
+			d.Err = h.report(r, "ui: request failed", code, err)
 		}
 		d.Short = err == nil && len(d.Page.Jobs) < pageSize && d.Page.Next != 0
 		if err == nil && f.State != string(queue.StateRunning) && len(d.Page.Jobs) > 0 {

@@ -28,7 +28,7 @@ type groupSummary struct {
 	admin.GroupStatus
 	Paused bool // the whole group is paused
 	// Throughput is the last minutes of outcomes, oldest first; Err says
-	// why it could not be read.
+	// why it could not be read, as a page may show it (see report).
 	Throughput []queue.Throughput
 	Err        string
 	// Completed and Failed total Throughput; Top is the largest minute's
@@ -93,7 +93,8 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		}
 		tp, err := h.q.Throughput(r.Context(), g.Group, throughputMinutes)
 		if err != nil { // the page is still worth showing
-			s.Err = err.Error()
+			err = h.explain(err)
+			s.Err = h.report(r, "ui: throughput could not be read", status(err), err)
 		}
 		s.Throughput = tp
 		for _, t := range tp {

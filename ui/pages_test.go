@@ -334,8 +334,9 @@ func TestBadInputPages(t *testing.T) {
 	}
 }
 
-// With its database closed, every page answers 503 with the error, not a
-// 500 or a panic.
+// With its database closed, every page answers 503 saying so (by the
+// kind of failure and an error id, see TestDatabaseErrorsAreNotShown), not
+// a 500 or a panic.
 func TestDatabaseDownIs503(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, ui.Config{})

@@ -4,17 +4,21 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -119,16 +123,13 @@ type problem struct {
 	Message string
 }
 
-// fail writes the error page for err with status, and logs it.
+// fail writes the error page for err with status, and logs it (see
+// report: the page shows the database's errors by their id alone).
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
-	if status >= 500 {
-		h.log.ErrorContext(r.Context(), "ui: request failed", "method", r.Method, "path", h.cfg.Path+r.URL.Path, "status", status, "err", err)
-	} else {
-		h.log.WarnContext(r.Context(), "ui: request failed", "method", r.Method, "path", h.cfg.Path+r.URL.Path, "status", status, "err", err)
-	}
+	msg := h.report(r, "ui: request failed", status, err)
 	v := h.newView(w, r, http.StatusText(status), "")
 	v.Refresh = 0 // nothing to update
-	v.Data = problem{Status: status, Text: http.StatusText(status), Message: err.Error()}
+	v.Data = problem{Status: status, Text: http.StatusText(status), Message: msg}
 	h.renderStatus(w, r, status, "error", v)
 }
 
@@ -137,6 +138,56 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	err = h.explain(err)
 	h.fail(w, r, status(err), err)
+}
+
+// report logs err (message logMsg), a failure of request r with status
+// (that of the request, or the one it would have for a part of a page that
+// could not be read), and returns what a page may show of it. The
+// request's own faults (a 4xx from the UI's or a component's checks: a
+// malformed id, a group that does not exist) are shown as they are, and
+// logged at warning level. The others (the
+// database's errors: 5xx, a value PostgreSQL refused, a request cancelled)
+// may name the database's user, host and database, or its tables: the
+// page shows a short message saying what kind of failure it was, with a
+// random id, and the error is logged with that id (key error_id), at
+// error level for a 5xx, so that an operator can find the log line.
+func (h *Handler) report(r *http.Request, logMsg string, status int, err error) string {
+	attrs := []any{"method", r.Method, "path", h.cfg.Path + r.URL.Path, "status", status}
+	var pe *pgconn.PgError
+	if status < 500 && status != statusClientClosed && !errors.As(err, &pe) {
+		h.log.WarnContext(r.Context(), logMsg, append(attrs, "err", err)...)
+		return err.Error()
+	}
+	id := errorID()
+	level := slog.LevelError
+	if status < 500 {
+		level = slog.LevelWarn
+	}
+	h.log.Log(r.Context(), level, logMsg, append(attrs, "error_id", id, "err", err)...)
+	return fmt.Sprintf("%s (error %s: the UI's log has the details)", h.publicMessage(status, err), id)
+}
+
+// publicMessage says what kind of failure err is, in terms that name
+// nothing of the database (see report).
+func (h *Handler) publicMessage(status int, err error) string {
+	switch {
+	case status == statusClientClosed:
+		return "the request was cancelled"
+	case status < 500:
+		return "the database refused a value of the request"
+	case errors.Is(err, context.DeadlineExceeded) && h.cfg.Timeout > 0:
+		return fmt.Sprintf("the database did not answer within %v (the UI's timeout)", h.cfg.Timeout)
+	case errors.Is(err, leasehold.ErrClosed), errors.Is(err, puddle.ErrClosedPool):
+		return "the UI's connection pool is closed"
+	case errors.Is(err, leasehold.ErrNotMigrated):
+		return "leasehold's schema is not migrated in the UI's database (run leasehold migrate)"
+	}
+	return "the database failed or could not be reached"
+}
+
+// errorID returns a new random id of a failure: 10 hex digits.
+func errorID() string {
+	return hex.EncodeToString(randomBytes(5))
 }
 
 // explain returns err, saying so when it is the request's Config.Timeout
@@ -172,10 +223,14 @@ func status(err error) int {
 		errors.Is(err, queue.ErrInvalidBatch), errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22"):
 		return http.StatusBadRequest
 	case errors.Is(err, context.Canceled):
-		return 499 // the client went away; nobody reads the page
+		return statusClientClosed
 	}
 	return http.StatusServiceUnavailable
 }
+
+// statusClientClosed is the status of a request whose client went away
+// (nginx's 499): nobody reads the page.
+const statusClientClosed = 499
 
 // Limits of the values a request names, as the queue stores them: a
 // longer value matches nothing, and is refused before it is sent.

@@ -68,9 +68,64 @@ type Config struct {
 	// matching rarely searches fewer jobs per page rather than answer
 	// slowly. Defaults to 40ms.
 	ScanTime time.Duration
+	// SecureCookies says when the UI's cookies (the CSRF token, the flash
+	// message of an action) are marked Secure, so that browsers send them
+	// over https only. Defaults to SecureAuto: when the request came over
+	// TLS, to the UI's own server or to a proxy in front of it that says
+	// so (X-Forwarded-Proto: https, or Forwarded: proto=https). Behind a
+	// proxy terminating TLS that sets neither header, set SecureAlways.
+	SecureCookies CookieSecurity
 	// Logger receives the log of actions and of failed requests. Defaults
 	// to the DB's logger.
 	Logger *slog.Logger
+}
+
+// CookieSecurity says when the UI marks its cookies Secure (see
+// Config.SecureCookies). Its zero value is SecureAuto.
+type CookieSecurity int
+
+const (
+	// SecureAuto marks the cookies Secure when the request came over TLS:
+	// the request's own connection, or a proxy's X-Forwarded-Proto: https
+	// or Forwarded: proto=https header. A client forging the header only
+	// gets cookies its browser keeps for https.
+	SecureAuto CookieSecurity = iota
+	// SecureAlways marks the cookies Secure whatever the request: for a
+	// UI that browsers reach over https alone, as behind a proxy
+	// terminating TLS. A browser reaching it over plain http (but on
+	// localhost) then drops them, and its actions are refused.
+	SecureAlways
+	// SecureNever never marks the cookies Secure, even over TLS.
+	SecureNever
+)
+
+// String returns the setting's name, as the --secure-cookies flag of
+// `leasehold ui` takes it: "auto", "always" or "never".
+func (s CookieSecurity) String() string {
+	switch s {
+	case SecureAuto:
+		return "auto"
+	case SecureAlways:
+		return "always"
+	case SecureNever:
+		return "never"
+	}
+	return fmt.Sprintf("CookieSecurity(%d)", int(s))
+}
+
+// ParseCookieSecurity returns the setting named s: "auto", "always" or
+// "never" (also "true" for always and "false" for never). It returns an
+// error wrapping ErrInvalidConfig for another name.
+func ParseCookieSecurity(s string) (CookieSecurity, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "auto", "":
+		return SecureAuto, nil
+	case "always", "true":
+		return SecureAlways, nil
+	case "never", "false":
+		return SecureNever, nil
+	}
+	return 0, fmt.Errorf("%w: secure cookies %q: want auto, always or never", ErrInvalidConfig, s)
 }
 
 // Handler serves the UI. It is safe for concurrent use.
@@ -127,6 +182,9 @@ func New(db *leasehold.DB, cfg Config) (*Handler, error) {
 	}
 	if cfg.ScanTime == 0 {
 		cfg.ScanTime = 40 * time.Millisecond
+	}
+	if cfg.SecureCookies < SecureAuto || cfg.SecureCookies > SecureNever {
+		return nil, fmt.Errorf("%w: SecureCookies %v: want SecureAuto, SecureAlways or SecureNever", ErrInvalidConfig, cfg.SecureCookies)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = db.Logger()

@@ -33,7 +33,9 @@ type Config struct {
 	// Partitions is the group's partition count, fixed when the group is
 	// created: every worker of the group must use the same count (another
 	// count is refused with a *partition.CountError). Use several times the
-	// largest number of workers you expect. Defaults to 64; with Kafka, to
+	// largest number of workers you expect. Defaults to
+	// queue.DefaultPartitions (64), the count a producer gives
+	// queue.Client.EnsureGroup to create the group first; with Kafka, to
 	// Kafka.Partitions() (len(Topics) × PartitionsPerTopic), and any other
 	// value is refused.
 	Partitions int
@@ -153,7 +155,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Partitions = c.Kafka.Partitions()
 	}
 	if c.Partitions == 0 {
-		c.Partitions = 64
+		c.Partitions = queue.DefaultPartitions
 	}
 	if c.ConnMaxIdleTime == 0 {
 		c.ConnMaxIdleTime = time.Minute

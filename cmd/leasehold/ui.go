@@ -23,6 +23,7 @@ func newUICmd(opts *rootOptions) *cobra.Command {
 		allow   bool
 		refresh time.Duration
 		hosts   []string
+		secure  string
 	)
 	cmd := &cobra.Command{
 		Use:   "ui",
@@ -35,9 +36,15 @@ func newUICmd(opts *rootOptions) *cobra.Command {
 			"cancelling a batch, each logged on stderr. It has no authentication of its own: to serve it\n" +
 			"beyond this machine, mount the ui package's handler in a server behind yours (docs/ui.md).\n" +
 			"On a loopback address it answers only to localhost, 127.0.0.1 and [::1] (against DNS\n" +
-			"rebinding); --allowed-host adds the name a proxy in front of it uses.",
+			"rebinding); --allowed-host adds the name a proxy in front of it uses. Its cookies are marked\n" +
+			"Secure when a request came over https (a proxy's X-Forwarded-Proto or Forwarded header says\n" +
+			"so); --secure-cookies marks them always, as behind a TLS proxy that sends neither header.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			sc, err := ui.ParseCookieSecurity(secure)
+			if err != nil {
+				return usageErr(cmd, fmt.Sprintf("--secure-cookies %q: want auto, always or never", secure))
+			}
 			// The schema check gets the connect timeout; the pages'
 			// queries are bounded by their requests.
 			db.timeout = db.connectTimeout
@@ -47,7 +54,7 @@ func newUICmd(opts *rootOptions) *cobra.Command {
 			}
 			defer done()
 			// The actions are logged whatever --verbose says.
-			uh, err := ui.New(h, ui.Config{AllowActions: allow, Refresh: refresh,
+			uh, err := ui.New(h, ui.Config{AllowActions: allow, Refresh: refresh, SecureCookies: sc,
 				Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))})
 			if err != nil {
 				return err
@@ -76,5 +83,9 @@ func newUICmd(opts *rootOptions) *cobra.Command {
 	f.DurationVar(&refresh, "refresh", 2*time.Second, "how often pages update themselves in the browser (0: the default; negative: never)")
 	f.StringArrayVar(&hosts, "allowed-host", nil, "also answer to this Host name (name, or name:port), as a proxy in front of the UI sends it; repeatable. "+
 		"On a loopback --addr the UI answers only to localhost, 127.0.0.1 and [::1] otherwise; on another address, to any name unless this is given")
+	f.StringVar(&secure, "secure-cookies", "auto", "mark the UI's cookies (CSRF token, flash message) Secure, sent over https only: "+
+		"auto (when the request came over https, as a proxy's X-Forwarded-Proto or Forwarded header says), always, or never; "+
+		"--secure-cookies alone is always (behind a proxy terminating TLS)")
+	f.Lookup("secure-cookies").NoOptDefVal = "always"
 	return cmd
 }

@@ -224,3 +224,63 @@ func TestUIAddrInUse(t *testing.T) {
 		t.Errorf("ui on an address in use: %v", err)
 	}
 }
+
+// --secure-cookies marks the UI's cookies Secure over plain http (a TLS
+// proxy in front that says nothing of it); without it they are Secure only
+// when a proxy says the request came over https (X-Forwarded-Proto), and
+// "--secure-cookies=never" never. Another value is a usage error.
+func TestUISecureCookies(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := adminDB(t)
+	csrfSecure := func(flags []string, hd http.Header) bool {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		out := &logtest.Buffer{}
+		exited := make(chan int, 1)
+		go func() {
+			args := append([]string{"ui", "--database-url", dbURL, "--addr", "127.0.0.1:0", "--allow-actions"}, flags...)
+			exited <- execute(ctx, args, strings.NewReader(""), out, out)
+		}()
+		base := waitOutput(t, out, servingURL, exited, time.Minute)
+		defer func() {
+			cancel()
+			<-exited
+		}()
+		req, err := http.NewRequest(http.MethodGet, base, nil)
+		pgtest.Must(t, err)
+		for k, vs := range hd {
+			req.Header[k] = vs
+		}
+		res, err := http.DefaultClient.Do(req)
+		pgtest.Must(t, err)
+		res.Body.Close()
+		for _, c := range res.Cookies() {
+			if c.Name == "leasehold_csrf" {
+				return c.Secure
+			}
+		}
+		t.Fatalf("ui %v: no CSRF cookie: %v", flags, res.Cookies())
+		return false
+	}
+	proxied := http.Header{"X-Forwarded-Proto": {"https"}}
+	for _, c := range []struct {
+		flags []string
+		hd    http.Header
+		want  bool
+	}{
+		{nil, nil, false},
+		{nil, proxied, true},
+		{[]string{"--secure-cookies"}, nil, true},
+		{[]string{"--secure-cookies=always"}, nil, true},
+		{[]string{"--secure-cookies=never"}, proxied, false},
+	} {
+		if got := csrfSecure(c.flags, c.hd); got != c.want {
+			t.Errorf("ui %v, request headers %v: the CSRF cookie's Secure = %v; want %v", c.flags, c.hd, got, c.want)
+		}
+	}
+	_, err := runIn(t, "", "ui", "--database-url", dbURL, "--addr", "127.0.0.1:0", "--secure-cookies=sometimes")
+	if err == nil || !strings.Contains(errorLine(err), `--secure-cookies "sometimes": want auto, always or never`) {
+		t.Errorf("ui --secure-cookies=sometimes: %v; want a usage error", err)
+	}
+}
