@@ -353,15 +353,34 @@ func (c *Client) groupCount(ctx context.Context, group string) (int, error) {
 // Retry puts discarded or cancelled jobs back to pending, due now, with
 // their attempts reset (their recorded errors are kept), and returns the ids
 // it changed. Other ids (pending, completed, unknown, or whose unique key is
-// pending again) are left alone.
+// pending again) are left alone. A discarded or cancelled item of a
+// cancelled batch is never put back (its batch is over, as RetryBatch
+// refuses it): if ids hold any, nothing is retried, and the error is a
+// *CancelledItemsError naming them, wrapping ErrBatchCancelled.
 func (c *Client) Retry(ctx context.Context, ids ...int64) ([]int64, error) {
 	rows, err := c.pool.Query(ctx, c.q.Retry, ids)
 	if err != nil {
 		return nil, store.Classify("queue", "retry", "", err)
 	}
-	changed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
+	var changed, refused []int64
+	var id int64
+	var no bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &no}, func() error {
+		if no {
+			refused = append(refused, id)
+		} else {
+			changed = append(changed, id)
+		}
+		return nil
+	}); err != nil {
 		return nil, store.Classify("queue", "retry", "", err)
+	}
+	if len(refused) > 0 {
+		slices.Sort(refused)
+		return nil, &CancelledItemsError{IDs: refused}
+	}
+	if changed == nil {
+		changed = []int64{}
 	}
 	return changed, nil
 }

@@ -40,8 +40,12 @@ var (
 	// ErrBatchSealed is returned for items added to a sealed batch.
 	ErrBatchSealed = errors.New("queue: batch is sealed")
 	// ErrBatchCancelled is returned for items added to a cancelled batch,
-	// and by RetryBatch for one.
+	// by RetryBatch for one, and wrapped by the *CancelledItemsError of
+	// Client.Retry.
 	ErrBatchCancelled = errors.New("queue: batch is cancelled")
+	// ErrBatchNotFinished is returned by DeleteBatch for a batch that is
+	// not finished, or has items pending again (retried since).
+	ErrBatchNotFinished = errors.New("queue: batch is not finished")
 	// ErrInvalidItem is wrapped by the *ItemError of an item that cannot
 	// be added (a missing item key, args that do not encode).
 	ErrInvalidItem = errors.New("queue: invalid item")
@@ -87,6 +91,22 @@ func (e *KindError) Error() string {
 
 // Unwrap returns ErrNoHandler.
 func (e *KindError) Unwrap() error { return ErrNoHandler }
+
+// CancelledItemsError is returned by Client.Retry for ids that are items
+// of a cancelled batch, which are never put back to pending: their batch
+// is over (its on-complete follow-up may have run already). Nothing of the
+// call was retried.
+type CancelledItemsError struct {
+	IDs []int64 // the items of cancelled batches among the ids, in increasing order
+}
+
+// Error returns the error message.
+func (e *CancelledItemsError) Error() string {
+	return fmt.Sprintf("queue: jobs %v are items of a cancelled batch: not retried (nothing was)", e.IDs)
+}
+
+// Unwrap returns ErrBatchCancelled.
+func (e *CancelledItemsError) Unwrap() error { return ErrBatchCancelled }
 
 // FollowUp is a job a batch enqueues when it finishes.
 type FollowUp struct {

@@ -58,21 +58,35 @@ type Added struct {
 // ErrBatchCancelled; an invalid or conflicting item, an *ItemError; a kind
 // no worker of the group handles, a *KindError.
 func (c *Client) AddItems(ctx context.Context, group, name string, items ...Item) (Added, error) {
+	a, _, err := c.AddItemJobs(ctx, group, name, items...)
+	return a, err
+}
+
+// AddItemJobs is AddItems, and also returns the job id of each item, in
+// the order given (a duplicate's is the id of the item the batch has), so
+// that a producer can follow or cancel one item (Client.JobInfo,
+// Client.Cancel) without listing the batch. On error it returns no ids.
+func (c *Client) AddItemJobs(ctx context.Context, group, name string, items ...Item) (Added, []int64, error) {
 	ch, err := c.newChunk(group, name, len(items))
 	if err != nil {
-		return Added{}, err
+		return Added{}, nil, err
 	}
+	ch.wantJobs = true
 	for i, it := range items {
 		if err := ch.add(c, i, it); err != nil {
-			return Added{}, err
+			return Added{}, nil, err
 		}
 	}
 	a, err := c.addChunk(ctx, ch)
 	if err != nil {
-		return Added{}, err
+		return Added{}, nil, err
 	}
 	a.Items = len(items)
-	return a, nil
+	ids := make([]int64, len(items))
+	for i, j := range ch.pos {
+		ids[i] = ch.jobs[j]
+	}
+	return a, ids, nil
 }
 
 // SubmitItems adds the items that seq yields to batch name of group, in
@@ -136,6 +150,9 @@ type chunk struct {
 	at          []int          // each item's index in the call
 	seen        map[string]int // item key -> position in the chunk
 	dups        int            // items repeated within the chunk
+	pos         []int          // each item given's position in the chunk (a repeat's: its first's)
+	jobs        []int64        // each position's job id (set by addChunk; a skipped item's only if wantJobs)
+	wantJobs    bool           // the caller wants the skipped items' job ids (AddItemJobs)
 }
 
 func (c *Client) newChunk(group, name string, size int) (*chunk, error) {
@@ -155,6 +172,7 @@ func (ch *chunk) reset(base int) {
 	ch.parts, ch.keys, ch.kinds, ch.args = ch.parts[:0], ch.keys[:0], ch.kinds[:0], ch.args[:0]
 	ch.maxes, ch.ids, ch.holds, ch.at = ch.maxes[:0], ch.ids[:0], ch.holds[:0], ch.at[:0]
 	ch.prios, ch.maxSet = ch.prios[:0], ch.maxSet[:0]
+	ch.pos, ch.jobs = ch.pos[:0], ch.jobs[:0]
 	clear(ch.seen)
 	ch.dups = 0
 }
@@ -190,8 +208,10 @@ func (ch *chunk) add(c *Client, i int, it Item) error {
 			return bad(ErrItemConflict, "item key repeated (item %d) with another kind, key or args", ch.at[j])
 		}
 		ch.dups++
+		ch.pos = append(ch.pos, j)
 		return nil
 	}
+	ch.pos = append(ch.pos, len(ch.ids))
 	ch.seen[it.ID] = len(ch.ids)
 	ch.keys, ch.kinds, ch.args = append(ch.keys, it.Key), append(ch.kinds, it.Args.Kind()), append(ch.args, string(b))
 	ch.maxes, ch.ids, ch.holds = append(ch.maxes, max), append(ch.ids, it.ID), append(ch.holds, true)
@@ -246,13 +266,30 @@ func (c *Client) addChunk(ctx context.Context, ch *chunk) (Added, error) {
 	if err != nil {
 		return Added{}, store.Classify("queue", "add items", ch.name, err)
 	}
-	skipped, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ch.jobs = ch.jobs[:0]
+	var skipped []int64
+	var ord int64
+	var job *int64
+	_, err = pgx.ForEachRow(rows, []any{&ord, &job}, func() error {
+		if job == nil {
+			skipped = append(skipped, ord)
+			ch.jobs = append(ch.jobs, 0) // set by itemJobs
+		} else {
+			ch.jobs = append(ch.jobs, *job)
+		}
+		return nil
+	})
 	if err != nil {
 		return Added{}, store.Classify("queue", "add items", ch.name, err)
 	}
 	if len(skipped) > 0 {
 		if err := c.conflicts(ctx, tx, id, ch, skipped); err != nil {
 			return Added{}, err
+		}
+		if ch.wantJobs {
+			if err := c.itemJobs(ctx, tx, id, ch, skipped); err != nil {
+				return Added{}, err
+			}
 		}
 	}
 	if err := store.Commit(ctx, tx, "queue: add items", ch.name); err != nil {
@@ -293,6 +330,35 @@ func (c *Client) conflicts(ctx context.Context, tx pgx.Tx, id int64, ch *chunk, 
 	}
 	return &ItemError{Index: ch.at[j], Item: ids[i], Err: ErrItemConflict,
 		Reason: fmt.Sprintf("batch %q has this item key with %s", ch.name, diff)}
+}
+
+// itemJobs sets the job ids of the skipped items (by 1-based position in
+// the chunk) to those of the items the batch has.
+func (c *Client) itemJobs(ctx context.Context, tx pgx.Tx, id int64, ch *chunk, skipped []int64) error {
+	keys := make([]string, len(skipped))
+	for i, n := range skipped {
+		keys[i] = ch.ids[n-1]
+	}
+	rows, err := tx.Query(ctx, c.batches.q.ItemJobs, id, keys)
+	if err != nil {
+		return store.Classify("queue", "add items", ch.name, err)
+	}
+	found := 0
+	var n, job int64
+	_, err = pgx.ForEachRow(rows, []any{&n, &job}, func() error {
+		found++
+		ch.jobs[skipped[n-1]-1] = job
+		return nil
+	})
+	if err != nil {
+		return store.Classify("queue", "add items", ch.name, err)
+	}
+	if found != len(skipped) {
+		// Skipped by the insert, yet not there: an item is never deleted
+		// while its batch takes items, so this is a bug, reported.
+		return fmt.Errorf("queue: add items to batch %q: %d of %d items already added not found", ch.name, len(skipped)-found, len(skipped))
+	}
+	return nil
 }
 
 // hasNUL reports whether JSON text b holds a NUL character, raw or

@@ -101,11 +101,15 @@ func (c *Client) lockAndFinish(ctx context.Context, op, stmt, group, name string
 
 // CancelBatch cancels batch name of group: it is sealed, its pending items
 // are cancelled (in transactions of a thousand items), and it finishes
-// once no item is running any more: its on-complete follow-up still runs,
-// once; its on-success follow-up never does. Items running when it is
-// cancelled are as jobs cancelled while they run (see Cancel): a
-// transactional handler's effects roll back, a plain handler's may
-// already have happened. It returns how many items it cancelled.
+// once every item is finished (completed, discarded or cancelled) in the
+// database: its on-complete follow-up still runs, once; its on-success
+// follow-up never does. Items running when it is cancelled are as jobs
+// cancelled while they run (see Cancel): they count as cancelled at once,
+// and their handlers are told to stop (by notification); a transactional
+// handler's effects roll back, but a plain handler's may already have
+// happened, or still happen after the batch finished and its on-complete
+// follow-up ran: nothing waits for a plain handler to return (see
+// docs/batches.md). It returns how many items it cancelled.
 //
 // Cancelling a batch that has finished and has no pending item (none
 // retried since) changes nothing: it stays finished, or succeeded.
@@ -174,6 +178,44 @@ func (c *Client) RetryBatch(ctx context.Context, group, name string) (int64, err
 	}
 }
 
+// DeleteBatch deletes batch name of group, finished, with no item pending:
+// its items left (retention may have deleted them), its row and its
+// counters, in one transaction; its name can then be taken again.
+// Its follow-up jobs are left to retention, like any job. It returns how
+// many items it deleted. A batch that is not finished, or has items
+// pending again (retried since), gives an error wrapping
+// ErrBatchNotFinished; an unknown one, ErrUnknownBatch. Finished batches
+// are also deleted by retention (ProcessorConfig.BatchRetention).
+func (c *Client) DeleteBatch(ctx context.Context, group, name string) (int64, error) {
+	if err := checkBatchName(group, name); err != nil {
+		return 0, err
+	}
+	var items int64
+	err := c.inTx(ctx, "delete batch", name, func(tx pgx.Tx) error {
+		var id int64
+		err := tx.QueryRow(ctx, c.batches.q.LockName, group, name).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q in group %q", ErrUnknownBatch, name, group)
+		}
+		if err != nil {
+			return err
+		}
+		var done bool
+		if err := tx.QueryRow(ctx, c.batches.q.Deletable, id).Scan(&done); err != nil {
+			return err
+		}
+		if !done {
+			return fmt.Errorf("%w: %q in group %q: it has items pending, or is not sealed (cancel it first)", ErrBatchNotFinished, name, group)
+		}
+		return tx.QueryRow(ctx, c.batches.q.Delete, id).Scan(&items)
+	})
+	if err != nil {
+		return 0, err
+	}
+	c.log.Info("queue: batch deleted", "group", group, "batch", name, "items", items)
+	return items, nil
+}
+
 // inTx runs fn in a transaction and commits it, trying again (up to 5
 // times) when the server aborted it to break a deadlock with an owner's
 // completion of the same items.
@@ -196,7 +238,7 @@ func (c *Client) inTxOnce(ctx context.Context, op, resource string, fn func(pgx.
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // after the commit: a no-op
 	if err := fn(tx); err != nil {
-		if errors.Is(err, ErrUnknownBatch) {
+		if errors.Is(err, ErrUnknownBatch) || errors.Is(err, ErrBatchNotFinished) {
 			return err
 		}
 		return store.Classify("queue", op, resource, err)

@@ -2,12 +2,14 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/store"
@@ -321,11 +323,62 @@ func (p *Processor) record(ctx context.Context, gs []grantOutcomes, refused []er
 		// again).
 		done := store.Watch(conn.Conn().PgConn())
 		changed, _, err := p.completeGrants(ctx, standalone(conn), gs, refused) // no batch item: nothing drained
-		if nr := done(); err == nil && nr != nil {
+		var ua *unappliedError
+		if nr := done(); (err == nil || errors.As(err, &ua)) && nr != nil {
 			return 0, &fence.IndeterminateError{Op: "queue: record outcomes", Resource: resource, Err: nr}
 		}
-		return changed, err
+		if ua == nil {
+			return changed, err
+		}
+		// Outcomes of batch items without their item flag (logged as the
+		// bug it is): the rest committed; these, left pending, are applied
+		// now, as items. Should that fail, they stay pending and run
+		// again: the rest committed, so the error is logged, not returned
+		// (returned, the completer would record the rest twice).
+		more, err := p.recordItems(ctx, conn, gs, refused, ua.ids)
+		if err != nil {
+			p.log.Error("queue: applying batch item outcomes as items failed; they run again", "jobs", ua.ids, "err", err)
+		}
+		return changed + more, nil
 	}
+	return p.recordTx(ctx, conn, gs, refused, n, resource)
+}
+
+// recordItems applies, as batch items (in a transaction, see recordTx),
+// the outcomes of gs whose jobs are ids, and merges their grants'
+// refusals into refused.
+func (p *Processor) recordItems(ctx context.Context, conn *pgxpool.Conn, gs []grantOutcomes, refused []error, ids []int64) (int, error) {
+	var sub []grantOutcomes
+	var at []int // sub[j] is gs[at[j]]
+	n := 0
+	for i, g := range gs {
+		var outs []outcome
+		for _, o := range g.outs {
+			if slices.Contains(ids, o.id) {
+				o.item = true
+				outs = append(outs, o)
+			}
+		}
+		if len(outs) > 0 {
+			sub, at = append(sub, grantOutcomes{g.o, outs}), append(at, i)
+			n += len(outs)
+		}
+	}
+	if len(sub) == 0 {
+		return 0, nil
+	}
+	subRefused := make([]error, len(sub))
+	changed, err := p.recordTx(ctx, conn, sub, subRefused, n, sub[0].o.Lease.Name())
+	for j, r := range subRefused {
+		if r != nil {
+			refused[at[j]] = r
+		}
+	}
+	return changed, err
+}
+
+// recordTx is record in a transaction of its own on conn.
+func (p *Processor) recordTx(ctx context.Context, conn *pgxpool.Conn, gs []grantOutcomes, refused []error, n int, resource string) (int, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("queue: record %d outcome(s): %w", n, err)

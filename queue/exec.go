@@ -128,8 +128,13 @@ func (r *run) cancelledEvent(f fetched, d time.Duration, err error) event {
 	return ev
 }
 
-// add records the result of one job's run.
+// add records the result of one job's run. A batch item's outcome is
+// marked as one whatever built it: only the statement that counts items
+// may apply it (see completeGrants).
 func (r *run) add(f fetched, rec *outcome, ev event) {
+	if rec != nil && f.item != "" {
+		rec.item = true
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.results = append(r.results, jobResult{f: f, rec: rec, ev: ev})
@@ -169,6 +174,7 @@ func (r *run) settle(f fetched) bool {
 	case !ok:
 		r.log.Warn("queue: no handler for the job's kind; kept pending", "job", f.id, "kind", f.kind)
 		rec := p.later(f.id, p.cfg.UnknownKindDelay, fmt.Sprintf("no handler for kind %q", f.kind))
+		rec.item = f.item != "" // an item's outcome takes the statement that counts items
 		r.add(f, &rec, r.event(f, OutcomeSnoozed, 0, nil))
 		return true
 	case h.runBatch != nil:
@@ -327,7 +333,7 @@ func (r *run) txResult(hctx context.Context, f fetched, err error, d time.Durati
 func (r *run) interrupt(f fetched, ev event) {
 	var rec *outcome
 	if f.charged {
-		rec = &outcome{id: f.id, state: "pending", spent: f.spend(0)}
+		rec = &outcome{id: f.id, state: "pending", spent: f.spend(0), item: f.item != ""}
 	}
 	r.add(f, rec, ev)
 }

@@ -229,12 +229,13 @@ func (p *Processor) completeGrants(ctx context.Context, run runner, gs []grantOu
 		live  bool
 	}
 	leased := make(map[string]found, len(gs))
+	var unapplied []int64
 	err = run(ctx, stmt, []any{ids, states, spent, delays, errs, tokens, leases,
 		strconv.FormatInt(max(p.fence.Config().LockTimeout.Milliseconds(), 1), 10), holds}, func(rows pgx.Rows) error {
 		var name string
 		var f found
 		var current int64
-		_, err := pgx.ForEachRow(rows, []any{&name, &current, &f.live, &changed, &drained}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&name, &current, &f.live, &changed, &drained, &unapplied}, func() error {
 			f.token = fence.Token(current)
 			leased[name] = f
 			return nil
@@ -249,17 +250,42 @@ func (p *Processor) completeGrants(ctx context.Context, run runner, gs []grantOu
 		f, ok := leased[name]
 		switch {
 		case !ok:
-			refused[i] = &fence.FencedError{Resource: name, Held: g.o.Token, Reason: "no such lease"}
+			refused[i] = &fence.FencedError{Resource: name, Held: g.o.Token, Reason: "no such lease", Check: fence.CheckLocking}
 		case f.token != g.o.Token:
-			refused[i] = &fence.FencedError{Resource: name, Held: g.o.Token, Current: f.token, Reason: "the lease was granted anew"}
+			refused[i] = &fence.FencedError{Resource: name, Held: g.o.Token, Current: f.token, Reason: "the lease was granted anew", Check: fence.CheckLocking}
 		case !f.live:
-			refused[i] = &fence.FencedError{Resource: name, Held: g.o.Token, Current: f.token, Reason: "the lease expired"}
+			refused[i] = &fence.FencedError{Resource: name, Held: g.o.Token, Current: f.token, Reason: "the lease expired", Check: fence.CheckLocking}
 		default:
 			refused[i] = nil
 		}
 	}
+	if len(unapplied) > 0 {
+		// A batch item's outcome without its item flag: a bug, never a
+		// silent no-op (the item would stay pending and be fetched again
+		// at once).
+		p.unapplied.Add(int64(len(unapplied)))
+		p.log.Error("queue: batch item outcomes handed to the statement that cannot apply them (a bug): not applied",
+			"jobs", unapplied)
+		return changed, drained, &unappliedError{ids: unapplied}
+	}
 	return changed, drained, nil
 }
+
+// errUnapplied is wrapped by an *unappliedError.
+var errUnapplied = errors.New("queue: outcomes of batch items not applied")
+
+// unappliedError reports outcomes of batch items that completeGrants
+// handed, without their item flag, to the statement that changes no batch
+// item (queueCompleteFenced in internal/store), which left them pending
+// and reported them. Outside a transaction the rest committed, and record
+// applies these as items; in one, the caller rolls back.
+type unappliedError struct{ ids []int64 }
+
+func (e *unappliedError) Error() string {
+	return fmt.Sprintf("%v: jobs %v (an outcome without its item flag)", errUnapplied, e.ids)
+}
+
+func (e *unappliedError) Unwrap() error { return errUnapplied }
 
 // runner runs a statement that returns rows, and hands them to scan.
 type runner func(ctx context.Context, stmt string, args []any, scan func(pgx.Rows) error) error

@@ -103,6 +103,15 @@ type ProcessorConfig struct {
 	// RetentionInterval is how often the member deletes the finished jobs
 	// of its partitions older than Retention. Defaults to 1m.
 	RetentionInterval time.Duration
+	// BatchRetention is how long a finished batch (its row, name, progress
+	// and counters) is kept once its items are gone (deleted Retention
+	// after it finished): then retention deletes it, and its name can be
+	// taken again (a producer running again would create it anew and run
+	// every item again). Defaults to DefaultBatchRetention (30 days): long
+	// past any producer's resume, while a batch's few rows (one, and two
+	// per partition) cost little. Each retention round deletes at most
+	// RetainBatches of them per group (see docs/batches.md).
+	BatchRetention time.Duration
 	// Fence sets the timeouts of the fenced transactions. Defaults as in
 	// lease.FenceConfig.
 	Fence lease.FenceConfig
@@ -197,6 +206,9 @@ type Processor struct {
 	members    atomic.Int32 // member loops running (for tests)
 	polls      atomic.Int64 // polls run (for tests)
 	fetched    atomic.Int64 // partitions' asks answered by fetches (for tests)
+	// unapplied counts outcomes of batch items a completion could not
+	// apply (see unappliedError): a bug, logged at ERROR.
+	unapplied atomic.Int64
 }
 
 // NewProcessor returns a Processor whose jobs and handlers' transactions
@@ -211,7 +223,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	case cfg.Workers.check() != nil:
 		return nil, fmt.Errorf("%w: Workers: %w", ErrInvalidConfig, cfg.Workers.check())
 	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
-		cfg.UnknownKindDelay < 0 || cfg.PauseInterval < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.PublishInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
+		cfg.UnknownKindDelay < 0 || cfg.PauseInterval < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.BatchRetention < 0 || cfg.PublishInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
 		return nil, fmt.Errorf("%w: negative value", ErrInvalidConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -244,6 +256,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.PauseInterval, 2*time.Second)
 	def(&cfg.Retention, 24*time.Hour)
 	def(&cfg.RetentionInterval, time.Minute)
+	def(&cfg.BatchRetention, DefaultBatchRetention)
 	def(&cfg.PublishInterval, time.Second)
 	st, err := store.For(db.Schema())
 	if err != nil {

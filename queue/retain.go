@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,6 +19,16 @@ const RetainChunk = 1000
 // a round cut short goes on at the next poll.
 const retainChunks = 10
 
+// DefaultBatchRetention is ProcessorConfig.BatchRetention's default: 30
+// days.
+const DefaultBatchRetention = 30 * 24 * time.Hour
+
+// RetainBatches bounds the finished batches one retention round looks at
+// per group: the batches whose items it deletes (probing each once per
+// partition), those it finds without items, and those it deletes. So a
+// round's cost does not grow with the number of batches ever run.
+const RetainBatches = 100
+
 // retain runs one round of retention for all the partitions the Processor
 // runs (see the member's loop): per group, of plain jobs then of the items
 // of finished batches, chunk after chunk until one comes back short, ctx
@@ -32,6 +43,9 @@ func (p *Processor) retain(ctx context.Context) bool {
 		budget := retainChunks
 		done := p.retainWith(ctx, group, parts, p.q.Retain, &budget) &&
 			p.retainWith(ctx, group, parts, p.q.RetainItems, &budget)
+		if done {
+			p.retainBatches(ctx, group)
+		}
 		finished = finished && (done || budget > 0)
 	}
 	return finished
@@ -46,7 +60,11 @@ func (p *Processor) retainWith(ctx context.Context, group string, parts []int32,
 		var tag pgconn.CommandTag
 		b := &pgx.Batch{}
 		memberTx(b, false, func() {
-			b.Queue(stmt, group, parts, p.cfg.Retention.Microseconds(), RetainChunk).Exec(func(t pgconn.CommandTag) error {
+			args := []any{group, parts, p.cfg.Retention.Microseconds(), RetainChunk}
+			if stmt == p.q.RetainItems {
+				args = append(args, RetainBatches)
+			}
+			b.Queue(stmt, args...).Exec(func(t pgconn.CommandTag) error {
 				tag = t
 				return nil
 			})
@@ -66,4 +84,34 @@ func (p *Processor) retainWith(ctx context.Context, group string, parts []int32,
 		}
 	}
 	return false
+}
+
+// retainBatches marks the finished batches of group whose items are all
+// gone, then deletes those finished longer ago than BatchRetention: at
+// most RetainBatches of each, in one round trip. A failure is logged, and
+// the next round tries again.
+func (p *Processor) retainBatches(ctx context.Context, group string) {
+	var marked, deleted pgconn.CommandTag
+	b := &pgx.Batch{}
+	memberTx(b, false, func() {
+		b.Queue(p.batches.q.MarkGone, group, p.cfg.Retention.Microseconds(), RetainBatches).Exec(func(t pgconn.CommandTag) error {
+			marked = t
+			return nil
+		})
+		b.Queue(p.batches.q.Retain, group, p.cfg.BatchRetention.Microseconds(), RetainBatches).Exec(func(t pgconn.CommandTag) error {
+			deleted = t
+			return nil
+		})
+	})
+	if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
+		if ctx.Err() == nil {
+			p.fails.Fail("retain-batches", "queue: deleting old finished batches failed", "group", group, "err", err)
+		}
+		return
+	}
+	p.fails.Recovered("retain-batches", "queue: deleting old finished batches recovered")
+	if marked.RowsAffected() > 0 || deleted.RowsAffected() > 0 {
+		p.log.Debug("queue: retention of finished batches", "group", group, "items_gone", marked.RowsAffected(),
+			"deleted", deleted.RowsAffected())
+	}
 }

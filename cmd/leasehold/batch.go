@@ -18,14 +18,14 @@ func newBatchCmd(opts *rootOptions) *cobra.Command {
 	db := &dbFlags{opts: opts}
 	cmd := &cobra.Command{
 		Use:   "batch",
-		Short: "Submit, follow, list, seal, cancel and retry batches of jobs",
+		Short: "Submit, follow, list, seal, cancel, retry and delete batches of jobs",
 		Long: "batch submits a batch's items from JSON lines (creating it if needed), shows its progress, lists\n" +
-			"the batches, and seals, cancels and retries one. A batch is named by its group and its name; the\n" +
+			"the batches, and seals, cancels, retries and deletes one. A batch is named by its group and its name; the\n" +
 			"group may be left out when one group only has a batch of that name.",
 	}
 	db.add(cmd, true)
 	cmd.AddCommand(newBatchSubmitCmd(db), newBatchStatusCmd(db), newBatchListCmd(db),
-		newBatchSealCmd(db), newBatchCancelCmd(db), newBatchRetryCmd(db))
+		newBatchSealCmd(db), newBatchCancelCmd(db), newBatchRetryCmd(db), newBatchDeleteCmd(db))
 	return cmd
 }
 
@@ -204,8 +204,9 @@ func newBatchCancelCmd(db *dbFlags) *cobra.Command {
 		Use:   "cancel [GROUP] NAME",
 		Short: "Cancel a batch: seal it and cancel its pending items",
 		Long: "cancel seals the batch and cancels its pending items, a thousand per transaction; it finishes\n" +
-			"once no item is running: its on-complete follow-up still runs, once, its on-success one never.\n" +
-			"An item running meanwhile is cancelled as `jobs cancel` cancels a running job.",
+			"then (items running count as cancelled): its on-complete follow-up still runs, once, its on-success\n" +
+			"one never. An item running meanwhile is cancelled as `jobs cancel` cancels a running job: a plain\n" +
+			"handler may still be running when the on-complete follow-up runs.",
 		Args: batchArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return changeBatch(cmd, db, args, admin.CancelBatch)
@@ -250,4 +251,48 @@ func changeBatch(cmd *cobra.Command, db *dbFlags, args []string,
 		fmt.Fprintf(w, "batch %s of group %s: %d discarded items back to pending\n", c.Name, c.Group, *c.Retried)
 	}
 	return nil
+}
+
+// batchDeleted is what `batch delete` prints with --json.
+type batchDeleted struct {
+	Group string `json:"group"`
+	Name  string `json:"name"`
+	Items int64  `json:"items_deleted"`
+}
+
+func newBatchDeleteCmd(db *dbFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete [GROUP] NAME",
+		Short: "Delete a finished batch: its row, counters and items left",
+		Long: "delete deletes a finished batch with no item pending: its items left (retention may have deleted\n" +
+			"them), its row and its counters; its name can then be taken again. Its follow-up jobs are left to\n" +
+			"retention. A batch not finished is refused (queue.ErrBatchNotFinished): cancel it first.",
+		Args: batchArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, name := groupName(args)
+			h, ctx, done, err := db.connect(cmd.Context(), db.opts.logger(cmd.ErrOrStderr()))
+			if err != nil {
+				return err
+			}
+			defer done()
+			group, err = admin.BatchGroup(ctx, h, group, name)
+			if err != nil {
+				return admin.Explain(ctx, err)
+			}
+			q, err := queue.New(h, queue.Config{})
+			if err != nil {
+				return err
+			}
+			n, err := q.DeleteBatch(ctx, group, name)
+			if err != nil {
+				return admin.Explain(ctx, err)
+			}
+			w := cmd.OutOrStdout()
+			if db.json {
+				return printJSON(w, batchDeleted{Group: group, Name: name, Items: n})
+			}
+			fmt.Fprintf(w, "batch %s of group %s deleted, with %d items\n", name, group, n)
+			return nil
+		},
+	}
 }

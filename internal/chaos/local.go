@@ -40,6 +40,8 @@ type LocalConfig struct {
 	// Unfenced is the control: the members apply effects outside the
 	// fenced transaction, and the check must find duplicates.
 	Unfenced bool
+	// NoPlain runs the queue workload without plain jobs (Env.NoPlain).
+	NoPlain bool
 	// Say receives one line per set-up step. Defaults to discarding them.
 	Say func(format string, args ...any)
 	// Logger receives the members' logs. Defaults to a discarding logger.
@@ -92,7 +94,7 @@ func OpenLocal(ctx context.Context, cfg LocalConfig) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
-	env := Env{Schema: cfg.Schema, Group: cfg.Group, Partitions: cfg.Partitions, Keys: cfg.Keys}
+	env := Env{Schema: cfg.Schema, Group: cfg.Group, Partitions: cfg.Partitions, Keys: cfg.Keys, NoPlain: cfg.NoPlain}
 	st, err := openStage(ctx, cfg.DatabaseURL, cfg.Workload, env, cfg.Logger, cfg.Say)
 	if err != nil {
 		os.RemoveAll(dir)

@@ -46,8 +46,9 @@ func (plainItem) Kind() string { return plainKind }
 const plainKind = "chaos.plain"
 
 // plainKey reports whether the queue workload's key k gets plain jobs:
-// one key in four (every job of a key is of one kind).
-func plainKey(k int) bool { return k%4 == 3 }
+// one key in four (every job of a key is of one kind), none when
+// env.NoPlain.
+func plainKey(env Env, k int) bool { return !env.NoPlain && k%4 == 3 }
 
 // completeSlack is how long after its grant's last recorded expiry a
 // completion's finished_at may be: the fenced completion statement checks

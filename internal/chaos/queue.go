@@ -65,7 +65,7 @@ func (queueWorkload) Feed(ctx context.Context, db *pgxpool.Pool, env Env, n int,
 		for ; sent < want; sent++ {
 			k := sent % env.Keys
 			var args queue.Args = item{Seq: seq[k]}
-			if plainKey(k) {
+			if plainKey(env, k) {
 				args = plainItem{Seq: seq[k]}
 			}
 			batch = append(batch, queue.Job{Group: env.Group, Key: fmt.Sprint("k", k), Args: args})
@@ -119,7 +119,7 @@ func (queueWorkload) FeedPartitions(ctx context.Context, db *pgxpool.Pool, env E
 		for k := range env.Keys {
 			if key := fmt.Sprint("k", k); partition.OfString(key, env.Partitions) == p {
 				var args queue.Args = item{Seq: -1}
-				if plainKey(k) {
+				if plainKey(env, k) {
 					args = plainItem{Seq: -1}
 				}
 				jobs = append(jobs, queue.Job{Group: env.Group, Key: key, Args: args})

@@ -66,6 +66,10 @@ type Env struct {
 	// Brokers are the Kafka workload's seed brokers (host:port), set by its
 	// Setup; empty for the queue workload.
 	Brokers []string
+	// NoPlain makes the queue workload's jobs all transactional: no key
+	// gets plain jobs (plainKey). The demo sets it: its story promises
+	// every effect exactly once, which a plain handler's is not.
+	NoPlain bool
 }
 
 // WorkerEnv is a worker process's side of a run.

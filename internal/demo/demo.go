@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		cfg.Events = func(Event) {}
 	}
 	s := &story{cfg: cfg, names: []string{"worker-1", "worker-2", "worker-3"}}
-	lc := chaos.LocalConfig{DatabaseURL: cfg.DatabaseURL, Schema: Schema, Group: Group, Workload: "queue",
+	lc := chaos.LocalConfig{DatabaseURL: cfg.DatabaseURL, Schema: Schema, Group: Group, Workload: "queue", NoPlain: true,
 		Partitions: Partitions, Keys: Keys, TTL: TTL, Unfenced: cfg.Unfenced, Say: s.step, Logger: cfg.Logger}
 	s.rep.Story, s.total, s.tell = "queue", Jobs, s.queue
 	if cfg.Kafka {

@@ -76,8 +76,8 @@ FOR KEY SHARE`
 // $9 holds, $11 priorities, $12 whether each max attempts was set by the
 // producer, else the kind's policy may replace it), due now. An item whose key the batch has already is skipped.
 // The totals of the partitions that got items grow; each is notified on
-// channel $10 (at commit). It returns the input ordinals of the skipped
-// items.
+// channel $10 (at commit). It returns a row per item, in input order: its
+// input ordinal and its new job's id (NULL: skipped, see batchConflicts).
 const batchAdd = `
 WITH t AS MATERIALIZED (
     SELECT nextval('{{schema}}.jobs_id_seq') AS id, p, k, kind, a, m, item, h, pr, ms, n
@@ -98,7 +98,7 @@ tot AS (
     RETURNING b.partition),
 woken AS (
     SELECT count(*) AS n FROM (SELECT pg_notify($10, tot.partition || ':' || $2) FROM tot) AS x)
-SELECT t.n FROM t CROSS JOIN woken WHERE NOT EXISTS (SELECT FROM ins WHERE ins.id = t.id) ORDER BY t.n`
+SELECT t.n, ins.id FROM t LEFT JOIN ins ON ins.id = t.id CROSS JOIN woken ORDER BY t.n`
 
 // batchConflicts compares items that batchAdd skipped ($2 item keys, $3
 // kinds, $4 keys, $5 args) with the ones batch $1 has: it returns the
@@ -117,6 +117,19 @@ CROSS JOIN LATERAL (
 WHERE (e.kind, e.key, e.args) IS DISTINCT FROM (t.kind, t.k, t.a)
 ORDER BY t.n
 LIMIT 1`
+
+// batchItemJobs returns the job ids of the items $2 of batch $1 (the item
+// keys batchAdd skipped, in a new statement, which sees the items of
+// producers that committed while batchAdd waited for them), each with its
+// 1-based position in $2: one probe of jobs_batch_item per item.
+const batchItemJobs = `
+SELECT t.n, e.id
+FROM unnest($2::text[]) WITH ORDINALITY AS t(item, n)
+CROSS JOIN LATERAL (
+    SELECT e.id FROM {{schema}}.jobs AS e
+    WHERE e.batch_id = $1 AND e.batch_item = t.item AND e.batch_item IS NOT NULL
+    LIMIT 1) AS e
+ORDER BY t.n`
 
 // batchLockName locks batch $2 of group $1 FOR UPDATE, after the
 // producers' chunks in flight (FOR KEY SHARE), for batchSeal or
@@ -299,3 +312,56 @@ const batchList = batchColumns + `
 WHERE ($1::text IS NULL OR b.group_name = $1) AND ($2::bigint IS NULL OR b.id < $2)
 ORDER BY b.id DESC
 LIMIT $3`
+
+// batchDeletable reads batch $1, locked by batchLockName: whether it is
+// finished with no item pending (none retried since), as batchCancel
+// tests it.
+const batchDeletable = `
+SELECT b.finished_at IS NOT NULL AND
+       (SELECT coalesce(sum(t.total), 0) FROM {{schema}}.batch_totals AS t WHERE t.batch_id = $1) <=
+       (SELECT coalesce(sum(c.completed + c.failed + c.cancelled), 0) FROM {{schema}}.batch_counts AS c WHERE c.batch_id = $1)
+FROM {{schema}}.batches AS b WHERE b.id = $1`
+
+// batchDelete deletes batch $1, locked by batchLockName and found
+// deletable (batchDeletable): its items left (through jobs_batch_item),
+// then its row, its totals and counters (ON DELETE CASCADE). Its
+// follow-up jobs are left to retention. It returns how many items it
+// deleted.
+const batchDelete = `
+WITH items AS (
+    DELETE FROM {{schema}}.jobs AS j WHERE j.batch_id = $1 AND j.batch_item IS NOT NULL AND j.state <> 'pending'
+    RETURNING 1),
+b AS (
+    DELETE FROM {{schema}}.batches WHERE id = $1 RETURNING id)
+SELECT (SELECT count(*) FROM items) FROM b`
+
+// batchMarkGone marks, among the $3 batches of group $1 finished longest
+// ago (and more than $2 microseconds ago) whose items are not known to be
+// gone, those with no item left (one probe of jobs_batch_item each): item
+// retention probes them no more (see migration 0016). Rows locked by
+// another are skipped. It returns how many it marked.
+const batchMarkGone = `
+WITH s AS MATERIALIZED (
+    SELECT b.id FROM {{schema}}.batches AS b
+    WHERE b.group_name = $1 AND b.finished_at IS NOT NULL AND b.items_gone_at IS NULL
+      AND b.finished_at < (SELECT clock_timestamp() - $2 * interval '1 microsecond')
+    ORDER BY b.finished_at
+    LIMIT $3
+    FOR NO KEY UPDATE SKIP LOCKED)
+UPDATE {{schema}}.batches AS b SET items_gone_at = clock_timestamp()
+FROM s WHERE b.id = s.id
+  AND NOT EXISTS (SELECT FROM {{schema}}.jobs AS j WHERE j.batch_id = s.id AND j.batch_item IS NOT NULL)`
+
+// batchRetain deletes at most $3 batches of group $1 (rows, totals and
+// counters) whose items are gone (batchMarkGone) and that finished more
+// than $2 microseconds ago, oldest first, through batches_retain; rows
+// locked by another are skipped.
+const batchRetain = `
+DELETE FROM {{schema}}.batches
+WHERE id IN (
+    SELECT b.id FROM {{schema}}.batches AS b
+    WHERE b.group_name = $1 AND b.items_gone_at IS NOT NULL
+      AND b.finished_at < (SELECT clock_timestamp() - $2 * interval '1 microsecond')
+    ORDER BY b.finished_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED)`

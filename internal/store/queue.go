@@ -388,26 +388,38 @@ const queueComplete = queueCompleteSet + `NULL::bool[]` + queueCompleteWhere
 // complete, COMMIT; in a transactional handler's transaction, the locks
 // are held until that commits. It returns one row per lease found, with
 // its name, token and liveness (a lease with no row does not exist), how
-// many jobs changed in all, and NULL (see queueCompleteItems). $9 are the
-// new holds (see queueCompleteSet).
+// many jobs changed in all, NULL (see queueCompleteItems), and the
+// unapplied items (below). $9 are the new holds (see queueCompleteSet).
 //
 // It changes no batch item (batch_item IS NULL): those take
-// queueCompleteItems, which counts them. Were an item's outcome ever
-// handed to this statement, the item would stay pending (and run again),
-// never be finished uncounted.
+// queueCompleteItems, which counts them. An item's outcome handed to this
+// statement is not applied, never finished uncounted, and is reported:
+// the last column lists the pending batch items among $1 whose grant's
+// lease is live (the outcomes it could have applied but must not; NULL
+// when every outcome changed a job, so the common case reads nothing more),
+// for the caller to apply through queueCompleteItems and report as a bug.
 const queueCompleteFenced = `
 WITH l AS MATERIALIZED (` + queueFenceLock + `),
 changed AS (` + queueCompleteJobs + `
       AND j.batch_item IS NULL
       AND EXISTS (SELECT FROM l WHERE l.name = o.lease AND l.token = o.token AND l.live)
-    RETURNING 1)
-SELECT l.name, l.token, l.live, (SELECT count(*) FROM changed), NULL::bigint[] FROM l`
+    RETURNING 1),
+n AS MATERIALIZED (SELECT count(*) AS n FROM changed)
+SELECT l.name, l.token, l.live, n.n, NULL::bigint[],
+       CASE WHEN n.n < cardinality($1::bigint[]) THEN ARRAY(
+           SELECT j.id FROM unnest($1::bigint[], $6::bigint[], $7::text[]) AS u(id, token, lease)
+           JOIN {{schema}}.jobs AS j ON j.id = u.id
+           WHERE j.batch_item IS NOT NULL AND coalesce(j.state = 'pending', false)
+             AND EXISTS (SELECT FROM l AS k WHERE k.name = u.lease AND k.token = u.token AND k.live)
+           ORDER BY j.id) END
+FROM l CROSS JOIN n`
 
 // queueCompleteItems is queueCompleteFenced for outcomes among which are
 // batch items: it also counts the items it finishes in batch_counts (see
-// batchCount), and returns, as its last column, the batches of which it
+// batchCount), and returns, as its fifth column, the batches of which it
 // finished a partition's last item (NULL: none): the caller then runs
-// batchLock and batchFinish in the same transaction.
+// batchLock and batchFinish in the same transaction. Its sixth column is
+// NULL (it applies every outcome it may).
 const queueCompleteItems = `
 WITH l AS MATERIALIZED (` + queueFenceLock + `),
 changed AS (` + queueCompleteJobs + `
@@ -416,7 +428,7 @@ changed AS (` + queueCompleteJobs + `
 counted AS (` + batchCount + `),
 drained AS (` + batchDrained + `)
 SELECT l.name, l.token, l.live, (SELECT count(*) FROM changed),
-       (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained)
+       (SELECT array_agg(drained.batch_id ORDER BY drained.batch_id) FROM drained), NULL::bigint[]
 FROM l`
 
 // queueFenceLock is the fence of queueCompleteFenced and queueCompleteItems:
@@ -515,18 +527,23 @@ WHERE id = ANY(ARRAY(
 // partitions $2 of the batches of group $1 that finished more than $3
 // microseconds ago. Until its batch finished, an item is kept however old:
 // a producer submitting the batch again must find it (its item key is what
-// makes the second add a no-op). Each finished batch costs a probe of
-// jobs_batch_finished per round, whether its items are gone or not.
+// makes the second add a no-op). It probes (jobs_batch_finished) only the
+// $5 batches finished longest ago whose items are not known to be gone
+// (batches_retain_items; batchMarkGone marks them), so a round costs at
+// most $5 probes per partition, whatever the number of batches ever run.
 const queueRetainItems = `
 DELETE FROM {{schema}}.jobs
 WHERE id = ANY(ARRAY(
         SELECT f.id
-        FROM {{schema}}.batches AS b
+        FROM (SELECT b.id FROM {{schema}}.batches AS b
+              WHERE b.group_name = $1 AND b.finished_at IS NOT NULL AND b.items_gone_at IS NULL
+                AND b.finished_at < (SELECT clock_timestamp() - $3 * interval '1 microsecond')
+              ORDER BY b.finished_at
+              LIMIT $5) AS b
         CROSS JOIN LATERAL (
             SELECT f.id FROM {{schema}}.jobs AS f
             WHERE f.batch_id = b.id AND f.partition = ANY($2::int[]) AND f.state <> 'pending' AND f.batch_item IS NOT NULL
             LIMIT $4) AS f
-        WHERE b.group_name = $1 AND b.finished_at < clock_timestamp() - $3 * interval '1 microsecond'
         LIMIT $4))
   AND state <> 'pending'`
 
@@ -550,10 +567,24 @@ WHERE j.id = $1`
 // whose unique key is pending again in its group is left alone; a retried
 // job holds its unique key again (unique_released: see migration 8). The
 // batch items it puts back are taken off batch_counts (see batchCount).
+// A batch item whose batch is cancelled is never put back: if any of $1 is
+// one (discarded or cancelled), nothing changes, and those ids are
+// returned with refused true (else each changed id, refused false). The
+// batches of the items are held FOR KEY SHARE first, as batchRetryItems
+// does, so that a CancelBatch never runs beside it.
 const queueRetry = `
-WITH o AS MATERIALIZED (
+WITH b AS MATERIALIZED (
+    SELECT b.id, b.cancelled_at IS NOT NULL AS cancelled FROM {{schema}}.batches AS b
+    WHERE b.id IN (SELECT j.batch_id FROM {{schema}}.jobs AS j
+                   WHERE j.id = ANY($1::bigint[]) AND j.batch_item IS NOT NULL AND j.state IN ('discarded', 'cancelled'))
+    ORDER BY b.id
+    FOR KEY SHARE),
+refused AS MATERIALIZED (
+    SELECT j.id FROM {{schema}}.jobs AS j JOIN b ON b.id = j.batch_id
+    WHERE j.id = ANY($1::bigint[]) AND j.batch_item IS NOT NULL AND j.state IN ('discarded', 'cancelled') AND b.cancelled),
+o AS MATERIALIZED (
     SELECT j.id, j.state FROM {{schema}}.jobs AS j
-    WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled')
+    WHERE j.id = ANY($1::bigint[]) AND j.state IN ('discarded', 'cancelled') AND NOT EXISTS (SELECT FROM refused)
     ORDER BY j.id
     FOR UPDATE),
 changed AS (
@@ -568,7 +599,9 @@ changed AS (
             AND NOT u.unique_released))
     RETURNING j.id, j.batch_id, j.partition, j.state, o.state AS was, j.batch_item IS NOT NULL AS item),
 counted AS (` + batchCount + `)
-SELECT changed.id FROM changed CROSS JOIN (SELECT count(*) FROM counted) AS x`
+SELECT changed.id, false FROM changed CROSS JOIN (SELECT count(*) FROM counted) AS x
+UNION ALL
+SELECT refused.id, true FROM refused`
 
 // queueStats counts the pending jobs of every partition of group $1, idle
 // partitions included (no rows at all: the group does not exist). It reads

@@ -91,7 +91,8 @@ func For(schema string) (*Statements, error) {
 		},
 		Batch: BatchSQL{
 			Create: r(batchCreate), Spec: r(batchSpec), Kinds: r(batchKinds), RegisterKinds: r(batchRegisterKinds),
-			LockAdd: r(batchLockAdd), LockName: r(batchLockName), Add: r(batchAdd), Conflicts: r(batchConflicts), Seal: r(batchSeal),
+			LockAdd: r(batchLockAdd), LockName: r(batchLockName), Add: r(batchAdd), Conflicts: r(batchConflicts), ItemJobs: r(batchItemJobs),
+			Deletable: r(batchDeletable), Delete: r(batchDelete), MarkGone: r(batchMarkGone), Retain: r(batchRetain), Seal: r(batchSeal),
 			Cancel: r(batchCancel), CancelItems: r(batchCancelItems), RetryItems: r(batchRetryItems),
 			Lock: r(batchLock), Finish: r(batchFinish), Progress: r(batchProgress), ByID: r(batchByID),
 			Named: r(batchNamed), List: r(batchList),
@@ -182,8 +183,11 @@ type QueueSQL struct {
 
 // BatchSQL are the statements of batches (package queue).
 type BatchSQL struct {
-	Create, Spec, Kinds, RegisterKinds, LockAdd, LockName, Add, Conflicts, Seal, Cancel, CancelItems, RetryItems,
+	Create, Spec, Kinds, RegisterKinds, LockAdd, LockName, Add, Conflicts, ItemJobs, Seal, Cancel, CancelItems, RetryItems,
 	Lock, Finish, Progress, ByID, Named, List string
+	// Deletable and Delete delete a finished batch; MarkGone and Retain
+	// are the retention of finished batches.
+	Deletable, Delete, MarkGone, Retain string
 }
 
 // RunningSQL are the statements of what is running now (package queue).
