@@ -103,7 +103,9 @@ func checkFleetReport(t *testing.T, rep fleetJSON) {
 // LEASEHOLD_REQUIRE_PGBOUNCER is set.
 func TestFleetSuiteBehindPgBouncer(t *testing.T) {
 	t.Parallel() // a throwaway server of its own; checks the report's shape, not its speed
-	out, path, err := runFleetBrief(t, "--load", "1s", "--pgbouncer")
+	// 3 s of load: River's workers poll (PollOnly, behind the pooler) once
+	// a second, and in a 1 s window they once finished nothing (CI).
+	out, path, err := runFleetBrief(t, "--load", "3s", "--pgbouncer")
 	if errors.Is(err, pgbouncer.ErrNotInstalled) && os.Getenv(pgtest.EnvRequirePgBouncer) == "" {
 		t.Skip(err)
 	}

@@ -98,6 +98,7 @@ func (m *Member) reconcile() time.Duration {
 	}
 	if len(want) == 0 {
 		m.failedRounds = 0
+		m.handoffPolls.Store(0)
 		return next
 	}
 
@@ -121,34 +122,38 @@ func (m *Member) reconcile() time.Duration {
 			busy = append(busy, name)
 		}
 	}
-	if len(busy) > 0 { // held by a member handing off, or one that crashed
-		ctx, cancel = context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
-		infos, err := m.leases.InspectMany(ctx, busy...)
-		cancel()
-		if err != nil {
-			return m.retryAfter(next) // when the busy leases expire is unknown
+	if len(busy) == 0 {
+		m.failedRounds = 0
+		m.handoffPolls.Store(0)
+		return next
+	}
+	// Held by a member handing off (or about to), or one that crashed.
+	ctx, cancel = context.WithTimeout(m.ctx, m.cfg.Lease.StatementTimeout)
+	infos, err := m.leases.InspectMany(ctx, busy...)
+	cancel()
+	if err != nil {
+		return m.retryAfter(next) // when the busy leases expire is unknown
+	}
+	held, handing := 0, false
+	for _, i := range infos {
+		if i.Held() {
+			held++
+			soon(i.ExpiresAt.Sub(i.Now))
+			handing = handing || slices.Contains(live, MemberOf(i.Owner))
 		}
-		held, handing := 0, false
-		for _, i := range infos {
-			if i.Held() {
-				held++
-				soon(i.ExpiresAt.Sub(i.Now))
-				handing = handing || slices.Contains(live, MemberOf(i.Owner))
-			}
-		}
-		if handing {
-			soon(m.handoffPoll(m.clock.Now().Sub(claimed)))
-		} else {
-			m.handoffPolls = 0
-		}
-		if held < len(busy) {
-			// Free, yet not granted: the lease client keeps a name whose
-			// acquire had an unknown outcome to itself until it has freed
-			// any grant that acquire may have made (a background
-			// statement), or another member took and gave it back
-			// meanwhile. Nothing will say when: look again soon.
-			return m.retryAfter(next)
-		}
+	}
+	if handing {
+		soon(m.handoffPoll(m.clock.Now().Sub(claimed)))
+	} else {
+		m.handoffPolls.Store(0) // the next handoff's polls start afresh
+	}
+	if held < len(busy) {
+		// Free, yet not granted: the lease client keeps a name whose
+		// acquire had an unknown outcome to itself until it has freed
+		// any grant that acquire may have made (a background
+		// statement), or another member took and gave it back
+		// meanwhile. Nothing will say when: look again soon.
+		return m.retryAfter(next)
 	}
 	m.failedRounds = 0
 	return next
@@ -168,10 +173,9 @@ func (m *Member) reconcile() time.Duration {
 // rolling deploy of 64 members, where a claim now and then takes 150 ms.)
 func (m *Member) handoffPoll(took time.Duration) time.Duration {
 	d := handoffPollEvery
-	if n := m.handoffPolls - handoffFastPolls; n >= 0 {
+	if n := int(m.handoffPolls.Add(1)) - 1 - handoffFastPolls; n >= 0 {
 		d = handoffPollEvery << min(n+1, 16)
 	}
-	m.handoffPolls++
 	return min(max(d, took), m.cfg.PollInterval)
 }
 

@@ -45,6 +45,9 @@ type Member struct {
 	listening atomic.Bool  // the listener listens: notifications arrive (listenLoop)
 	gathering atomic.Bool  // a wake for notifications is due (gatherPoke)
 	reads     atomic.Int64 // membership reads (reconcile), for tests
+	// handoffPolls counts the reconcile rounds in a row that found a wanted
+	// partition held by a live member (handoffPoll); atomic for tests.
+	handoffPolls atomic.Int64
 	// wanted is the owner of each partition in the last assignment
 	// (reconcile), for the listener (notified): nil before the first.
 	wanted   atomic.Pointer[[]string]
@@ -57,7 +60,6 @@ type Member struct {
 	lastLive     []string // the last assignment's member set (sorted by the view)
 	lastOwners   []string
 	failedRounds int          // reconcile rounds failed in a row (retryAfter)
-	handoffPolls int          // tries in a row of partitions a live member holds (handoffPoll)
 	reported     map[int]bool // the partitions held at the last "assignment changed" line
 
 	life lifecycle.Service // Start and Stop: once each, serialised

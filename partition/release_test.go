@@ -119,3 +119,59 @@ func TestPromptReleasesDoNotNotify(t *testing.T) {
 		t.Error("c's Stop released its partitions without a notification")
 	}
 }
+
+// A member's handoff polls start afresh at each handoff: the count of
+// polls in a row, which sets the backoff, goes back to zero once a round
+// finds no wanted partition held by a live member. (It did only when one
+// was held by a member that was not live, so a long-lived member's later
+// handoffs started at the slow end of the backoff: a prompt release, which
+// does not notify, waited up to PollInterval.)
+func TestHandoffPollsStartAfreshAtEachHandoff(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := pgtest.Context(t)
+	var slow atomic.Bool
+	start := func(id string) *partition.Member {
+		m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "g", Partitions: 8, ID: id,
+			PollInterval: time.Hour, Lease: lease.Config{TTL: time.Minute},
+			Run: func(ctx context.Context, o partition.Ownership) {
+				<-ctx.Done()
+				if slow.Load() {
+					time.Sleep(time.Second)
+				}
+			}})
+		pgtest.Must(t, err)
+		partition.SetLateRelease(m, time.Hour) // releases never notify: b must poll
+		pgtest.Must(t, m.Start(ctx))
+		t.Cleanup(func() { stopMember(t, m) })
+		return m
+	}
+	start("a")
+	converged(t, pool, []string{"a"}, 10*time.Second)
+	slow.Store(true)
+	b := start("b")
+	var most int64
+	db := pgtest.DBOn(t, pool)
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		most = max(most, partition.HandoffPolls(b))
+		st, err := partition.Inspect(ctx, db, "g")
+		pgtest.Must(t, err)
+		if isConverged(st, []string{"a", "b"}) {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("not converged on a and b within 10s: %+v", st)
+		}
+	}
+	slow.Store(false)
+	// a's Runs took a second to return: b polled many times in a row.
+	if most < 5 {
+		t.Fatalf("b polled %d times in a row for a's partitions; want at least 5 (a's Runs took 1 s)", most)
+	}
+	// The round that claimed the last of them ends the handoff.
+	for start := time.Now(); partition.HandoffPolls(b) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("b's handoff polls still count %d after it claimed every partition it wanted", partition.HandoffPolls(b))
+		}
+	}
+}

@@ -43,14 +43,14 @@ const (
 
 // SlotEvent describes one attempt to record one slot.
 type SlotEvent struct {
-	Group    string
-	Schedule string
+	Group    string      // the scheduler's group
+	Schedule string      // the schedule's name
 	At       time.Time   // the slot, in UTC
 	Token    fence.Token // the leader's token
-	Outcome  SlotOutcome
-	JobID    int64 // the job enqueued (SlotEnqueued), else 0
-	Missed   int   // the earlier slots this one accounts for (see Slot)
-	Err      error // why the slot was not recorded; nil when it was
+	Outcome  SlotOutcome // what became of the slot in this attempt
+	JobID    int64       // the job enqueued (SlotEnqueued), else 0
+	Missed   int         // the earlier slots this one accounts for (see Slot)
+	Err      error       // why the slot was not recorded; nil when it was
 }
 
 // outcome returns the outcome of a slot of an attempt that ended with err;

@@ -2,6 +2,7 @@ package periodic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -70,6 +71,7 @@ func (s *Scheduler) prepare(ctx context.Context, token fence.Token, plan []plann
 		}()
 	}
 	got := make(map[int]jobResult, len(launched))
+	var cut error // why the wait ended before JobTimeout: the leadership ended
 	if len(launched) > 0 {
 		expired := make(chan struct{})
 		t := s.leases.Config().Clock.AfterFunc(s.cfg.JobTimeout, func() { close(expired) })
@@ -81,8 +83,10 @@ func (s *Scheduler) prepare(ctx context.Context, token fence.Token, plan []plann
 			case <-expired:
 				break wait
 			case <-ctx.Done():
+				cut = context.Cause(ctx)
 				break wait
 			case <-stop:
+				cut = errLeadershipEnded
 				break wait
 			}
 		}
@@ -91,6 +95,9 @@ func (s *Scheduler) prepare(ctx context.Context, token fence.Token, plan []plann
 	for _, i := range launched {
 		r, ok := got[i]
 		switch {
+		case !ok && cut != nil:
+			failed[i] = &ScheduleError{Index: i, Name: s.scheds[i].Name, Err: cut,
+				Reason: fmt.Sprintf("the leadership ended before Job returned for slot %v", plan[slots[i][0]].At)}
 		case !ok:
 			failed[i] = &ScheduleError{Index: i, Name: s.scheds[i].Name, Err: ErrJobTimeout,
 				Reason: fmt.Sprintf("Job did not return within %v for slot %v", s.cfg.JobTimeout, plan[slots[i][0]].At)}
@@ -158,3 +165,7 @@ func (s *Scheduler) job(i int, at time.Time) (j queue.Job, err error) {
 	}()
 	return s.scheds[i].Job(at), nil
 }
+
+// errLeadershipEnded is the cause of a slot whose Job was still running
+// when the leader's lease ended: the next leader handles the slot.
+var errLeadershipEnded = errors.New("periodic: the leadership ended")

@@ -172,3 +172,29 @@ func TestBatchRetentionRoundIsBounded(t *testing.T) {
 		t.Errorf("one round marked %d and deleted %d batches; want %d each", marked.RowsAffected(), deleted.RowsAffected(), queue.RetainBatches)
 	}
 }
+
+// A backlog of finished batches larger than a round's bound (as every
+// finished batch is after migration 0016, unmarked) drains round after
+// round, PollInterval apart, not one bound per RetentionInterval: a round
+// that hit the bound counts as cut short.
+func TestBatchRetentionBacklogDrainsRoundAfterRound(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, _ := setup(t)
+	const batches = 2*queue.RetainBatches + 50
+	_, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO leasehold.batches (group_name, name, sealed_at, finished_at)
+		SELECT 'emails', 'b-' || i, now() - interval '40 days', now() - interval '40 days' FROM generate_series(1, %d) AS i`, batches))
+	pgtest.Must(t, err)
+	left := func() (n int) {
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.batches WHERE group_name = 'emails'`).Scan(&n))
+		return n
+	}
+	// A round an hour apart: only the cut-short rule brings the next ones.
+	member(t, pool, 8, queue.ProcessorConfig{Workers: queue.NewWorkers(), PollInterval: 20 * time.Millisecond,
+		RetentionInterval: time.Hour}, false)
+	for start := time.Now(); left() > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("%d of %d old finished batches left after 15s; want all deleted in consecutive rounds", left(), batches)
+		}
+	}
+}

@@ -43,10 +43,11 @@ func (p *Processor) retain(ctx context.Context) bool {
 		budget := retainChunks
 		done := p.retainWith(ctx, group, parts, p.q.Retain, &budget) &&
 			p.retainWith(ctx, group, parts, p.q.RetainItems, &budget)
+		more := false
 		if done {
-			p.retainBatches(ctx, group)
+			more = p.retainBatches(ctx, group)
 		}
-		finished = finished && (done || budget > 0)
+		finished = finished && (done || budget > 0) && !more
 	}
 	return finished
 }
@@ -88,9 +89,12 @@ func (p *Processor) retainWith(ctx context.Context, group string, parts []int32,
 
 // retainBatches marks the finished batches of group whose items are all
 // gone, then deletes those finished longer ago than BatchRetention: at
-// most RetainBatches of each, in one round trip. A failure is logged, and
-// the next round tries again.
-func (p *Processor) retainBatches(ctx context.Context, group string) {
+// most RetainBatches of each, in one round trip. It reports whether either
+// hit that bound (more may be left: the round counts as cut short, and the
+// next comes sooner, so a backlog drains at RetainBatches per round rather
+// than per RetentionInterval: after migration 0016 every finished batch
+// starts unmarked). A failure is logged, and the next round tries again.
+func (p *Processor) retainBatches(ctx context.Context, group string) (more bool) {
 	var marked, deleted pgconn.CommandTag
 	b := &pgx.Batch{}
 	memberTx(b, false, func() {
@@ -107,11 +111,12 @@ func (p *Processor) retainBatches(ctx context.Context, group string) {
 		if ctx.Err() == nil {
 			p.fails.Fail("retain-batches", "queue: deleting old finished batches failed", "group", group, "err", err)
 		}
-		return
+		return false
 	}
 	p.fails.Recovered("retain-batches", "queue: deleting old finished batches recovered")
 	if marked.RowsAffected() > 0 || deleted.RowsAffected() > 0 {
 		p.log.Debug("queue: retention of finished batches", "group", group, "items_gone", marked.RowsAffected(),
 			"deleted", deleted.RowsAffected())
 	}
+	return marked.RowsAffected() >= RetainBatches || deleted.RowsAffected() >= RetainBatches
 }

@@ -210,7 +210,9 @@ func badInput(format string, args ...any) error {
 
 // status returns the HTTP status for err: 404 for what does not exist, 400
 // for malformed input (the UI's checks, a component's, or PostgreSQL's
-// data exceptions, SQLSTATE class 22, should a value pass them), 503 for
+// data exceptions, SQLSTATE class 22, should a value pass them), 409 for
+// an action a batch's state refuses (a retry of a cancelled batch's
+// item), 503 for
 // anything else: the UI's reads and actions fail only when the database
 // does (closed, unreachable, not migrated, or timing out).
 func status(err error) int {
@@ -222,6 +224,9 @@ func status(err error) int {
 	case errors.Is(err, errBadInput), errors.Is(err, queue.ErrInvalidFilter), errors.Is(err, queue.ErrInvalidPause),
 		errors.Is(err, queue.ErrInvalidBatch), errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22"):
 		return http.StatusBadRequest
+	case errors.Is(err, queue.ErrBatchCancelled), errors.Is(err, queue.ErrBatchSealed),
+		errors.Is(err, queue.ErrBatchNotFinished), errors.Is(err, queue.ErrBatchExists):
+		return http.StatusConflict // the batch's state refuses the action: shown as it is
 	case errors.Is(err, context.Canceled):
 		return statusClientClosed
 	}

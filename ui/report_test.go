@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasehold/leasehold/internal/logtest"
+	"github.com/leasehold/leasehold/queue"
 )
 
 // report shows the request's own faults as they are, and the database's
@@ -56,5 +57,22 @@ func TestReportHidesDatabaseErrors(t *testing.T) {
 			!strings.Contains(line, "secret") {
 			t.Errorf("%d %v: shown as %q; want %q and an error id logged at %s:\n%s", c.status, c.err, msg, c.says, c.level, log)
 		}
+	}
+}
+
+// An action a batch's state refuses (a retry of a cancelled batch's item)
+// is the request's fault, shown as it is (409), not a database outage.
+func TestBatchStateRefusalIsAConflict(t *testing.T) {
+	refused := &queue.CancelledItemsError{IDs: []int64{7}}
+	if got := status(refused); got != http.StatusConflict {
+		t.Errorf("status(%v) = %d; want 409", refused, got)
+	}
+	for _, err := range []error{queue.ErrBatchSealed, queue.ErrBatchNotFinished, fmt.Errorf("x: %w", queue.ErrBatchCancelled)} {
+		if got := status(err); got != http.StatusConflict {
+			t.Errorf("status(%v) = %d; want 409", err, got)
+		}
+	}
+	if got := status(errors.New("connection refused")); got != http.StatusServiceUnavailable { // the control
+		t.Errorf("status(connection refused) = %d; want 503", got)
 	}
 }
