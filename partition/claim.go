@@ -139,7 +139,10 @@ func (m *Member) reconcile() time.Duration {
 		if i.Held() {
 			held++
 			soon(i.ExpiresAt.Sub(i.Now))
-			handing = handing || slices.Contains(live, MemberOf(i.Owner))
+			// A live member other than this one (a former incarnation of
+			// it, one that crashed, frees its leases only at expiry).
+			owner := MemberOf(i.Owner)
+			handing = handing || owner != m.cfg.ID && slices.Contains(live, owner)
 		}
 	}
 	if handing {

@@ -29,11 +29,11 @@ import (
 // listening backend of the database for each, whatever its channel, and a
 // join made one at each member giving the joiner a partition: 64 members
 // started one after the other sent about 1,440 of them, and each woke the
-// 64 listening connections (a fifth of the server's CPU time).
+// 64 listening connections (about a quarter of the server's CPU time).
 
 // lateRelease is the time after which a release notifies (Run's context
-// ended this long before, or more). handoffPoll polls quickly for twice
-// as long.
+// ended this long before, or more). handoffPoll polls quickly for four
+// times as long.
 const lateRelease = 100 * time.Millisecond
 
 // pendingRelease is one lease to release and what to do once the
@@ -50,8 +50,9 @@ func newReleaser(m *Member) *gather.Batcher[pendingRelease] {
 	return &gather.Batcher[pendingRelease]{Send: m.release}
 }
 
-// release releases batch's leases in one statement, notifies the other
-// members, and answers each.
+// release releases batch's leases in one statement, notifies the members
+// that want them when they may not be looking (see above), and answers
+// each.
 func (m *Member) release(batch []*pendingRelease) {
 	ls := make([]*lease.Lease, len(batch))
 	parts := make([]int, len(batch))
