@@ -68,6 +68,21 @@ func waitOwned(t *testing.T, m *partition.Member, n int) {
 	}
 }
 
+// waitPollsSettled waits until p's member polled, and then did not poll
+// again for 300 ms (15 times minPollGap): the polls that follow its grants
+// are done, and the next comes PollInterval later.
+func waitPollsSettled(t *testing.T, p *queue.Processor) {
+	t.Helper()
+	last, since := queue.PausePolls(p), time.Now()
+	waitUntil(t, "the member's polls settled", func() bool {
+		if n := queue.PausePolls(p); n != last || n == 0 {
+			last, since = n, time.Now()
+			return false
+		}
+		return time.Since(since) >= 300*time.Millisecond
+	})
+}
+
 // waitFetched waits until p's fetches have answered n partitions' asks:
 // once every partition has fetched once, it sleeps until woken or polled.
 // (A sleep instead let a partition whose first fetch came after a test's
@@ -95,6 +110,11 @@ func TestListenWakesAnIdlePartition(t *testing.T) {
 			p, m := groupMember(t, pool, "emails", 8, queue.ProcessorConfig{Workers: ws, PollInterval: time.Hour}, listen)
 			waitOwned(t, m, 8)
 			waitFetched(t, p, 8)
+			// And the member's poll that follows grants (minPollGap after
+			// them) done: enqueued before it, the job is found by that
+			// poll, not woken by a notification (the control failed 1 run
+			// in 30 under load so).
+			waitPollsSettled(t, p)
 			_, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: "k", Args: step{"now"}})
 			pgtest.Must(t, err)
 			select {
