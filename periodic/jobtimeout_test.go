@@ -2,6 +2,7 @@ package periodic_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -102,5 +103,49 @@ func TestBlockingJobDoesNotStopOthers(t *testing.T) {
 	}
 	if g := failed["good"]; g != nil {
 		t.Errorf("the good schedule failed: %v", g)
+	}
+}
+
+// A slot whose Job is still running when the leader stops is reported with
+// that cause, not as a timeout: the JobTimeout of a minute never passed.
+func TestJobCutShortByStopIsNotATimeout(t *testing.T) {
+	ctx := pgtest.Context(t)
+	pool := pgtest.Pool(t)
+	db := pgtest.DBOn(t, pool)
+	ensureGroup(t, db, "g")
+	at := func(m int) time.Time { return time.Date(2026, 1, 1, 0, m, 0, 0, time.UTC) }
+	clk := fakeclock.New(at(0).Add(10 * time.Second))
+	called, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	var once sync.Once
+	events := make(chan periodic.SlotEvent, 10)
+	s, err := periodic.New(db, periodic.Config{Group: "g", Clock: clk, Grace: -1,
+		Schedules: []periodic.Schedule{{Name: "blocks", Every: time.Minute, Job: func(time.Time) queue.Job {
+			once.Do(func() { close(called) })
+			<-release
+			return queue.Job{Args: tick{Schedule: "blocks"}}
+		}}},
+		JobTimeout: time.Minute, Lease: lease.Config{TTL: time.Second},
+		Hooks: periodic.Hooks{OnSlot: func(ev periodic.SlotEvent) { events <- ev }}})
+	pgtest.Must(t, err)
+	pgtest.Must(t, s.Start(ctx))
+	if !clk.WaitPending(1, 10*time.Second) {
+		t.Fatal("the leader never waited for a slot")
+	}
+	clk.Advance(at(1).Sub(clk.Now()))
+	select {
+	case <-called:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Job was not called")
+	}
+	pgtest.Must(t, s.Stop(ctx))
+	select {
+	case ev := <-events:
+		if ev.Outcome != periodic.SlotFailed || errors.Is(ev.Err, periodic.ErrJobTimeout) ||
+			!strings.Contains(fmt.Sprint(ev.Err), "leadership ended") {
+			t.Errorf("the slot cut short by Stop: %v %v; want failed with the leadership's end as cause", ev.Outcome, ev.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no slot event after Stop cut the Job's wait short")
 	}
 }
