@@ -39,6 +39,7 @@ type Consumer struct {
 	pool  *pgxpool.Pool
 	fence *lease.Fence
 	q     store.KafkaSQL
+	st    *store.Statements // for the outbox's statements (outboxtx)
 	retry *backoff.Backoff
 	log   *slog.Logger // the DB's logger
 
@@ -93,7 +94,7 @@ func New(db *leasehold.DB, cfg Config) (*Consumer, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return &Consumer{
-		cfg: cfg, pool: db.Pool(), fence: f, q: st.Kafka,
+		cfg: cfg, pool: db.Pool(), fence: f, q: st.Kafka, st: st,
 		retry:   backoff.New(cfg.RetryMin, cfg.RetryMax, nil),
 		log:     db.Logger(),
 		stalled: map[topicPartition]*OffsetError{},

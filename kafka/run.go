@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/outboxtx"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -245,7 +246,8 @@ func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) e
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	defer tx.Rollback(cctx) // after a commit: a no-op
-	herr := call(ctx, c.cfg.Handler, lease.Managed(tx), b)
+	box := outboxtx.New(c.st, g.o.Group, g.o.Partition, g.o.Token, tx)
+	herr := call(outboxtx.With(ctx, box), c.cfg.Handler, lease.Managed(tx), b)
 	if tx.Conn().PgConn().TxStatus() == 'I' {
 		// The handler ended the transaction itself (a raw COMMIT or
 		// ROLLBACK through Exec): its effects may have committed without
@@ -266,12 +268,20 @@ func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) e
 		return fmt.Errorf("kafka: handler, %s/%d offsets %d..%d: %w", b.Topic, b.Partition,
 			b.Records[0].Offset, b.Records[len(b.Records)-1].Offset, herr)
 	}
-	err = c.fence.Check(cctx, tx, g.o.Lease.Name(), g.o.Token)
+	// The records the handler appended to the outbox become one segment
+	// (the partition's head row stays locked until the commit), then the
+	// fence check and the offset advance.
+	err = box.Seal(cctx, tx)
+	if err == nil {
+		err = c.fence.Check(cctx, tx, g.o.Lease.Name(), g.o.Token)
+	}
 	if err == nil {
 		err = c.advance(cctx, tx, b.Group, b.Topic, b.Partition, g.o.Token, prev, b.Next())
 	}
 	if err == nil {
-		if err = store.Commit(cctx, tx, "kafka: commit", fmt.Sprintf("%s/%d", b.Topic, b.Partition)); err != nil {
+		err = store.Commit(cctx, tx, "kafka: commit", fmt.Sprintf("%s/%d", b.Topic, b.Partition))
+		box.Committed(g.log)
+		if err != nil {
 			err = fmt.Errorf("kafka: commit %s/%d up to %d (outcome read back from the stored offset): %w",
 				b.Topic, b.Partition, b.Next(), err)
 		}

@@ -114,9 +114,9 @@ func (r *run) runInTx(hctx context.Context, tx pgx.Tx, f fetched, h handler) {
 	defer jc.release()
 	jctx := jc.ctx
 	start := time.Now()
-	fn := func(tx pgx.Tx) error { return call(jctx, h, tx, w) }
+	fn := func(ctx context.Context, tx pgx.Tx) error { return call(ctx, h, tx, w) }
 	if h.runBatch != nil {
-		fn = callBatch(jctx, h, []*Work[rawArgs]{w})
+		fn = callBatch(h, []*Work[rawArgs]{w})
 	}
 	sp, err := tx.Begin(jctx)
 	if err == nil {

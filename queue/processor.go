@@ -154,6 +154,7 @@ type Processor struct {
 	schema string        // for the listener shared with the pool's other components
 	listen store.Session // db's listening session (Listen)
 	q      store.QueueSQL
+	st     *store.Statements // for the outbox's statements (outboxtx)
 	runq   store.RunningSQL
 	pz     store.PauseSQL
 	in     store.InsightSQL
@@ -270,7 +271,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	p := &Processor{pool: db.Pool(), schema: db.Schema(), listen: db.Listen(), cfg: cfg, dueC: make(chan struct{}, 1), q: st.Queue, runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
+	p := &Processor{pool: db.Pool(), schema: db.Schema(), listen: db.Listen(), cfg: cfg, dueC: make(chan struct{}, 1), q: st.Queue, st: st, runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		trace: newTracing(cfg.TracerProvider, cfg.Propagator),
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/outboxtx"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -29,18 +30,18 @@ var errFinished = errors.New("queue: job already finished")
 
 // runTx runs a transactional handler for one job; see runTxBatch.
 func (p *Processor) runTx(ctx context.Context, o partition.Ownership, f fetched, h handler, w *Work[rawArgs]) error {
-	return p.inTx(ctx, o, []fetched{f}, func(tx pgx.Tx) error { return call(ctx, h, tx, w) })
+	return p.inTx(ctx, o, []fetched{f}, func(ctx context.Context, tx pgx.Tx) error { return call(ctx, h, tx, w) })
 }
 
 // runTxBatch runs a batch transactional handler for several jobs.
 func (p *Processor) runTxBatch(ctx context.Context, o partition.Ownership, fs []fetched, h handler, ws []*Work[rawArgs]) error {
-	return p.inTx(ctx, o, fs, callBatch(ctx, h, ws))
+	return p.inTx(ctx, o, fs, callBatch(h, ws))
 }
 
 // callBatch returns the run of a batch handler in a transaction, turning a
 // panic into an error with the stack.
-func callBatch(ctx context.Context, h handler, ws []*Work[rawArgs]) func(pgx.Tx) error {
-	return func(tx pgx.Tx) (err error) {
+func callBatch(h handler, ws []*Work[rawArgs]) func(context.Context, pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
@@ -60,7 +61,7 @@ func callBatch(ctx context.Context, h handler, ws []*Work[rawArgs]) func(pgx.Tx)
 // the handler's whole run. A
 // handler error rolls everything back and is returned, to be recorded as
 // the job's outcome.
-func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetched, run func(pgx.Tx) error) error {
+func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetched, run func(context.Context, pgx.Tx) error) error {
 	tx, err := p.fence.Begin(ctx) // timeouts set from the start: a stalled handler is cut off
 	if err != nil {
 		return err
@@ -73,16 +74,18 @@ func (p *Processor) inTx(ctx context.Context, o partition.Ownership, fs []fetche
 	return p.runIn(ctx, tx, o, fs, run, true)
 }
 
-// runIn is inTx on tx: the handler, then the fence check and the jobs'
-// completion, the batches that finishes, and, if commit, the commit. The
-// inline runs of the test helpers (inline.go) run it without the commit in
-// a savepoint of the test's transaction.
-func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership, fs []fetched, run func(pgx.Tx) error, commit bool) error {
+// runIn is inTx on tx: the handler, then the seal of the records it
+// appended to the outbox, the fence check and the jobs' completion, the
+// batches that finishes, and, if commit, the commit. The inline runs of the
+// test helpers (inline.go) run it without the commit in a savepoint of the
+// test's transaction.
+func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership, fs []fetched, run func(context.Context, pgx.Tx) error, commit bool) error {
 	ids := make([]int64, len(fs))
 	for i, f := range fs {
 		ids[i] = f.id
 	}
-	herr := run(&jobTx{Tx: lease.Managed(tx), running: ids})
+	box := outboxtx.New(p.st, o.Group, o.Partition, o.Token, tx)
+	herr := run(outboxtx.With(ctx, box), &jobTx{Tx: lease.Managed(tx), running: ids})
 	if tx.Conn().PgConn().TxStatus() == 'I' {
 		// The handler ended the transaction itself, with a raw COMMIT or
 		// ROLLBACK through Exec (Commit and Rollback refuse): its effects
@@ -107,6 +110,11 @@ func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership,
 	// while the lease is still this grant's, the work is not lost.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	// The records the handler appended to the outbox become one segment,
+	// numbered under the partition's head row, locked until the commit.
+	if err := box.Seal(ctx, tx); err != nil {
+		return broken(err)
+	}
 	done := make([]outcome, len(fs))
 	for i, f := range fs {
 		done[i] = outcome{id: f.id, state: "completed", spent: f.spend(1), item: f.item != ""}
@@ -125,7 +133,9 @@ func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership,
 	if err := p.batches.finish(ctx, tx, drained, p.log); err != nil || !commit {
 		return err
 	}
-	if err := store.Commit(ctx, tx, "queue: commit", o.Lease.Name()); err != nil {
+	err = store.Commit(ctx, tx, "queue: commit", o.Lease.Name())
+	box.Committed(p.log) // the relay reads what committed: a wake-up after a failed commit finds nothing new
+	if err != nil {
 		return commitFailed(store.ClassifyCommit("queue", fmt.Sprintf("commit %d job(s) from %d", len(fs), fs[0].id), o.Lease.Name(), err))
 	}
 	return nil

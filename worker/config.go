@@ -61,6 +61,13 @@ type Config struct {
 	// Exactly one of Workers and Kafka is required; defaults to none. A
 	// Consumer is run by one worker at a time.
 	Kafka *kafka.Consumer
+	// Relay publishes the group's fenced outbox (package outbox) to Kafka:
+	// the records that handlers of this group's partitions appended with
+	// outbox.Add, exactly once, each partition's by the worker that owns
+	// it. Set it on every worker of a group whose handlers call
+	// outbox.Add, queue or Kafka. A Relay is run by one worker at a time.
+	// Defaults to none (appended records wait, and a warning is logged).
+	Relay *kafka.Relay
 	// Concurrency is how many handlers run at once in this worker, across
 	// all its partitions. Transactional handlers each hold a connection of
 	// the pool: size the pool accordingly. Queue only. Defaults to 100.

@@ -48,6 +48,7 @@ type Worker struct {
 
 	life    lifecycle.Service // Start and Stop: once each, serialised
 	opened  bool              // the source was opened: close it at Stop
+	relayed bool              // the relay was opened: close it at Stop
 	srv     *http.Server
 	srvDone chan struct{}
 	ready   chan struct{} // closed once started
@@ -110,7 +111,11 @@ func New(db *leasehold.DB, cfg Config) (*Worker, error) {
 			return nil, err
 		}
 	}
-	if err := w.metrics.register(cfg.Registerer, w.src.collectors()...); err != nil {
+	collectors := w.src.collectors()
+	if cfg.Relay != nil {
+		collectors = append(collectors, &relayCollector{r: cfg.Relay, labels: labels})
+	}
+	if err := w.metrics.register(cfg.Registerer, collectors...); err != nil {
 		w.closePool(context.Background())
 		return nil, fmt.Errorf("%w: metrics: %v", ErrInvalidConfig, err)
 	}
@@ -160,6 +165,16 @@ func (w *Worker) run(ctx context.Context, o partition.Ownership) {
 	w.grants.Add(1)
 	w.log.Debug("worker: partition granted", "partition", o.Partition, "token", int64(o.Token), "lease", o.Lease.Name())
 	start := time.Now()
+	if w.cfg.Relay != nil {
+		// The relay publishes the partition's outbox beside the source,
+		// for as long as the grant lasts.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w.cfg.Relay.Run(ctx, o)
+		}()
+		defer func() { <-done }()
+	}
 	w.src.run(ctx, o)
 	cause := context.Cause(ctx)
 	if errors.Is(cause, partition.ErrHandoff) {
@@ -202,6 +217,12 @@ func (w *Worker) start(ctx context.Context) error {
 		return err
 	}
 	w.opened = true
+	if w.cfg.Relay != nil {
+		if err := w.cfg.Relay.Open(ctx, w.cfg.Group); err != nil {
+			return fmt.Errorf("worker: open the outbox relay: %w", err)
+		}
+		w.relayed = true
+	}
 	if err := w.member.Start(ctx); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}
@@ -248,6 +269,9 @@ func (w *Worker) shutdown(ctx context.Context) error {
 	errs = append(errs, w.member.Stop(ctx))
 	if w.opened {
 		errs = append(errs, w.src.close(ctx))
+	}
+	if w.relayed {
+		errs = append(errs, w.cfg.Relay.Close(ctx))
 	}
 	w.closePool(ctx)
 	if w.srv != nil {

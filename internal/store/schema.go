@@ -43,6 +43,7 @@ type Statements struct {
 	Batch     BatchSQL
 	Pause     PauseSQL
 	Kafka     KafkaSQL
+	Outbox    OutboxSQL
 	Tokens    TokenSQL
 	Running   RunningSQL
 	Periodic  PeriodicSQL
@@ -110,6 +111,10 @@ func For(schema string) (*Statements, error) {
 			Record:  r(insightRecord), Prune: r(insightPrune), Throughput: r(insightThroughput), Events: r(insightEvents),
 		},
 		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
+		Outbox: OutboxSQL{
+			Append: r(outboxAppend), Seal: r(outboxSeal), Head: r(outboxHead), Read: r(outboxRead),
+			ReadSegment: r(outboxReadSegment), Delete: r(outboxDelete), Depth: r(outboxDepth),
+		},
 	}
 	v, _ := rendered.LoadOrStore(schema, s)
 	return v.(*Statements), nil

@@ -1,0 +1,113 @@
+package outboxtx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/store"
+)
+
+// Scope is one fenced transaction's outbox: where records appended in it
+// go, and how many were.
+type Scope struct {
+	schema    string
+	group     string
+	partition int
+	token     fence.Token
+	conn      *pgx.Conn
+	sql       *store.OutboxSQL
+	added     atomic.Int64
+	sealed    atomic.Bool
+}
+
+type ctxKey struct{}
+
+// New returns the scope of tx, the fenced transaction of group's partition
+// under token, whose statements are st.
+func New(st *store.Statements, group string, partition int, token fence.Token, tx pgx.Tx) *Scope {
+	return &Scope{schema: st.Schema, group: group, partition: partition, token: token, conn: tx.Conn(), sql: &st.Outbox}
+}
+
+// With returns ctx carrying s.
+func With(ctx context.Context, s *Scope) context.Context { return context.WithValue(ctx, ctxKey{}, s) }
+
+// From returns the scope ctx carries, nil if none.
+func From(ctx context.Context) *Scope {
+	s, _ := ctx.Value(ctxKey{}).(*Scope)
+	return s
+}
+
+// Group and Partition say whose outbox the scope appends to.
+func (s *Scope) Group() string { return s.group }
+
+// Partition is the partition of the scope's grant.
+func (s *Scope) Partition() int { return s.partition }
+
+// ErrOtherTx is returned by Append given a transaction other than the
+// scope's (or a savepoint of it).
+var ErrOtherTx = errors.New("not the handler's fenced transaction")
+
+// ErrSealed is returned by Append after the scope was sealed (the handler
+// returned).
+var ErrSealed = errors.New("the handler's transaction is already being committed")
+
+// Append appends records (parallel slices) in tx, which must be the
+// scope's transaction or a savepoint of it.
+func (s *Scope) Append(ctx context.Context, tx pgx.Tx, topics []string, keys, values, headers [][]byte) error {
+	if tx == nil || tx.Conn() != s.conn {
+		return ErrOtherTx
+	}
+	if s.sealed.Load() {
+		return ErrSealed
+	}
+	if _, err := tx.Exec(ctx, s.sql.Append, s.group, s.partition, topics, keys, values, headers); err != nil {
+		return store.Classify("outbox", "append", fmt.Sprintf("%s/%d", s.group, s.partition), err)
+	}
+	s.added.Add(int64(len(topics)))
+	return nil
+}
+
+// Added reports how many records were appended (savepoints rolled back
+// afterwards included).
+func (s *Scope) Added() int64 { return s.added.Load() }
+
+// Seal makes the records appended in tx one segment, numbered after the
+// partition's last (the head row stays locked until tx ends). It does
+// nothing if none were appended. The runner calls it after the handler
+// returned nil, before its fence check, in the same transaction; once.
+func (s *Scope) Seal(ctx context.Context, tx pgx.Tx) error {
+	if s.sealed.Swap(true) || s.added.Load() == 0 {
+		return nil
+	}
+	var seq int64
+	if err := tx.QueryRow(ctx, s.sql.Seal, s.group, s.partition, int32(min(s.added.Load(), 1<<31-1)), int64(s.token)).Scan(&seq); err != nil {
+		return store.Classify("outbox", "seal", fmt.Sprintf("%s/%d", s.group, s.partition), err)
+	}
+	return nil
+}
+
+// Committed is called by the runner after tx committed (or may have: an
+// unknown outcome). If records were appended, it wakes the partition's
+// relay in this process; if no relay is open for the group in this process
+// (Opened), it logs once per group and process at warn level that they
+// wait for one.
+func (s *Scope) Committed(log *slog.Logger) {
+	if s.added.Load() == 0 {
+		return
+	}
+	if !Wake(s.schema, s.group, s.partition) && !opened(s.schema, s.group) {
+		if _, seen := warned.LoadOrStore(s.schema+"\x00"+s.group, true); !seen && log != nil {
+			log.Warn("outbox: records committed, but no relay runs for the group in this process: they are published once one does (worker.Config.Relay)",
+				"group", s.group, "partition", s.partition)
+		}
+	}
+}
+
+var warned sync.Map // schema + group -> true

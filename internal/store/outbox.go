@@ -1,0 +1,87 @@
+package store
+
+// outboxAppend appends records to the outbox of group $1's partition $2 in
+// the calling (fenced) transaction, stamped with its transaction id: $3
+// topics, $4 keys, $5 values, $6 encoded headers (parallel arrays, in order).
+const outboxAppend = `
+INSERT INTO {{schema}}.outbox_records (group_name, partition, xid, topic, key, value, headers)
+SELECT $1, $2, pg_current_xact_id(), t, k, v, h
+FROM unnest($3::text[], $4::bytea[], $5::bytea[], $6::bytea[]) WITH ORDINALITY AS r(t, k, v, h, n)
+ORDER BY n`
+
+// outboxSeal makes the records the calling transaction appended to group
+// $1's partition $2 one segment: the partition's next sequence number,
+// taken under the head row's lock (held until COMMIT, so segments are
+// numbered in commit order, without gaps). $3 records appended, $4 token.
+// It returns the segment's sequence number.
+const outboxSeal = `
+WITH h AS (
+    INSERT INTO {{schema}}.outbox_heads AS h (group_name, partition, next_seq) VALUES ($1, $2, 2)
+    ON CONFLICT (group_name, partition) DO UPDATE SET next_seq = h.next_seq + 1
+    RETURNING next_seq - 1 AS seq)
+INSERT INTO {{schema}}.outbox_segments (group_name, partition, seq, xid, records, token, committed_at)
+SELECT $1, $2, h.seq, pg_current_xact_id(), $3, $4, clock_timestamp() FROM h
+RETURNING seq`
+
+// outboxHead returns the last sequence number given to a segment of group
+// $1's partition $2 (0: none) and whether any segment is left unpublished
+// (not deleted).
+const outboxHead = `
+SELECT coalesce((SELECT next_seq - 1 FROM {{schema}}.outbox_heads WHERE group_name = $1 AND partition = $2), 0),
+       EXISTS (SELECT 1 FROM {{schema}}.outbox_segments WHERE group_name = $1 AND partition = $2)`
+
+// outboxRead returns the records of group $1's partition $2 in the
+// segments after sequence number $3, segment after segment, each in append
+// order: seq, the segment's age in microseconds (on the database's clock),
+// topic, key, value, headers (an empty segment is one row of NULLs after
+// seq and age). At most $4 rows.
+const outboxRead = `
+WITH s AS (
+    SELECT seq, xid, committed_at FROM {{schema}}.outbox_segments
+    WHERE group_name = $1 AND partition = $2 AND seq > $3
+    ORDER BY seq LIMIT $4)
+SELECT s.seq, (extract(epoch FROM clock_timestamp() - s.committed_at) * 1e6)::bigint, r.topic, r.key, r.value, r.headers
+FROM s LEFT JOIN {{schema}}.outbox_records r
+  ON r.group_name = $1 AND r.partition = $2 AND r.xid = s.xid
+ORDER BY s.seq, r.id
+LIMIT $4`
+
+// outboxReadSegment returns the records of one segment, $3, of group $1's
+// partition $2, in append order (a segment larger than a read's limit is
+// read on its own, whole); the columns of outboxRead.
+const outboxReadSegment = `
+SELECT s.seq, (extract(epoch FROM clock_timestamp() - s.committed_at) * 1e6)::bigint, r.topic, r.key, r.value, r.headers
+FROM {{schema}}.outbox_segments s LEFT JOIN {{schema}}.outbox_records r
+  ON r.group_name = $1 AND r.partition = $2 AND r.xid = s.xid
+WHERE s.group_name = $1 AND s.partition = $2 AND s.seq = $3
+ORDER BY r.id`
+
+// outboxDelete deletes up to $4 of the published segments (sequence number
+// at most $3) of group $1's partition $2, oldest first, with their
+// records; it returns how many segments it deleted.
+const outboxDelete = `
+WITH s AS (
+    DELETE FROM {{schema}}.outbox_segments
+    WHERE (group_name, partition, seq) IN (
+        SELECT group_name, partition, seq FROM {{schema}}.outbox_segments
+        WHERE group_name = $1 AND partition = $2 AND seq <= $3
+        ORDER BY seq LIMIT $4)
+    RETURNING xid),
+r AS (
+    DELETE FROM {{schema}}.outbox_records o USING s
+    WHERE o.group_name = $1 AND o.partition = $2 AND o.xid = s.xid)
+SELECT count(*) FROM s`
+
+// outboxDepth returns, for each partition of group $1 with unpublished
+// segments: partition, segments, records, the oldest segment's commit
+// time, and the database's clock.
+const outboxDepth = `
+SELECT partition, count(*), sum(records), min(committed_at), clock_timestamp()
+FROM {{schema}}.outbox_segments WHERE group_name = $1
+GROUP BY partition ORDER BY partition`
+
+// OutboxSQL are the statements of the fenced outbox (package outbox and its
+// relay, kafka.Relay).
+type OutboxSQL struct {
+	Append, Seal, Head, Read, ReadSegment, Delete, Depth string
+}

@@ -1,0 +1,292 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/leasehold/leasehold/fence"
+)
+
+// producer is one partition's transactional producer, for one grant, and
+// the progress it read from Kafka and advanced since.
+type producer struct {
+	cl       *kgo.Client
+	id       string // the transactional id, also the consumer group of the progress
+	topic    string // ProgressTopic
+	topicID  [16]byte
+	token    fence.Token
+	progress int64 // the last segment published (0: none)
+}
+
+// transactionalID returns the transactional id of a group partition's
+// producer: also the Kafka consumer group its progress is committed under.
+func (r *Relay) transactionalID(group string, partition int) string {
+	return fmt.Sprintf("%s.%s.%d", r.cfg.TransactionalIDPrefix, group, partition)
+}
+
+// newProducer opens the partition's producer and initialises it: Kafka
+// bumps the producer epoch of the transactional id, which fences every
+// producer of an earlier owner (their transactions are refused from now
+// on), after completing or aborting the transaction one left open. Then it
+// reads the progress committed in Kafka, waiting for any commit of it still
+// being completed (RequireStable).
+func (r *Relay) newProducer(ctx context.Context, g *relayGrant) (*producer, error) {
+	id := r.transactionalID(g.o.Group, g.o.Partition)
+	cl, err := kgo.NewClient(append(g.s.opts, kgo.TransactionalID(id))...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: relay client: %w", err)
+	}
+	p := &producer{cl: cl, id: id, topic: r.cfg.ProgressTopic, token: g.o.Token}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, p.classify("initialise the producer", err)
+	}
+	if err := p.readProgress(ctx); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *producer) close() { p.cl.Close() }
+
+// classify wraps err, from step, as fence.ErrFenced when a newer producer
+// of the transactional id fenced this one.
+func (p *producer) classify(step string, err error) error {
+	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+		return fmt.Errorf("kafka: relay %s: %s: a newer producer of the partition fenced this one (%w): %w", p.id, step, fence.ErrFenced, err)
+	}
+	return fmt.Errorf("kafka: relay %s: %s: %w", p.id, step, err)
+}
+
+// readProgress reads the progress topic's id and the progress committed.
+func (p *producer) readProgress(ctx context.Context) error {
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(p.topic)
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, p.cl)
+	if err != nil {
+		return p.classify("read the progress topic's metadata", err)
+	}
+	found := false
+	for _, t := range mresp.Topics {
+		if t.Topic != nil && *t.Topic == p.topic {
+			if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+				return p.classify("read the progress topic's metadata", err)
+			}
+			p.topicID, found = t.TopicID, true
+		}
+	}
+	if !found {
+		return p.classify("read the progress topic's metadata", kerr.UnknownTopicOrPartition)
+	}
+	for {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.RequireStable = true
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = p.id
+		rt := kmsg.NewOffsetFetchRequestGroupTopic()
+		rt.Topic, rt.Partitions = p.topic, []int32{0}
+		rg.Topics = append(rg.Topics, rt)
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctx, p.cl)
+		if err != nil {
+			return p.classify("read the progress", err)
+		}
+		code, offset := progressIn(resp)
+		if err := kerr.ErrorForCode(code); errors.Is(err, kerr.UnstableOffsetCommit) {
+			// A transaction committing progress is being completed.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		} else if errors.Is(err, kerr.GroupIDNotFound) {
+			offset = -1 // no progress committed yet (Kafka 4 answers so for a group it does not know)
+		} else if err != nil {
+			return p.classify("read the progress", err)
+		}
+		p.progress = max(offset, 0)
+		return nil
+	}
+}
+
+// progressIn returns the error code and the offset of partition 0 in an
+// OffsetFetch response (in either of its layouts).
+func progressIn(resp *kmsg.OffsetFetchResponse) (code int16, offset int64) {
+	offset = -1
+	if len(resp.Groups) > 0 {
+		g := resp.Groups[0]
+		code = g.ErrorCode
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if p.Partition == 0 {
+					if p.ErrorCode != 0 && code == 0 {
+						code = p.ErrorCode
+					}
+					offset = p.Offset
+				}
+			}
+		}
+		return code, offset
+	}
+	code = resp.ErrorCode
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.Partition == 0 {
+				if p.ErrorCode != 0 && code == 0 {
+					code = p.ErrorCode
+				}
+				offset = p.Offset
+			}
+		}
+	}
+	return code, offset
+}
+
+// publish produces recs and commits the progress last in one Kafka
+// transaction. Any error leaves the transaction's outcome to Kafka (the
+// caller closes the producer; the next one's initialisation completes or
+// aborts it, and reads the progress again).
+func (p *producer) publish(ctx context.Context, recs []*kgo.Record, last int64) error {
+	if err := p.cl.BeginTransaction(); err != nil {
+		return p.classify("begin a transaction", err)
+	}
+	var (
+		mu    sync.Mutex
+		first error
+	)
+	for _, rec := range recs {
+		p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	err := p.cl.Flush(ctx)
+	mu.Lock()
+	if first != nil {
+		err = first
+	}
+	mu.Unlock()
+	if err != nil {
+		p.abort()
+		return p.classify("produce", err)
+	}
+	if err := p.commitProgress(ctx, last); err != nil {
+		p.abort()
+		return err
+	}
+	// Once asked to commit, let the commit finish even if ctx ends: its
+	// outcome is then known, and a handoff's new owner waits for it anyway.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	if err := p.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
+		return p.classify("commit the transaction", err)
+	}
+	p.progress = last
+	return nil
+}
+
+// abort ends the open transaction with an abort, best effort: if it fails,
+// the next producer's initialisation aborts it.
+func (p *producer) abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := p.cl.AbortBufferedRecords(ctx); err == nil {
+		_ = p.cl.EndTransaction(ctx, kgo.TryAbort)
+	}
+}
+
+// commitProgress adds the progress, last, to the open transaction: a
+// consumer group offset of the transactional id's group on ProgressTopic's
+// partition 0, committed or aborted with the records.
+func (p *producer) commitProgress(ctx context.Context, last int64) error {
+	pid, epoch, err := p.cl.ProducerID(ctx)
+	if err != nil {
+		return p.classify("commit the progress", err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = p.id, pid, epoch, p.id
+	aresp, err := add.RequestWith(ctx, p.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(aresp.ErrorCode)
+	}
+	if err != nil {
+		return p.classify("add the progress to the transaction", err)
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = p.id, p.id, pid, epoch
+	req.Generation = -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic, rt.TopicID = p.topic, p.topicID
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, last, -1
+	meta := fmt.Sprintf("leasehold outbox progress, token %d", int64(p.token))
+	rp.Metadata = &meta
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err == nil {
+		for _, t := range resp.Topics {
+			for _, pp := range t.Partitions {
+				if e := kerr.ErrorForCode(pp.ErrorCode); e != nil && err == nil {
+					err = e
+				}
+			}
+		}
+	}
+	if err != nil {
+		return p.classify("commit the progress", err)
+	}
+	return nil
+}
+
+// ensureProgressTopic creates ProgressTopic, with one partition, unless it
+// exists.
+func (r *Relay) ensureProgressTopic(ctx context.Context, s *relaySession) error {
+	cl, err := kgo.NewClient(s.opts...)
+	if err != nil {
+		return fmt.Errorf("kafka: relay client: %w", err)
+	}
+	defer cl.Close()
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(r.cfg.ProgressTopic)
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("kafka: relay: read the progress topic's metadata: %w", err)
+	}
+	for _, t := range mresp.Topics {
+		if t.Topic != nil && *t.Topic == r.cfg.ProgressTopic && t.ErrorCode == 0 {
+			return nil
+		}
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = r.cfg.ProgressTopic, 1, -1
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 30000
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil && len(resp.Topics) > 0 {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("kafka: relay: create the progress topic %q: %w", r.cfg.ProgressTopic, err)
+	}
+	return nil
+}
