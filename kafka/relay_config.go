@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold/fence"
 )
 
 // RelayConfig configures a Relay. The zero value of every optional field
@@ -42,10 +44,30 @@ type RelayConfig struct {
 	// (Kafka or database error): full jitter over min(RetryMax, RetryMin ×
 	// 2^attempt). Default to 100ms and 10s.
 	RetryMin, RetryMax time.Duration
+	// OnPublish, if set, is called after each Kafka transaction of the
+	// relay commits, before the segments it published are deleted from the
+	// outbox; it must not block. Defaults to none.
+	OnPublish func(Publish)
 	// ClientOptions are extra franz-go options for the producers (TLS,
 	// SASL, client id, ...). The relay sets TransactionalID and
 	// SeedBrokers after them. Defaults to none.
 	ClientOptions []kgo.Opt
+}
+
+// Publish describes a Kafka transaction a Relay committed (OnPublish).
+type Publish struct {
+	// Group and Partition name the group partition whose outbox it
+	// published; Token is the grant's fencing token.
+	Group     string
+	Partition int
+	Token     fence.Token
+	// First and Last are the first and last outbox segments published;
+	// Records is how many records they held.
+	First, Last int64
+	Records     int
+	// Took is how long the transaction took, from its first record
+	// produced to its commit.
+	Took time.Duration
 }
 
 func (c RelayConfig) withDefaults() (RelayConfig, error) {

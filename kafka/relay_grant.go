@@ -92,11 +92,16 @@ func (g *relayGrant) drain(ctx context.Context) error {
 			return nil
 		}
 		if recs := b.records(); len(recs) > 0 {
+			start := time.Now()
 			if err := g.p.publish(ctx, recs, b.last); err != nil {
 				return err
 			}
 			g.r.transactions.Add(1)
 			g.r.records.Add(int64(len(recs)))
+			if h := g.r.cfg.OnPublish; h != nil {
+				h(Publish{Group: g.o.Group, Partition: g.o.Partition, Token: g.o.Token,
+					First: b.rows[0].seq, Last: b.last, Records: len(recs), Took: time.Since(start)})
+			}
 		}
 		// Segments without records (their records were appended in a
 		// savepoint rolled back) publish nothing: deleting them is their
