@@ -1,0 +1,246 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/outboxtx"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/store"
+	"github.com/leasehold/leasehold/outbox"
+	"github.com/leasehold/leasehold/partition"
+)
+
+// relayFixture is a relay of group "g" on an in-process Kafka with topic
+// "out", and the outbox it publishes.
+type relayFixture struct {
+	ctx     context.Context
+	pool    *pgxpool.Pool
+	db      *leasehold.DB
+	st      *store.Statements
+	brokers []string
+	r       *Relay
+
+	mu        sync.Mutex
+	published []Publish
+}
+
+func newRelayFixture(t *testing.T, maxRecords int) *relayFixture {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "out"))
+	pgtest.Must(t, err)
+	t.Cleanup(c.Close)
+	pool := pgtest.Pool(t)
+	f := &relayFixture{ctx: ctx, pool: pool, db: pgtest.DBOn(t, pool), brokers: c.ListenAddrs()}
+	f.st, err = store.For(f.db.Schema())
+	pgtest.Must(t, err)
+	f.r, err = NewRelay(f.db, RelayConfig{Brokers: f.brokers, MaxRecords: maxRecords, OnPublish: func(p Publish) {
+		f.mu.Lock()
+		f.published = append(f.published, p)
+		f.mu.Unlock()
+	}})
+	pgtest.Must(t, err)
+	pgtest.Must(t, f.r.Open(ctx, "g"))
+	t.Cleanup(func() { f.r.Close(context.Background()) })
+	return f
+}
+
+// add commits one segment of partition 0 holding values (key "k"); a
+// value starting with "-" is appended in a savepoint rolled back.
+func (f *relayFixture) add(t *testing.T, values ...string) {
+	t.Helper()
+	tx, err := f.pool.Begin(f.ctx)
+	pgtest.Must(t, err)
+	defer tx.Rollback(f.ctx)
+	box := outboxtx.New(f.st, "g", 0, 1, tx)
+	ctx := outboxtx.With(f.ctx, box)
+	for _, v := range values {
+		rec := outbox.Record{Topic: "out", Key: []byte("k"), Value: []byte(v)}
+		if strings.HasPrefix(v, "-") {
+			sp, err := tx.Begin(ctx)
+			pgtest.Must(t, err)
+			pgtest.Must(t, outbox.Add(ctx, sp, rec))
+			pgtest.Must(t, sp.Rollback(ctx))
+			continue
+		}
+		pgtest.Must(t, outbox.Add(ctx, tx, rec))
+	}
+	pgtest.Must(t, box.Seal(ctx, tx))
+	pgtest.Must(t, tx.Commit(ctx))
+}
+
+// grant returns a relay grant of partition 0 under token.
+func (f *relayFixture) grant(token int64) *relayGrant {
+	return &relayGrant{r: f.r, s: f.r.session(), o: partition.Ownership{Group: "g", Partition: 0, Token: fence.Token(token)},
+		st: &relayPartition{token: fence.Token(token)}, log: slog.New(slog.DiscardHandler)}
+}
+
+// output reads topic "out" with read_committed until it holds want records
+// (or 10s pass), then for 300ms more, and returns the values in order.
+func (f *relayFixture) output(t *testing.T, want int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.brokers...), kgo.ConsumeTopics("out"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond))
+	pgtest.Must(t, err)
+	defer cl.Close()
+	var out []string
+	deadline, settle := time.Now().Add(10*time.Second), time.Time{}
+	for {
+		if settle.IsZero() && (len(out) >= want || time.Now().After(deadline)) {
+			settle = time.Now().Add(300 * time.Millisecond)
+		}
+		if !settle.IsZero() && time.Now().After(settle) {
+			return out
+		}
+		ctx, cancel := context.WithTimeout(f.ctx, 100*time.Millisecond)
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)) })
+		cancel()
+	}
+}
+
+// left returns how many segments and records the outbox still holds.
+func (f *relayFixture) left(t *testing.T) (segments, records int) {
+	t.Helper()
+	pgtest.Must(t, f.pool.QueryRow(f.ctx, `SELECT (SELECT count(*) FROM leasehold.outbox_segments), (SELECT count(*) FROM leasehold.outbox_records)`).Scan(&segments, &records))
+	return segments, records
+}
+
+// A relay killed after its Kafka commit and before anything after it
+// (the deletion of the published segments): the next owner reads the
+// progress that commit stored in Kafka, deletes those segments unpublished
+// again, and publishes only what follows.
+func TestRelayResumesFromTheProgressCommittedInKafka(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t, 1000)
+	f.add(t, "a1", "a2")
+	f.add(t, "b1")
+	g1 := f.grant(1)
+	p, err := f.r.newProducer(f.ctx, g1)
+	pgtest.Must(t, err)
+	b, err := g1.read(f.ctx, p.progress)
+	pgtest.Must(t, err)
+	pgtest.Must(t, p.publish(f.ctx, b.records(), b.last))
+	p.close() // killed: the published segments are still in the outbox
+	if s, _ := f.left(t); s != 2 {
+		t.Fatalf("%d segments left after the first owner's commit, want 2 (not deleted yet)", s)
+	}
+	f.add(t, "c1")
+	g2 := f.grant(2)
+	defer g2.closeProducer()
+	pgtest.Must(t, g2.drain(f.ctx))
+	if got := f.output(t, 4); !slices.Equal(got, []string{"a1", "a2", "b1", "c1"}) {
+		t.Fatalf("output %v, want [a1 a2 b1 c1] once each", got)
+	}
+	f.mu.Lock()
+	pubs := f.published
+	f.mu.Unlock()
+	if len(pubs) != 1 || pubs[0].First != 3 || pubs[0].Last != 3 || pubs[0].Records != 1 || pubs[0].Token != 2 {
+		t.Errorf("the second owner published %+v, want segment 3 only (1 record, token 2)", pubs)
+	}
+	if s, r := f.left(t); s != 0 || r != 0 {
+		t.Errorf("outbox holds %d segments, %d records after the drain, want none", s, r)
+	}
+}
+
+// A newer owner's producer fences an earlier owner's: its transaction is
+// refused with fence.ErrFenced, and nothing of it is published.
+func TestRelayFencesAnEarlierOwnersProducer(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t, 1000)
+	f.add(t, "x1", "x2")
+	g1, g2 := f.grant(1), f.grant(2)
+	p1, err := f.r.newProducer(f.ctx, g1)
+	pgtest.Must(t, err)
+	defer p1.close()
+	b, err := g1.read(f.ctx, p1.progress)
+	pgtest.Must(t, err)
+	defer g2.closeProducer()
+	pgtest.Must(t, g2.drain(f.ctx)) // initialises the partition's producer again: p1 is fenced
+	if err := p1.publish(f.ctx, b.records(), b.last); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("the earlier owner's publish = %v, want ErrFenced", err)
+	}
+	if got := f.output(t, 2); !slices.Equal(got, []string{"x1", "x2"}) {
+		t.Fatalf("output %v, want [x1 x2] once each", got)
+	}
+}
+
+// Progress in Kafka past the outbox's last segment (the outbox tables
+// reset or restored) stops the relay with a *ProgressError rather than
+// skipping what the outbox now numbers below it.
+func TestRelayRefusesProgressAheadOfTheOutbox(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t, 1000)
+	f.add(t, "a")
+	f.add(t, "b")
+	g1 := f.grant(1)
+	pgtest.Must(t, g1.drain(f.ctx))
+	g1.closeProducer()
+	_, err := f.pool.Exec(f.ctx, `TRUNCATE leasehold.outbox_heads, leasehold.outbox_segments, leasehold.outbox_records`)
+	pgtest.Must(t, err)
+	f.add(t, "after-reset")
+	g2 := f.grant(2)
+	defer g2.closeProducer()
+	err = g2.drain(f.ctx)
+	var pe *ProgressError
+	if !errors.As(err, &pe) || !errors.Is(err, ErrProgressAhead) || pe.Progress != 2 || pe.Head != 1 {
+		t.Fatalf("drain after a reset = %v, want a *ProgressError (progress 2, head 1)", err)
+	}
+	if s, _ := f.left(t); s != 1 {
+		t.Errorf("%d segments left, want the new one kept", s)
+	}
+}
+
+// A Kafka transaction publishes whole segments, at most MaxRecords records
+// unless one segment alone has more (published alone); a segment whose
+// records were all rolled back (savepoint) publishes nothing.
+func TestRelayPublishesWholeSegments(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t, 5)
+	var want []string
+	seg := func(prefix string, n int) {
+		var vs []string
+		for i := range n {
+			vs = append(vs, fmt.Sprintf("%s%d", prefix, i))
+		}
+		want = append(want, vs...)
+		f.add(t, vs...)
+	}
+	seg("a", 3)
+	seg("b", 4)
+	seg("c", 12)
+	f.add(t, "-gone")
+	seg("e", 2)
+	g := f.grant(1)
+	defer g.closeProducer()
+	pgtest.Must(t, g.drain(f.ctx))
+	if got := f.output(t, len(want)); !slices.Equal(got, want) {
+		t.Fatalf("output %v\nwant   %v", got, want)
+	}
+	var got []string
+	f.mu.Lock()
+	for _, p := range f.published {
+		got = append(got, fmt.Sprintf("%d-%d:%d", p.First, p.Last, p.Records))
+	}
+	f.mu.Unlock()
+	if w := []string{"1-1:3", "2-2:4", "3-3:12", "4-5:2"}; !slices.Equal(got, w) {
+		t.Errorf("transactions %v, want %v", got, w)
+	}
+	if s, r := f.left(t); s != 0 || r != 0 {
+		t.Errorf("outbox holds %d segments, %d records, want none", s, r)
+	}
+}
