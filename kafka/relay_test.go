@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/kafka"
 	"github.com/leasehold/leasehold/lease"
@@ -52,9 +54,16 @@ func transform(id string) kafka.Handler {
 
 func startRelayNode(t testing.TB, pool *pgxpool.Pool, brokers []string, id string, parts int, log *slog.Logger) *relayNode {
 	t.Helper()
+	return startRelayNodeWith(t, pool, brokers, id, kafka.Config{Topics: []string{"in"}, Brokers: brokers, PartitionsPerTopic: parts,
+		MaxBatch: 50, Handler: transform(id)}, log)
+}
+
+// startRelayNodeWith starts a worker of group "g" running a consumer of
+// cfg and a relay.
+func startRelayNodeWith(t testing.TB, pool *pgxpool.Pool, brokers []string, id string, cfg kafka.Config, log *slog.Logger) *relayNode {
+	t.Helper()
 	db := pgtest.Open(t, pool, leasehold.Config{Logger: log})
-	c, err := kafka.New(db, kafka.Config{Topics: []string{"in"}, Brokers: brokers, PartitionsPerTopic: parts, MaxBatch: 50,
-		Handler: transform(id)})
+	c, err := kafka.New(db, cfg)
 	pgtest.Must(t, err)
 	r, err := kafka.NewRelay(db, kafka.RelayConfig{Brokers: brokers, RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond})
 	pgtest.Must(t, err)
@@ -239,5 +248,51 @@ func TestCheckOutputCatchesViolations(t *testing.T) {
 		} else if !strings.Contains(strings.Join(bad, ";"), "") {
 			t.Errorf("%s: %v", name, bad)
 		}
+	}
+}
+
+// A consume-transform-produce owner paused inside its handler while its
+// lease is taken over: its commit is refused by the fence, its outbox
+// records with its effects, and the next grant's output is the only one.
+func TestStaleOwnersOutputIsRefused(t *testing.T) {
+	t.Parallel()
+	brokers := cluster(t, 1, "in", "out")
+	produced := produceTo(t, brokers, "in", 0, 5)
+	pool := newLedger(t)
+	ctx := pgtest.ContextFor(t, time.Minute)
+	inside, release := make(chan fence.Token, 1), make(chan struct{})
+	var calls atomic.Int32
+	inner := transform("w")
+	n := startRelayNodeWith(t, pool, brokers, "w", kafka.Config{Topics: []string{"in"}, Brokers: brokers, PartitionsPerTopic: 1,
+		Fence: lease.FenceConfig{IdleTimeout: 30 * time.Second},
+		Handler: func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
+			if err := inner(ctx, tx, b); err != nil {
+				return err
+			}
+			if calls.Add(1) == 1 {
+				inside <- b.Token
+				<-release // a pause: the lease is taken over meanwhile
+			}
+			return nil
+		}}, testLogger(t))
+	stale := <-inside
+	var usurper int64
+	pgtest.Must(t, pool.QueryRow(ctx, `UPDATE leasehold.leases SET token = nextval('leasehold.lease_token_seq'), owner = 'usurper'
+		WHERE name = 'partition/g/0' RETURNING token`).Scan(&usurper))
+	close(release)
+	eventually(t, 20*time.Second, "the stale commit refused", func() bool { return n.Stats().Fenced == 1 })
+	waitOffsets(t, pool, "g", "in", map[int32]int64{0: 5}, 30*time.Second)
+	keys := map[string]string{}
+	for _, r := range produced {
+		keys[r.value] = ""
+	}
+	out := readOutput(t, brokers, "out", len(produced), 20*time.Second, 500*time.Millisecond)
+	if bad := checkOutput(produced, keys, out); len(bad) > 0 {
+		t.Fatalf("output violations: %v", bad)
+	}
+	var staleSegments int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.outbox_segments WHERE token = $1`, int64(stale)).Scan(&staleSegments))
+	if staleSegments > 0 {
+		t.Fatalf("%d outbox segments of the stale owner (token %d) committed", staleSegments, stale)
 	}
 }
