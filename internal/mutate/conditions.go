@@ -111,4 +111,25 @@ var Conditions = []Condition{{
 	To:    "f.verify(ctx, tx, f.peek, fence.CheckLocking,",
 	Pkg:   "./lease/",
 	Tests: []string{"TestFencedErrorNamesTheEarlyRead"},
+}, {
+	Name:  "outbox: progress in the Kafka transaction",
+	File:  "kafka/relay_producer.go",
+	From:  "\tif err := p.commitProgress(ctx, last); err != nil {\n",
+	To:    "\tif err := error(nil); err != nil {\n",
+	Pkg:   "./kafka/",
+	Tests: []string{"TestRelayResumesFromTheProgressCommittedInKafka", "TestRelayRefusesProgressAheadOfTheOutbox"},
+}, {
+	Name:  "outbox: sealed in the handler's transaction",
+	File:  "queue/tx.go",
+	From:  "\tif err := box.Seal(ctx, tx); err != nil {\n",
+	To:    "\tif err := error(nil); err != nil {\n",
+	Pkg:   "./outbox/",
+	Tests: []string{"TestRecordsCommitWithTheJobAsOneSegment", "TestRecordsOfARolledBackSavepointAreDropped", "TestRecordsRollBackWithAFailedHandler"},
+}, {
+	Name:  "outbox: only published segments deleted",
+	File:  "internal/store/outbox.go",
+	From:  "        WHERE group_name = $1 AND partition = $2 AND seq <= $3\n",
+	To:    "        WHERE group_name = $1 AND partition = $2 AND seq <= $3 + 1\n",
+	Pkg:   "./kafka/",
+	Tests: []string{"TestRelayPublishesWholeSegments", "TestRelayResumesFromTheProgressCommittedInKafka"},
 }}
