@@ -56,7 +56,8 @@ type Relay struct {
 // relaySession is one Open..Close of a Relay.
 type relaySession struct {
 	group  string
-	closed func() // undoes outboxtx.Opened
+	closed func()      // undoes outboxtx.Opened
+	topic  atomic.Bool // ProgressTopic is known to exist
 	opts   []kgo.Opt
 	fails  *lograte.Limiter
 }
@@ -92,36 +93,30 @@ func NewRelay(db *leasehold.DB, cfg RelayConfig) (*Relay, error) {
 func (r *Relay) Config() RelayConfig { return r.cfg }
 
 // Open prepares the Relay to publish group's outbox; the worker calls it
-// at Start. It creates ProgressTopic if it does not exist (one partition),
-// bounded by ctx. It returns ErrInUse if the Relay is open already.
-func (r *Relay) Open(ctx context.Context, group string) error {
+// at Start. It does no I/O: Kafka being unreachable does not keep a worker
+// from starting (the records wait in the outbox; the relay retries, logs
+// and reports it). ProgressTopic is created, with one partition, by the
+// first producer that finds it missing. It returns ErrInUse if the Relay
+// is open already.
+func (r *Relay) Open(_ context.Context, group string) error {
 	if group == "" {
 		return fmt.Errorf("%w: empty group", ErrInvalidConfig)
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.s != nil {
-		r.mu.Unlock()
 		return fmt.Errorf("relay: %w", ErrInUse)
 	}
 	log := r.log.With("group", group)
 	fails, err := lograte.New(log, lograte.Config{})
 	if err != nil {
-		r.mu.Unlock()
 		return err
 	}
 	s := &relaySession{group: group, fails: fails}
 	s.opts = slices.Clip(append(append([]kgo.Opt{kgo.WithLogger(kgoLogger{log, fails})}, r.cfg.ClientOptions...),
 		kgo.SeedBrokers(r.cfg.Brokers...)))
-	r.s = s
-	r.mu.Unlock()
-	if err := r.ensureProgressTopic(ctx, s); err != nil {
-		r.mu.Lock()
-		r.s = nil
-		r.mu.Unlock()
-		fails.Close()
-		return err
-	}
 	s.closed = outboxtx.Opened(r.schema, group)
+	r.s = s
 	return nil
 }
 

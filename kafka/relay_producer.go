@@ -44,6 +44,13 @@ func (r *Relay) newProducer(ctx context.Context, g *relayGrant) (*producer, erro
 		return nil, fmt.Errorf("kafka: relay client: %w", err)
 	}
 	p := &producer{cl: cl, id: id, topic: r.cfg.ProgressTopic, token: g.o.Token}
+	if !g.s.topic.Load() {
+		if err := r.ensureProgressTopic(ctx, cl); err != nil {
+			cl.Close()
+			return nil, err
+		}
+		g.s.topic.Store(true)
+	}
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		cl.Close()
 		return nil, p.classify("initialise the producer", err)
@@ -257,12 +264,7 @@ func (p *producer) commitProgress(ctx context.Context, last int64) error {
 
 // ensureProgressTopic creates ProgressTopic, with one partition, unless it
 // exists.
-func (r *Relay) ensureProgressTopic(ctx context.Context, s *relaySession) error {
-	cl, err := kgo.NewClient(s.opts...)
-	if err != nil {
-		return fmt.Errorf("kafka: relay client: %w", err)
-	}
-	defer cl.Close()
+func (r *Relay) ensureProgressTopic(ctx context.Context, cl *kgo.Client) error {
 	mreq := kmsg.NewPtrMetadataRequest()
 	mt := kmsg.NewMetadataRequestTopic()
 	mt.Topic = kmsg.StringPtr(r.cfg.ProgressTopic)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
@@ -91,4 +92,45 @@ func TestRelayPublishesQueueJobsOutputOnce(t *testing.T) {
 		t.Fatalf("%d records published, want %d", len(out), keys*perKey)
 	}
 	eventuallyEmpty(t, pool)
+}
+
+// With Kafka unreachable, a queue worker with a relay still starts and runs
+// its jobs; their records wait in the outbox, and the relay reports the
+// failure (Stats, per partition) instead of dropping anything.
+func TestRelayWithKafkaDownKeepsTheRecords(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := pgtest.ContextFor(t, time.Minute)
+	db := pgtest.Open(t, pool, leasehold.Config{Logger: quiet()})
+	ws := queue.NewWorkers()
+	queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[Emitted]) error {
+		return outbox.Add(ctx, tx, outbox.Record{Topic: "out", Value: []byte(strconv.Itoa(w.Args.N))})
+	})
+	r, err := kafka.NewRelay(db, kafka.RelayConfig{Brokers: []string{"127.0.0.1:1"}, RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+		ClientOptions: []kgo.Opt{kgo.RetryTimeout(200 * time.Millisecond), kgo.RequestRetries(1)}})
+	pgtest.Must(t, err)
+	w, err := worker.New(db, worker.Config{Group: "q", Partitions: 2, Workers: ws, Relay: r})
+	pgtest.Must(t, err)
+	pgtest.Must(t, w.Start(ctx))
+	defer w.Stop(ctx)
+	c, err := queue.New(db, queue.Config{})
+	pgtest.Must(t, err)
+	for n := range 10 {
+		_, err := c.Enqueue(ctx, queue.Job{Group: "q", Args: Emitted{N: n}})
+		pgtest.Must(t, err)
+	}
+	eventually(t, 20*time.Second, "the jobs completed and the relay reported the failure", func() bool {
+		var done int
+		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.jobs WHERE state = 'completed'`).Scan(&done))
+		failing := false
+		for _, p := range r.Stats().Partitions {
+			failing = failing || p.Err != ""
+		}
+		return done == 10 && failing && r.Stats().Failed > 0
+	})
+	var recs int
+	pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.outbox_records`).Scan(&recs))
+	if recs != 10 {
+		t.Fatalf("%d records in the outbox, want the 10 the jobs appended, kept", recs)
+	}
 }
