@@ -162,8 +162,13 @@ type grantOutcomes struct {
 // completeFenced records the outcomes of one grant, fenced: completeGrants
 // for one grant, its refusal as the error.
 func (p *Processor) completeFenced(ctx context.Context, db fence.Querier, o partition.Ownership, outs []outcome) (changed int, drained []int64, err error) {
+	return p.completeFencedOn(ctx, on(db), o, outs)
+}
+
+// completeFencedOn is completeFenced with its statement run by run.
+func (p *Processor) completeFencedOn(ctx context.Context, run runner, o partition.Ownership, outs []outcome) (changed int, drained []int64, err error) {
 	refused := make([]error, 1)
-	changed, drained, err = p.completeGrants(ctx, on(db), []grantOutcomes{{o, outs}}, refused)
+	changed, drained, err = p.completeGrants(ctx, run, []grantOutcomes{{o, outs}}, refused)
 	if err == nil {
 		err = refused[0]
 	}
@@ -298,6 +303,17 @@ func on(db fence.Querier) runner {
 			return err
 		}
 		return scan(rows) // pgx.ForEachRow closes rows
+	}
+}
+
+// after runs statements in tx, each after the statements queue adds (in
+// one round trip with them: a pipeline).
+func after(tx pgx.Tx, queue func(*pgx.Batch)) runner {
+	return func(ctx context.Context, stmt string, args []any, scan func(pgx.Rows) error) error {
+		b := &pgx.Batch{}
+		queue(b)
+		b.Queue(stmt, args...).Query(scan)
+		return tx.SendBatch(ctx, b).Close()
 	}
 }
 

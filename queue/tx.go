@@ -110,18 +110,20 @@ func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership,
 	// while the lease is still this grant's, the work is not lost.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	// The records the handler appended to the outbox become one segment,
-	// numbered under the partition's head row, locked until the commit.
-	if err := box.Seal(ctx, tx); err != nil {
-		return broken(err)
-	}
 	done := make([]outcome, len(fs))
 	for i, f := range fs {
 		done[i] = outcome{id: f.id, state: "completed", spent: f.spend(1), item: f.item != ""}
 	}
 	// The fence check and the completion, in one statement: the lease row
 	// is locked FOR KEY SHARE until the commit (no takeover commits before).
-	n, drained, err := p.completeFenced(ctx, tx, o, done)
+	// Before it, in the same round trip, the records the handler appended
+	// to the outbox become one segment, numbered under the partition's
+	// head row, locked until the commit.
+	complete := on(tx)
+	if box.Added() > 0 {
+		complete = after(tx, func(b *pgx.Batch) { box.QueueSeal(b) })
+	}
+	n, drained, err := p.completeFencedOn(ctx, complete, o, done)
 	if err != nil {
 		return broken(err)
 	}

@@ -93,6 +93,21 @@ func (s *Scope) Seal(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// QueueSeal is Seal queued in b, to run before the statements queued after
+// it (in one round trip with them); b's results report its error.
+func (s *Scope) QueueSeal(b *pgx.Batch) {
+	if s.sealed.Swap(true) || s.added.Load() == 0 {
+		return
+	}
+	b.Queue(s.sql.Seal, s.group, s.partition, int32(min(s.added.Load(), 1<<31-1)), int64(s.token)).QueryRow(func(row pgx.Row) error {
+		var seq int64
+		if err := row.Scan(&seq); err != nil {
+			return store.Classify("outbox", "seal", fmt.Sprintf("%s/%d", s.group, s.partition), err)
+		}
+		return nil
+	})
+}
+
 // Committed is called by the runner after tx committed (or may have: an
 // unknown outcome). If records were appended, it wakes the partition's
 // relay in this process; if no relay is open for the group in this process
