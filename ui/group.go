@@ -30,6 +30,12 @@ type groupData struct {
 	EventErr string
 	// Paused reports whether the whole group is paused.
 	Paused bool
+	// Outbox is what waits in the group's outbox, nil when the group
+	// never used one; OutboxErr says why it could not be read.
+	Outbox    *admin.OutboxStatus
+	OutboxErr string
+	// OutboxCounted is admin.OutboxCounted, for the legend.
+	OutboxCounted int
 }
 
 // partitionRow is a partition of the ownership map.
@@ -120,13 +126,13 @@ func (h *Handler) group(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	st, err := admin.ReadStatusWith(r.Context(), h.db, []string{name}, admin.Options{Backlog: h.backlog.get})
+	st, err := admin.ReadStatusWith(r.Context(), h.db, []string{name}, admin.Options{Backlog: h.backlog.get, NoOutbox: true})
 	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}
 	g := st.Groups[0]
-	d := groupData{G: g, LagAlert: h.cfg.LagAlert}
+	d := groupData{G: g, LagAlert: h.cfg.LagAlert, OutboxCounted: admin.OutboxCounted}
 	for _, p := range g.Partitions {
 		row := partitionRow{PartitionStatus: p, Lag: time.Duration(p.OldestDueMS) * time.Millisecond,
 			Moving: p.Held && p.Desired != "" && p.Desired != p.Owner}
@@ -149,6 +155,12 @@ func (h *Handler) group(w http.ResponseWriter, r *http.Request) {
 	})
 	for _, p := range g.Paused {
 		d.Paused = d.Paused || p.Kind == ""
+	}
+	// The outbox is read apart: the page is still worth showing without.
+	d.Outbox, err = admin.ReadOutbox(r.Context(), h.db, g)
+	if err != nil {
+		err = h.explain(err)
+		d.OutboxErr = h.report(r, "ui: outbox could not be read", status(err), err)
 	}
 	d.Events, err = h.q.Events(r.Context(), name, eventsShown)
 	if err != nil {

@@ -14,8 +14,9 @@ import (
 // reload: the group's #waits shows a key waiting behind a job, loses it
 // when that job is cancelled (the region becomes its empty note: before,
 // the region was left out of the fresh page and live.js kept the stale
-// rows), and shows a new wait that appears after the page was loaded.
-// live.js also removes a live element the fresh page lacks.
+// rows), and shows a new wait that appears after the page was loaded;
+// the outbox section appears once the group has an outbox. live.js also
+// removes a live element the fresh page lacks.
 func TestBrowserLiveRegionEmpties(t *testing.T) {
 	t.Parallel()
 	browser := startBrowser(t)
@@ -44,6 +45,14 @@ func TestBrowserLiveRegionEmpties(t *testing.T) {
 	blocker2 := e.enqueue(queue.Job{Key: "L", Args: note{Text: "c"}, RunAt: later})
 	e.enqueue(queue.Job{Key: "L", Args: note{Text: "d"}})
 	tb.wait("#waits to show the new wait", `(r => r.length === 1 && r[0].getAttribute("href").endsWith("/jobs/`+itoa(blocker2)+`"))(document.querySelectorAll("#waits tbody tr a"))`)
+
+	// The outbox section appears once the group has an outbox, though the
+	// page was loaded without one.
+	if n := tb.count("#outbox section"); n != 0 {
+		t.Fatalf("#outbox: %d sections before the group had an outbox; want none", n)
+	}
+	e.seedOutbox(2, 1, 3, 1, 1)
+	tb.wait("#outbox to show partition 2's segments", `(r => r.length === 1 && r[0].getAttribute("data-outbox-partition") === "2")(document.querySelectorAll("#outbox tr[data-outbox-partition]"))`)
 
 	// An element marked live that the fresh page lacks is removed.
 	eval[bool](tb, `(() => { const p = document.createElement("p"); p.id = "gone"; p.dataset.live = ""; document.body.append(p); return true })()`)

@@ -46,7 +46,8 @@
 //
 // status shows, per group, each partition's owner, fencing token, lease
 // expiry and pending jobs, the keys whose due jobs wait behind a job that is
-// not due, and each member's partitions and last heartbeat.
+// not due, what waits in the group's outbox to be published to Kafka, and
+// each member's partitions and last heartbeat.
 // enqueue enqueues a job given by flags, or JSON lines from standard input
 // (all of them in one transaction, or none; a malformed line is reported by
 // its number before anything is enqueued). jobs inspects, lists, retries and

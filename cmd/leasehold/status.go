@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,9 +27,11 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show partition owners, leases, job backlogs and members",
 		Long: "status shows, per group (every group unless --group names some), each partition's owner, fencing\n" +
 			"token, lease expiry and pending jobs, the keys whose due jobs wait behind a job that is not due\n" +
-			"(the 5 most held up), and each member's partitions and last heartbeat. Times are relative to the\n" +
-			"database clock. Groups of more than 32 partitions list only the partitions that are not idle\n" +
-			"(idle: held by their desired owner, no pending job) unless --all; --json gives everything.",
+			"(the 5 most held up), what waits in the group's outbox to be published to Kafka (per partition:\n" +
+			"segments, records, oldest; the 10 oldest unless --all), and each member's partitions and last\n" +
+			"heartbeat. Times are relative to the database clock. Groups of more than 32 partitions list only\n" +
+			"the partitions that are not idle (idle: held by their desired owner, no pending job) unless --all;\n" +
+			"--json gives everything.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, ctx, done, err := db.connect(cmd.Context(), nil)
@@ -113,6 +117,9 @@ func printGroup(w io.Writer, g admin.GroupStatus, all bool) error {
 		fmt.Fprintf(w, "(%d idle partitions not listed: held by their desired owner, no pending job; --all lists them)\n", hidden)
 	}
 	fmt.Fprintln(w)
+	if err := printOutbox(w, g.Outbox, all); err != nil {
+		return err
+	}
 	if err := printRunningWorkers(w, g); err != nil {
 		return err
 	}
@@ -132,6 +139,56 @@ func printGroup(w io.Writer, g admin.GroupStatus, all bool) error {
 		t.row(m.ID, m.Incarnation, live, len(m.Partitions), human(time.Duration(m.HeartbeatAgeMS)*time.Millisecond)+" ago")
 	}
 	return t.flush()
+}
+
+// outboxListed is how many partitions the outbox section lists without
+// --all: those whose oldest segment is the oldest.
+const outboxListed = 10
+
+// printOutbox writes the section of what waits in a group's outbox, if
+// anything does, followed by a blank line; with all, every partition with
+// segments waiting is listed.
+func printOutbox(w io.Writer, o *admin.OutboxStatus, all bool) error {
+	if o == nil || o.Segments == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "outbox: %d segments (%s records) waiting to be published to Kafka; oldest %s\n",
+		o.Segments, records(o.Records, o.RecordsPartial), human(time.Duration(o.OldestAgeMS)*time.Millisecond))
+	ps := o.Partitions
+	if !all && len(ps) > outboxListed {
+		ps = slices.Clone(ps)
+		slices.SortStableFunc(ps, func(a, b admin.OutboxPartition) int { return cmp.Compare(b.OldestAgeMS, a.OldestAgeMS) })
+		ps = ps[:outboxListed]
+		slices.SortFunc(ps, func(a, b admin.OutboxPartition) int { return cmp.Compare(a.Partition, b.Partition) })
+	}
+	t := newTable(w, "PARTITION", "SEGMENTS", "RECORDS", "OLDEST", "OWNER", "TOKEN")
+	for _, p := range ps {
+		owner, token := "-", "-"
+		if p.Owner != "" {
+			owner, token = p.Owner, fmt.Sprint(p.Token)
+			if !p.Held {
+				owner += " (lease not held)"
+			}
+		}
+		t.row(p.Partition, p.Segments, records(p.Records, p.RecordsPartial),
+			human(time.Duration(p.OldestAgeMS)*time.Millisecond), owner, token)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if n := len(o.Partitions) - len(ps); n > 0 {
+		fmt.Fprintf(w, "(the %d partitions with the oldest segments; %d more have segments waiting; --all lists them)\n", len(ps), n)
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// records formats a count of outbox records: "1000+" for a lower bound.
+func records(n int64, partial bool) string {
+	if partial {
+		return strconv.FormatInt(n, 10) + "+"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // printRunningWorkers writes the section of the jobs running now, by

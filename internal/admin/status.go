@@ -46,6 +46,10 @@ type GroupStatus struct {
 	// docs/running.md); Workers breaks it down by worker.
 	Running int             `json:"running"`
 	Workers []RunningStatus `json:"running_workers"`
+	// Outbox is what waits in the group's fenced outbox to be published
+	// to Kafka (ReadOutbox); nil when no handler of the group ever
+	// appended to it, and when Options.NoOutbox left it unread.
+	Outbox *OutboxStatus `json:"outbox"`
 }
 
 // RunningStatus is what one worker of a group runs now.
@@ -102,7 +106,8 @@ func (p PartitionStatus) Idle() bool {
 
 // ReadStatus reads the status of groups, or of every group if none, with
 // times relative to the database clock. It counts every group's backlog
-// and waiting keys as it reads: see ReadStatusWith for a cheaper read.
+// and waiting keys as it reads, and reads its outbox (ReadOutbox): see
+// ReadStatusWith for a cheaper read.
 func ReadStatus(ctx context.Context, db *leasehold.DB, groups []string) (Status, error) {
 	return ReadStatusWith(ctx, db, groups, Options{})
 }
@@ -116,6 +121,9 @@ type Options struct {
 	// waiting keys when waits is true); a cache of ReadBacklog, typically.
 	// Nil reads it with ReadBacklog for each group.
 	Backlog func(ctx context.Context, group string, waits bool) (Backlog, error)
+	// NoOutbox leaves GroupStatus.Outbox nil, for reports that do not
+	// show it or read it apart (ReadOutbox).
+	NoOutbox bool
 }
 
 // ReadStatusWith is ReadStatus with options: the web UI reads the backlog,
@@ -164,6 +172,11 @@ func ReadStatusWith(ctx context.Context, db *leasehold.DB, groups []string, o Op
 		runningOf(&gs, running)
 		if gs.Paused, err = pausesOf(ctx, q, g); err != nil {
 			return Status{}, err
+		}
+		if !o.NoOutbox {
+			if gs.Outbox, err = ReadOutbox(ctx, db, gs); err != nil {
+				return Status{}, err
+			}
 		}
 		rep.Groups = append(rep.Groups, gs)
 	}

@@ -72,16 +72,8 @@ r AS (
     WHERE o.group_name = $1 AND o.partition = $2 AND o.xid = s.xid)
 SELECT count(*) FROM s`
 
-// outboxDepth returns, for each partition of group $1 with unpublished
-// segments: partition, segments, records, the oldest segment's commit
-// time, and the database's clock.
-const outboxDepth = `
-SELECT partition, count(*), sum(records), min(committed_at), clock_timestamp()
-FROM {{schema}}.outbox_segments WHERE group_name = $1
-GROUP BY partition ORDER BY partition`
-
 // OutboxSQL are the statements of the fenced outbox (package outbox and its
 // relay, kafka.Relay).
 type OutboxSQL struct {
-	Append, Seal, Head, Read, ReadSegment, Delete, Depth string
+	Append, Seal, Head, Read, ReadSegment, Delete string
 }

@@ -44,10 +44,12 @@ type Statements struct {
 	Pause     PauseSQL
 	Kafka     KafkaSQL
 	Outbox    OutboxSQL
-	Tokens    TokenSQL
-	Running   RunningSQL
-	Periodic  PeriodicSQL
-	Insight   InsightSQL
+	// OutboxInsight reports the outbox to operators.
+	OutboxInsight OutboxInsightSQL
+	Tokens        TokenSQL
+	Running       RunningSQL
+	Periodic      PeriodicSQL
+	Insight       InsightSQL
 }
 
 var rendered sync.Map // schema name -> *Statements
@@ -113,8 +115,9 @@ func For(schema string) (*Statements, error) {
 		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 		Outbox: OutboxSQL{
 			Append: r(outboxAppend), Seal: r(outboxSeal), Head: r(outboxHead), Read: r(outboxRead),
-			ReadSegment: r(outboxReadSegment), Delete: r(outboxDelete), Depth: r(outboxDepth),
+			ReadSegment: r(outboxReadSegment), Delete: r(outboxDelete),
 		},
+		OutboxInsight: OutboxInsightSQL{Waiting: r(outboxWaiting)},
 	}
 	v, _ := rendered.LoadOrStore(schema, s)
 	return v.(*Statements), nil
