@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/internal/lograte"
+	"github.com/leasehold/leasehold/internal/outboxtx"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 )
@@ -40,6 +41,7 @@ type Consumer struct {
 	fence *lease.Fence
 	q     store.KafkaSQL
 	st    *store.Statements // for the outbox's statements (outboxtx)
+	place string            // the database's, for the outbox's wake-ups (outboxtx.Place)
 	retry *backoff.Backoff
 	log   *slog.Logger // the DB's logger
 
@@ -94,7 +96,7 @@ func New(db *leasehold.DB, cfg Config) (*Consumer, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return &Consumer{
-		cfg: cfg, pool: db.Pool(), fence: f, q: st.Kafka, st: st,
+		cfg: cfg, pool: db.Pool(), fence: f, q: st.Kafka, st: st, place: outboxtx.Place(db.Pool()),
 		retry:   backoff.New(cfg.RetryMin, cfg.RetryMax, nil),
 		log:     db.Logger(),
 		stalled: map[topicPartition]*OffsetError{},

@@ -40,6 +40,7 @@ import (
 type Relay struct {
 	cfg    RelayConfig
 	pool   *pgxpool.Pool
+	place  string // the database's (outboxtx.Place)
 	schema string
 	q      store.OutboxSQL
 	log    *slog.Logger
@@ -84,7 +85,7 @@ func NewRelay(db *leasehold.DB, cfg RelayConfig) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Relay{cfg: cfg, pool: db.Pool(), schema: db.Schema(), q: st.Outbox, log: db.Logger(),
+	return &Relay{cfg: cfg, pool: db.Pool(), place: outboxtx.Place(db.Pool()), schema: db.Schema(), q: st.Outbox, log: db.Logger(),
 		retry: backoff.New(cfg.RetryMin, cfg.RetryMax, nil),
 		parts: map[int]*relayPartition{}, errs: map[int]string{}}, nil
 }
@@ -113,9 +114,9 @@ func (r *Relay) Open(_ context.Context, group string) error {
 		return err
 	}
 	s := &relaySession{group: group, fails: fails}
-	s.opts = slices.Clip(append(append([]kgo.Opt{kgo.WithLogger(kgoLogger{log, fails})}, r.cfg.ClientOptions...),
+	s.opts = slices.Clip(append(append(producerDefaults(kgoLogger{log, fails}), r.cfg.ClientOptions...),
 		kgo.SeedBrokers(r.cfg.Brokers...)))
-	s.closed = outboxtx.Opened(r.schema, group)
+	s.closed = outboxtx.Opened(r.place, r.schema, group)
 	r.s = s
 	return nil
 }
@@ -158,7 +159,7 @@ func (r *Relay) Run(ctx context.Context, o partition.Ownership) {
 			"run_group", o.Group, "group", s.group, "partition", o.Partition)
 		return
 	}
-	wake, unregister := outboxtx.Register(r.schema, o.Group, o.Partition)
+	wake, unregister := outboxtx.Register(r.place, r.schema, o.Group, o.Partition)
 	defer unregister()
 	st := &relayPartition{token: o.Token}
 	r.mu.Lock()

@@ -28,8 +28,8 @@ type RelayConfig struct {
 	// (the last outbox segment published) is committed as a consumer
 	// group offset, in the Kafka transaction that publishes the segment
 	// (as Kafka Streams commits its input offsets). No record is ever
-	// written to it. Open creates it, with one partition, if it does not
-	// exist. Defaults to "leasehold-outbox-progress".
+	// written to it. The first producer that finds it missing creates it,
+	// with one partition. Defaults to "leasehold-outbox-progress".
 	ProgressTopic string
 	// MaxRecords is how many records a Kafka transaction publishes at
 	// most: the relay reads up to that many, segment after segment, and
@@ -49,8 +49,12 @@ type RelayConfig struct {
 	// outbox; it must not block. Defaults to none.
 	OnPublish func(Publish)
 	// ClientOptions are extra franz-go options for the producers (TLS,
-	// SASL, client id, ...). The relay sets TransactionalID and
-	// SeedBrokers after them. Defaults to none.
+	// SASL, client id, TransactionTimeout, ...). They come after the
+	// relay's defaults (franz-go's warnings logged, ProducerBatchMaxBytes
+	// 1048588 so that a record of outbox.MaxRecordBytes fits,
+	// TxnOffsetCommit at version 4 at most: the classic transaction
+	// protocol) and before TransactionalID and SeedBrokers, which the relay
+	// sets. Defaults to none.
 	ClientOptions []kgo.Opt
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,69 +27,77 @@ type relayGrant struct {
 }
 
 // ProgressError is returned when the progress committed in Kafka for a
-// partition is past the last segment its outbox ever numbered: the outbox
-// tables were reset or restored from an older backup, or another
-// deployment publishes under the same TransactionalIDPrefix. The relay
-// does not publish the partition (what it would publish is numbered below
-// the progress and would be skipped silently) until it is resolved; see
-// docs/kafka.md. It wraps ErrProgressAhead.
+// partition does not belong to its outbox: it was written for another
+// outbox (the outbox tables were reset, or another deployment publishes
+// under the same TransactionalIDPrefix), or it is past the last segment
+// the outbox ever numbered (the database was restored from an older
+// backup). Publishing would skip records silently, so the relay refuses:
+// it records the refusal in the outbox and does not publish the
+// partition, whichever worker owns it, until an operator clears it
+// (ClearRefusal, `leasehold outbox clear`; docs/kafka.md). It wraps
+// ErrProgressMismatch.
 type ProgressError struct {
 	Group     string
 	Partition int
-	// Progress is the last segment Kafka says was published; Head the last
-	// segment the outbox numbered.
-	Progress, Head int64
+	// Reason says what does not match.
+	Reason string
 }
 
 func (e *ProgressError) Error() string {
-	return fmt.Sprintf("kafka: relay %s/%d: the progress committed in Kafka (segment %d) is past the outbox's last segment (%d): outbox tables reset or restored, or another deployment uses the same TransactionalIDPrefix",
-		e.Group, e.Partition, e.Progress, e.Head)
+	return fmt.Sprintf("kafka: relay %s/%d refuses to publish: %s (docs/kafka.md, \"Progress that does not belong to the outbox\")",
+		e.Group, e.Partition, e.Reason)
 }
 
-// Unwrap returns ErrProgressAhead.
-func (e *ProgressError) Unwrap() error { return ErrProgressAhead }
+// Unwrap returns ErrProgressMismatch.
+func (e *ProgressError) Unwrap() error { return ErrProgressMismatch }
 
-// ErrProgressAhead is wrapped by *ProgressError.
-var ErrProgressAhead = errors.New("kafka: relay progress ahead of the outbox")
+// ErrProgressMismatch is wrapped by *ProgressError.
+var ErrProgressMismatch = errors.New("kafka: relay progress does not belong to the outbox")
+
+// head is what the Head statement reads of a partition's outbox.
+type head struct {
+	last     int64   // the last segment numbered (0: none)
+	id       *string // the outbox's identity (nil: no segment ever sealed)
+	refused  *string // why the relay refused, if it did
+	adopt    bool    // a refusal was cleared: progress not this outbox's is ignored
+	oldestUS *int64  // age of the oldest segment left; nil: none
+}
+
+func (g *relayGrant) head(ctx context.Context) (head, error) {
+	var h head
+	if err := g.r.pool.QueryRow(ctx, g.r.q.Head, g.o.Group, g.o.Partition).Scan(&h.last, &h.id, &h.refused, &h.adopt, &h.oldestUS); err != nil {
+		return h, store.ClassifyRead("outbox", "head", g.name(), err)
+	}
+	if h.oldestUS == nil {
+		g.st.pending.Store(0)
+		g.st.oldest.Store(0)
+	} else {
+		g.st.pending.Store(max(g.st.pending.Load(), 1))
+		g.st.oldest.Store(time.Now().Add(-time.Duration(*h.oldestUS) * time.Microsecond).UnixNano())
+	}
+	return h, nil
+}
 
 // drain publishes the partition's outbox until none is left. With no
 // producer yet, it first reads whether anything is left at all (one
 // statement): an idle partition never opens a producer.
 func (g *relayGrant) drain(ctx context.Context) error {
 	if g.p == nil {
-		var head int64
-		var pending bool
-		if err := g.r.pool.QueryRow(ctx, g.r.q.Head, g.o.Group, g.o.Partition).Scan(&head, &pending); err != nil {
-			return store.ClassifyRead("outbox", "head", g.name(), err)
-		}
-		if !pending {
-			g.st.pending.Store(0)
-			g.st.oldest.Store(0)
-			return nil
-		}
-		p, err := g.r.newProducer(ctx, g)
-		if err != nil {
+		p, err := g.open(ctx)
+		if err != nil || p == nil {
 			return err
 		}
-		if p.progress > head {
-			p.close()
-			return &ProgressError{Group: g.o.Group, Partition: g.o.Partition, Progress: p.progress, Head: head}
-		}
 		g.p = p
-		g.st.progress.Store(p.progress)
-		g.log.Debug("kafka: relay producer initialised", "progress", p.progress, "head", head)
 		if err := g.prune(ctx, p.progress); err != nil {
 			return err
 		}
 	}
 	for ctx.Err() == nil {
-		b, err := g.read(ctx, g.p.progress)
+		b, full, err := g.read(ctx, g.p.progress)
 		if err != nil {
 			return err
 		}
 		if b.last == 0 {
-			g.st.pending.Store(0)
-			g.st.oldest.Store(0)
 			return nil
 		}
 		if recs := b.records(); len(recs) > 0 {
@@ -99,7 +108,7 @@ func (g *relayGrant) drain(ctx context.Context) error {
 			g.r.transactions.Add(1)
 			g.r.records.Add(int64(len(recs)))
 			if h := g.r.cfg.OnPublish; h != nil {
-				h(Publish{Group: g.o.Group, Partition: g.o.Partition, Token: g.o.Token,
+				g.onPublish(h, Publish{Group: g.o.Group, Partition: g.o.Partition, Token: g.o.Token,
 					First: b.rows[0].seq, Last: b.last, Records: len(recs), Took: time.Since(start)})
 			}
 		}
@@ -111,8 +120,77 @@ func (g *relayGrant) drain(ctx context.Context) error {
 		if err := g.prune(ctx, b.last); err != nil {
 			return err
 		}
+		if !full {
+			// All that was committed when the read began is published;
+			// a commit since has woken the relay (the wake-up channel was
+			// registered before the first read, and keeps one wake-up).
+			g.st.pending.Store(0)
+			g.st.oldest.Store(0)
+			return nil
+		}
 	}
 	return ctx.Err()
+}
+
+// open returns the grant's producer, initialised, with the progress it
+// read from Kafka checked against the outbox; nil if nothing waits.
+func (g *relayGrant) open(ctx context.Context) (*producer, error) {
+	h, err := g.head(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case h.refused != nil:
+		return nil, &ProgressError{Group: g.o.Group, Partition: g.o.Partition, Reason: *h.refused}
+	case h.oldestUS == nil:
+		return nil, nil // nothing to publish
+	}
+	p, err := g.r.newProducer(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	// Read again, after the producer's initialisation: from now on only
+	// this producer publishes, so the head read now is at least the
+	// progress, unless the progress is not this outbox's.
+	if h, err = g.head(ctx); err != nil {
+		p.close()
+		return nil, err
+	}
+	switch reason := p.mismatch(h); {
+	case reason != "" && h.adopt:
+		// An operator cleared the refusal: publish every segment left,
+		// from here on under this outbox's identity.
+		g.log.Warn("kafka: relay ignores progress that is not this outbox's, as an operator cleared its refusal: publishing every segment left",
+			"reason", reason, "progress", p.progress)
+		p.progress = 0
+	case reason != "":
+		p.close()
+		if _, err := g.r.pool.Exec(ctx, g.r.q.Refuse, g.o.Group, g.o.Partition, reason); err != nil {
+			return nil, store.Classify("outbox", "refuse", g.name(), err)
+		}
+		g.log.Error("kafka: relay refuses to publish the partition: the progress in Kafka does not belong to this outbox; cleared by an operator only",
+			"reason", reason, "progress", p.progress)
+		return nil, &ProgressError{Group: g.o.Group, Partition: g.o.Partition, Reason: reason}
+	case h.adopt && p.progress > 0:
+		// The progress is this outbox's own again.
+		if _, err := g.r.pool.Exec(ctx, g.r.q.Adopted, g.o.Group, g.o.Partition); err != nil {
+			p.close()
+			return nil, store.Classify("outbox", "adopted", g.name(), err)
+		}
+	}
+	p.outbox = *h.id
+	g.st.progress.Store(p.progress)
+	g.log.Debug("kafka: relay producer initialised", "progress", p.progress, "head", h.last)
+	return p, nil
+}
+
+// onPublish calls the OnPublish hook, logging a panic of it.
+func (g *relayGrant) onPublish(h func(Publish), p Publish) {
+	defer func() {
+		if r := recover(); r != nil {
+			g.log.Error("kafka: RelayConfig.OnPublish panicked", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	h(p)
 }
 
 func (g *relayGrant) name() string { return fmt.Sprintf("%s/%d", g.o.Group, g.o.Partition) }
@@ -143,11 +221,12 @@ func (b relayBatch) records() []*kgo.Record {
 }
 
 // read returns the records of the segments after progress, whole segments
-// only, at most MaxRecords unless the first segment alone has more.
-func (g *relayGrant) read(ctx context.Context, progress int64) (relayBatch, error) {
+// only, at most MaxRecords unless the first segment alone has more, and
+// whether the read reached its limit (more may follow).
+func (g *relayGrant) read(ctx context.Context, progress int64) (relayBatch, bool, error) {
 	b, segs, full, err := g.query(ctx, g.r.q.Read, progress, g.r.cfg.MaxRecords)
 	if err != nil || !full {
-		return b, err
+		return b, false, err
 	}
 	// The last segment may be cut by the limit: leave it to the next
 	// transaction, unless it is the only one; then read it whole.
@@ -156,10 +235,10 @@ func (g *relayGrant) read(ctx context.Context, progress int64) (relayBatch, erro
 			b.rows = b.rows[:len(b.rows)-1]
 		}
 		b.last = b.rows[len(b.rows)-1].seq
-		return b, nil
+		return b, true, nil
 	}
 	b, _, _, err = g.query(ctx, g.r.q.ReadSegment, b.last, -1)
-	return b, err
+	return b, true, err
 }
 
 // query runs Read (limit >= 0) or ReadSegment and returns its rows, the

@@ -40,13 +40,21 @@ type relayFixture struct {
 
 func newRelayFixture(t *testing.T, maxRecords int) *relayFixture {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "out"))
 	pgtest.Must(t, err)
 	t.Cleanup(c.Close)
+	return newRelayFixtureOn(t, c.ListenAddrs(), maxRecords)
+}
+
+// newRelayFixtureOn is newRelayFixture on the Kafka of brokers, with a
+// database of its own.
+func newRelayFixtureOn(t *testing.T, brokers []string, maxRecords int) *relayFixture {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
 	pool := pgtest.Pool(t)
-	f := &relayFixture{ctx: ctx, pool: pool, db: pgtest.DBOn(t, pool), brokers: c.ListenAddrs()}
+	f := &relayFixture{ctx: ctx, pool: pool, db: pgtest.DBOn(t, pool), brokers: brokers}
+	var err error
 	f.st, err = store.For(f.db.Schema())
 	pgtest.Must(t, err)
 	f.r, err = NewRelay(f.db, RelayConfig{Brokers: f.brokers, MaxRecords: maxRecords, OnPublish: func(p Publish) {
@@ -67,7 +75,7 @@ func (f *relayFixture) add(t *testing.T, values ...string) {
 	tx, err := f.pool.Begin(f.ctx)
 	pgtest.Must(t, err)
 	defer tx.Rollback(f.ctx)
-	box := outboxtx.New(f.st, "g", 0, 1, tx)
+	box := outboxtx.New("test", f.st, "g", 0, 1, tx)
 	ctx := outboxtx.With(f.ctx, box)
 	for _, v := range values {
 		rec := outbox.Record{Topic: "out", Key: []byte("k"), Value: []byte(v)}
@@ -130,9 +138,9 @@ func TestRelayResumesFromTheProgressCommittedInKafka(t *testing.T) {
 	f.add(t, "a1", "a2")
 	f.add(t, "b1")
 	g1 := f.grant(1)
-	p, err := f.r.newProducer(f.ctx, g1)
+	p, err := g1.open(f.ctx)
 	pgtest.Must(t, err)
-	b, err := g1.read(f.ctx, p.progress)
+	b, _, err := g1.read(f.ctx, p.progress)
 	pgtest.Must(t, err)
 	pgtest.Must(t, p.publish(f.ctx, b.records(), b.last))
 	p.close() // killed: the published segments are still in the outbox
@@ -164,10 +172,10 @@ func TestRelayFencesAnEarlierOwnersProducer(t *testing.T) {
 	f := newRelayFixture(t, 1000)
 	f.add(t, "x1", "x2")
 	g1, g2 := f.grant(1), f.grant(2)
-	p1, err := f.r.newProducer(f.ctx, g1)
+	p1, err := g1.open(f.ctx)
 	pgtest.Must(t, err)
 	defer p1.close()
-	b, err := g1.read(f.ctx, p1.progress)
+	b, _, err := g1.read(f.ctx, p1.progress)
 	pgtest.Must(t, err)
 	defer g2.closeProducer()
 	pgtest.Must(t, g2.drain(f.ctx)) // initialises the partition's producer again: p1 is fenced
@@ -179,10 +187,12 @@ func TestRelayFencesAnEarlierOwnersProducer(t *testing.T) {
 	}
 }
 
-// Progress in Kafka past the outbox's last segment (the outbox tables
-// reset or restored) stops the relay with a *ProgressError rather than
-// skipping what the outbox now numbers below it.
-func TestRelayRefusesProgressAheadOfTheOutbox(t *testing.T) {
+// Progress in Kafka written for another outbox (the outbox tables were
+// reset) stops the relay with a *ProgressError, recorded so that every
+// later attempt refuses too (no retry prunes what the old progress
+// covers), until an operator clears it; then the relay publishes every
+// segment left, and commits progress of its own.
+func TestRelayRefusesProgressOfAnotherOutboxUntilCleared(t *testing.T) {
 	t.Parallel()
 	f := newRelayFixture(t, 1000)
 	f.add(t, "a")
@@ -192,16 +202,109 @@ func TestRelayRefusesProgressAheadOfTheOutbox(t *testing.T) {
 	g1.closeProducer()
 	_, err := f.pool.Exec(f.ctx, `TRUNCATE leasehold.outbox_heads, leasehold.outbox_segments, leasehold.outbox_records`)
 	pgtest.Must(t, err)
-	f.add(t, "after-reset")
+	f.add(t, "after-reset-1")
+	g2 := f.grant(2)
+	err = g2.drain(f.ctx)
+	var pe *ProgressError
+	if !errors.As(err, &pe) || !errors.Is(err, ErrProgressMismatch) || !strings.Contains(pe.Reason, "another outbox") {
+		t.Fatalf("drain after a reset = %v, want a *ProgressError (another outbox)", err)
+	}
+	// The head catches up with the old progress: a retry must still refuse.
+	f.add(t, "after-reset-2")
+	f.add(t, "after-reset-3")
+	g3 := f.grant(3)
+	defer g3.closeProducer()
+	if err := g3.drain(f.ctx); !errors.As(err, &pe) {
+		t.Fatalf("a later attempt = %v, want the recorded refusal", err)
+	}
+	if s, _ := f.left(t); s != 3 {
+		t.Fatalf("%d segments left, want the 3 new ones kept", s)
+	}
+	cleared, err := ClearRefusal(f.ctx, f.db, "g", 0)
+	pgtest.Must(t, err)
+	if !slices.Equal(cleared, []int{0}) {
+		t.Fatalf("ClearRefusal cleared %v, want [0]", cleared)
+	}
+	g4 := f.grant(4)
+	defer g4.closeProducer()
+	pgtest.Must(t, g4.drain(f.ctx))
+	f.add(t, "after-clear")
+	g5 := f.grant(5) // a new owner finds this outbox's own progress
+	defer g5.closeProducer()
+	pgtest.Must(t, g5.drain(f.ctx))
+	if got, want := f.output(t, 6), []string{"a", "b", "after-reset-1", "after-reset-2", "after-reset-3", "after-clear"}; !slices.Equal(got, want) {
+		t.Fatalf("output %v, want %v", got, want)
+	}
+	var adopt bool
+	pgtest.Must(t, f.pool.QueryRow(f.ctx, `SELECT adopt FROM leasehold.outbox_heads WHERE group_name = 'g' AND partition = 0`).Scan(&adopt))
+	if adopt {
+		t.Errorf("the adoption did not end once the outbox's own progress was committed")
+	}
+}
+
+// Progress past the outbox's last segment (the database restored from an
+// older backup) is refused, not taken as covering the new segments.
+func TestRelayRefusesProgressAheadOfTheOutbox(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t, 1000)
+	f.add(t, "a")
+	f.add(t, "b")
+	f.add(t, "c")
+	g1 := f.grant(1)
+	pgtest.Must(t, g1.drain(f.ctx))
+	g1.closeProducer()
+	// The restore: the head is back at segment 1.
+	_, err := f.pool.Exec(f.ctx, `UPDATE leasehold.outbox_heads SET next_seq = 2`)
+	pgtest.Must(t, err)
+	f.add(t, "after-restore")
 	g2 := f.grant(2)
 	defer g2.closeProducer()
 	err = g2.drain(f.ctx)
 	var pe *ProgressError
-	if !errors.As(err, &pe) || !errors.Is(err, ErrProgressAhead) || pe.Progress != 2 || pe.Head != 1 {
-		t.Fatalf("drain after a reset = %v, want a *ProgressError (progress 2, head 1)", err)
+	if !errors.As(err, &pe) || !strings.Contains(pe.Reason, "past the outbox's last segment") {
+		t.Fatalf("drain after a restore = %v, want a *ProgressError (progress past the head)", err)
 	}
 	if s, _ := f.left(t); s != 1 {
 		t.Errorf("%d segments left, want the new one kept", s)
+	}
+}
+
+// Two deployments (two databases) with a group of the same name and the
+// same TransactionalIDPrefix on one Kafka cluster: the second's relay
+// refuses the first's progress instead of taking it for its own.
+func TestRelayRefusesAnotherDeploymentsProgress(t *testing.T) {
+	t.Parallel()
+	a := newRelayFixture(t, 1000)
+	a.add(t, "a1")
+	a.add(t, "a2")
+	ga := a.grant(1)
+	pgtest.Must(t, ga.drain(a.ctx))
+	ga.closeProducer()
+	b := newRelayFixtureOn(t, a.brokers, 1000)
+	for _, v := range []string{"b1", "b2", "b3"} {
+		b.add(t, v)
+	}
+	gb := b.grant(1)
+	defer gb.closeProducer()
+	var pe *ProgressError
+	if err := gb.drain(b.ctx); !errors.As(err, &pe) {
+		t.Fatalf("the second deployment's drain = %v, want a *ProgressError", err)
+	}
+	if s, _ := b.left(t); s != 3 {
+		t.Errorf("the second deployment's outbox holds %d segments, want its 3 kept", s)
+	}
+}
+
+// A record of outbox.MaxRecordBytes, the most Add accepts, is published.
+func TestRelayPublishesARecordOfMaxRecordBytes(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t, 1000)
+	f.add(t, strings.Repeat("x", outbox.MaxRecordBytes-1)) // and the key "k"
+	g := f.grant(1)
+	defer g.closeProducer()
+	pgtest.Must(t, g.drain(f.ctx))
+	if got := f.output(t, 1); len(got) != 1 || len(got[0]) != outbox.MaxRecordBytes-1 {
+		t.Fatalf("published %d records", len(got))
 	}
 }
 

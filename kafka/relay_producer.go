@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/leasehold/leasehold/fence"
 )
@@ -22,7 +24,50 @@ type producer struct {
 	topic    string // ProgressTopic
 	topicID  [16]byte
 	token    fence.Token
-	progress int64 // the last segment published (0: none)
+	progress int64  // the last segment published (0: none)
+	owner    string // the outbox the progress was written for (its metadata)
+	outbox   string // this outbox's identity, written with the progress
+}
+
+// progressMeta is the metadata committed with the progress: the outbox's
+// identity, then the grant's token (for people reading it).
+const progressMeta = "leasehold outbox "
+
+// producerDefaults are the relay's producer options, before
+// RelayConfig.ClientOptions (which may override them): franz-go's warnings
+// to log; batches up to the brokers' default message.max.bytes, so that a
+// record of outbox.MaxRecordBytes fits; and TxnOffsetCommit at version 4 at
+// most, so that franz-go and the relay's own AddOffsetsToTxn stay in the
+// classic transaction protocol, which every broker version accepts (a
+// version above 4 is for brokers running transaction.version 2).
+func producerDefaults(log kgo.Logger) []kgo.Opt {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
+	return []kgo.Opt{kgo.WithLogger(log), kgo.ProducerBatchMaxBytes(1048588), kgo.MaxVersions(v)}
+}
+
+// mismatch says why the progress read does not belong to the outbox whose
+// head is h ("" if it does).
+func (p *producer) mismatch(h head) string {
+	switch {
+	case p.progress == 0:
+		return ""
+	case h.id == nil || p.owner != *h.id:
+		return fmt.Sprintf("the progress committed in Kafka (segment %d, group %s) was written for another outbox (%q; this one is %s): "+
+			"the outbox tables were reset, or another deployment publishes under the same TransactionalIDPrefix",
+			p.progress, p.id, p.owner, deref(h.id))
+	case p.progress > h.last:
+		return fmt.Sprintf("the progress committed in Kafka (segment %d) is past the outbox's last segment (%d): "+
+			"the database was restored from an older backup", p.progress, h.last)
+	}
+	return ""
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "none"
+	}
+	return *s
 }
 
 // transactionalID returns the transactional id of a group partition's
@@ -108,7 +153,7 @@ func (p *producer) readProgress(ctx context.Context) error {
 		if err != nil {
 			return p.classify("read the progress", err)
 		}
-		code, offset := progressIn(resp)
+		code, offset, meta := progressIn(resp)
 		if err := kerr.ErrorForCode(code); errors.Is(err, kerr.UnstableOffsetCommit) {
 			// A transaction committing progress is being completed.
 			select {
@@ -123,41 +168,51 @@ func (p *producer) readProgress(ctx context.Context) error {
 			return p.classify("read the progress", err)
 		}
 		p.progress = max(offset, 0)
+		if rest, ok := strings.CutPrefix(meta, progressMeta); ok {
+			p.owner, _, _ = strings.Cut(rest, " ")
+		}
 		return nil
 	}
 }
 
-// progressIn returns the error code and the offset of partition 0 in an
-// OffsetFetch response (in either of its layouts).
-func progressIn(resp *kmsg.OffsetFetchResponse) (code int16, offset int64) {
-	offset = -1
+// progressIn returns the error code, the offset and the metadata of
+// partition 0 in an OffsetFetch response (in either of its layouts); a
+// response without partition 0 is an error (UnknownTopicOrPartition).
+func progressIn(resp *kmsg.OffsetFetchResponse) (code int16, offset int64, meta string) {
+	found := false
+	take := func(partition int32, pcode int16, off int64, m *string) {
+		if partition != 0 {
+			return
+		}
+		found = true
+		if pcode != 0 && code == 0 {
+			code = pcode
+		}
+		offset = off
+		if m != nil {
+			meta = *m
+		}
+	}
 	if len(resp.Groups) > 0 {
 		g := resp.Groups[0]
 		code = g.ErrorCode
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
-				if p.Partition == 0 {
-					if p.ErrorCode != 0 && code == 0 {
-						code = p.ErrorCode
-					}
-					offset = p.Offset
-				}
+				take(p.Partition, p.ErrorCode, p.Offset, p.Metadata)
 			}
 		}
-		return code, offset
-	}
-	code = resp.ErrorCode
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if p.Partition == 0 {
-				if p.ErrorCode != 0 && code == 0 {
-					code = p.ErrorCode
-				}
-				offset = p.Offset
+	} else {
+		code = resp.ErrorCode
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				take(p.Partition, p.ErrorCode, p.Offset, p.Metadata)
 			}
 		}
 	}
-	return code, offset
+	if !found && code == 0 {
+		code = kerr.UnknownTopicOrPartition.Code
+	}
+	return code, offset, meta
 }
 
 // publish produces recs and commits the progress last in one Kafka
@@ -242,7 +297,7 @@ func (p *producer) commitProgress(ctx context.Context, last int64) error {
 	rt.Topic, rt.TopicID = p.topic, p.topicID
 	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, last, -1
-	meta := fmt.Sprintf("leasehold outbox progress, token %d", int64(p.token))
+	meta := fmt.Sprintf("%s%s token %d", progressMeta, p.outbox, int64(p.token))
 	rp.Metadata = &meta
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)

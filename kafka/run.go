@@ -246,8 +246,9 @@ func (c *Consumer) apply(ctx context.Context, g *grant, b *Batch, prev *int64) e
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	defer tx.Rollback(cctx) // after a commit: a no-op
-	box := outboxtx.New(c.st, g.o.Group, g.o.Partition, g.o.Token, tx)
+	box := outboxtx.New(c.place, c.st, g.o.Group, g.o.Partition, g.o.Token, tx)
 	herr := call(outboxtx.With(ctx, box), c.cfg.Handler, lease.Managed(tx), b)
+	box.Close()
 	if tx.Conn().PgConn().TxStatus() == 'I' {
 		// The handler ended the transaction itself (a raw COMMIT or
 		// ROLLBACK through Exec): its effects may have committed without

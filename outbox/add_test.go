@@ -43,7 +43,7 @@ func outboxRows(ctx context.Context, t *testing.T, db *leasehold.DB) []stored {
 	t.Helper()
 	schema := pgx.Identifier{db.Schema()}.Sanitize()
 	rows, err := db.Pool().Query(ctx, `SELECT s.seq, s.records, s.token, coalesce(r.topic, ''), coalesce(r.key, ''), coalesce(r.value, ''), r.headers
-		FROM `+schema+`.outbox_segments s LEFT JOIN `+schema+`.outbox_records r USING (group_name, partition, xid)
+		FROM `+schema+`.outbox_segments s LEFT JOIN `+schema+`.outbox_records r USING (group_name, partition, scope)
 		ORDER BY s.group_name, s.partition, s.seq, r.id`)
 	if err != nil {
 		t.Fatal(err)

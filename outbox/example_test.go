@@ -61,7 +61,7 @@ func ExampleAdd() {
 
 	// What the relay would publish, in order: one segment per commit.
 	rows, err := db.Pool().Query(ctx, `SELECT s.seq, r.topic, r.key, r.value
-		FROM `+schema+`.outbox_segments s JOIN `+schema+`.outbox_records r USING (group_name, partition, xid)
+		FROM `+schema+`.outbox_segments s JOIN `+schema+`.outbox_records r USING (group_name, partition, scope)
 		ORDER BY s.seq, r.id`)
 	if err != nil {
 		t.Fatalf("%v", err)

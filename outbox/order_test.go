@@ -36,7 +36,7 @@ func TestSegmentsBecomeVisibleInNumberOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	sealed := func(ctx context.Context, tx pgx.Tx, r *rand.Rand) error {
-		box := outboxtx.New(st, "g", 0, 1, tx)
+		box := outboxtx.New("test", st, "g", 0, 1, tx)
 		if err := outbox.Add(outboxtx.With(ctx, box), tx, outbox.Record{Topic: "out", Value: []byte("v")}); err != nil {
 			return err
 		}

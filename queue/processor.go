@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/internal/gather"
 	"github.com/leasehold/leasehold/internal/lograte"
+	"github.com/leasehold/leasehold/internal/outboxtx"
 	"github.com/leasehold/leasehold/internal/store"
 	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
@@ -155,6 +156,7 @@ type Processor struct {
 	listen store.Session // db's listening session (Listen)
 	q      store.QueueSQL
 	st     *store.Statements // for the outbox's statements (outboxtx)
+	place  string            // the database's, for the outbox's wake-ups (outboxtx.Place)
 	runq   store.RunningSQL
 	pz     store.PauseSQL
 	in     store.InsightSQL
@@ -271,7 +273,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	p := &Processor{pool: db.Pool(), schema: db.Schema(), listen: db.Listen(), cfg: cfg, dueC: make(chan struct{}, 1), q: st.Queue, st: st, runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
+	p := &Processor{pool: db.Pool(), schema: db.Schema(), listen: db.Listen(), cfg: cfg, dueC: make(chan struct{}, 1), q: st.Queue, st: st, place: outboxtx.Place(db.Pool()), runq: st.Running, pz: st.Pause, in: st.Insight, fence: f, grants: make(map[wakeKey][]*runningSet), batches: batches{q: st.Batch, channel: st.Queue.Channel},
 		retry: backoff.New(cfg.MinRetry, cfg.MaxRetry, cfg.Rand), log: db.Logger(), fails: fails,
 		trace: newTracing(cfg.TracerProvider, cfg.Propagator),
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),

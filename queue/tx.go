@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,8 +85,9 @@ func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership,
 	for i, f := range fs {
 		ids[i] = f.id
 	}
-	box := outboxtx.New(p.st, o.Group, o.Partition, o.Token, tx)
+	box := outboxtx.New(p.place, p.st, o.Group, o.Partition, o.Token, tx)
 	herr := run(outboxtx.With(ctx, box), &jobTx{Tx: lease.Managed(tx), running: ids})
+	box.Close()
 	if tx.Conn().PgConn().TxStatus() == 'I' {
 		// The handler ended the transaction itself, with a raw COMMIT or
 		// ROLLBACK through Exec (Commit and Rollback refuse): its effects
@@ -121,7 +123,16 @@ func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership,
 	// head row, locked until the commit.
 	complete := on(tx)
 	if box.Added() > 0 {
-		complete = after(tx, func(b *pgx.Batch) { box.QueueSeal(b) })
+		complete = after(tx, func(b *pgx.Batch) {
+			// The appending transactions of a partition commit one after
+			// the other (the head row): the seal may wait for several
+			// commits, up to the statement timeout rather than the lock
+			// timeout meant for the lease row.
+			fc := p.fence.Config()
+			b.Queue("SET LOCAL lock_timeout = " + ms(fc.StatementTimeout))
+			box.QueueSeal(b)
+			b.Queue("SET LOCAL lock_timeout = " + ms(fc.LockTimeout))
+		})
 	}
 	n, drained, err := p.completeFencedOn(ctx, complete, o, done)
 	if err != nil {
@@ -142,6 +153,9 @@ func (p *Processor) runIn(ctx context.Context, tx pgx.Tx, o partition.Ownership,
 	}
 	return nil
 }
+
+// ms renders d for a SET of a timeout in milliseconds (at least 1).
+func ms(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }
 
 // jobTx is the transaction a transactional handler gets: managed (its
 // Commit and Rollback refuse), and knowing the jobs it runs, so that

@@ -20,8 +20,8 @@ func (e *env) seedOutbox(p, first, n, recs, minutes int) {
 	_, err := e.pool.Exec(ctx, `INSERT INTO leasehold.outbox_heads (group_name, partition, next_seq) VALUES ('emails', $1, $2)`, p, first+n)
 	pgtest.Must(e.t, err)
 	_, err = e.pool.Exec(ctx, `
-		INSERT INTO leasehold.outbox_segments (group_name, partition, seq, xid, records, token, committed_at)
-		SELECT 'emails', $1, s, (1000000 * ($1 + 1) + s)::text::xid8, $4, 1,
+		INSERT INTO leasehold.outbox_segments (group_name, partition, seq, scope, records, token, committed_at)
+		SELECT 'emails', $1, s, (1000000 * ($1 + 1) + s), $4, 1,
 		       clock_timestamp() - make_interval(mins => $5) + (s - $2) * interval '1 millisecond'
 		FROM generate_series($2::bigint, $2 + $3 - 1) AS s`, p, first, n, recs, minutes)
 	pgtest.Must(e.t, err)

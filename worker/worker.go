@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -166,14 +167,25 @@ func (w *Worker) run(ctx context.Context, o partition.Ownership) {
 	w.log.Debug("worker: partition granted", "partition", o.Partition, "token", int64(o.Token), "lease", o.Lease.Name())
 	start := time.Now()
 	if w.cfg.Relay != nil {
-		// The relay publishes the partition's outbox beside the source,
-		// for as long as the grant lasts.
+		// The relay publishes the partition's outbox beside the source, for
+		// as long as the grant lasts, and no longer than the source runs
+		// (its Run may return early, or panic, giving the partition up).
+		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			w.cfg.Relay.Run(ctx, o)
+			defer func() {
+				if r := recover(); r != nil {
+					w.log.Error("worker: the outbox relay panicked; the partition's outbox is published again at its next grant",
+						"partition", o.Partition, "token", int64(o.Token), "panic", r, "stack", string(debug.Stack()))
+				}
+			}()
+			w.cfg.Relay.Run(rctx, o)
 		}()
-		defer func() { <-done }()
+		defer func() {
+			cancel()
+			<-done
+		}()
 	}
 	w.src.run(ctx, o)
 	cause := context.Cause(ctx)

@@ -22,11 +22,17 @@
 //	leasehold batch list [--group G] [--before ID] [--limit N] [--json]
 //	leasehold batch seal|cancel|retry [GROUP] NAME [--json]
 //	leasehold demo --kafka [--json] [--database-url URL]
+//	leasehold outbox clear GROUP [PARTITION] [--json]
 //
 // migrate creates or upgrades leasehold's schema in the database named by
 // --database-url or, failing that, the DATABASE_URL environment variable,
 // and prints the schema version reached. It fails, with exit code 1, when
 // the database's schema is newer than this build knows.
+//
+// outbox clear clears the refusal a Kafka outbox relay recorded for a
+// partition whose progress in Kafka did not belong to the outbox (every
+// refused partition of GROUP without PARTITION); the relay then publishes
+// every segment the outbox holds (docs/kafka.md).
 //
 // version prints the module version of this build and the newest schema
 // version it knows.

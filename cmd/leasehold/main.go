@@ -96,7 +96,7 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().BoolVarP(&opts.verbose, "verbose", "v", false, "show the log records of leasehold's components")
 	root.AddCommand(newMigrateCmd(opts), newVersionCmd(), newDemoCmd(opts),
 		newStatusCmd(), newEnqueueCmd(), newJobsCmd(), newGroupsCmd(), newBatchCmd(opts), newPeriodicCmd(),
-		newPauseCmd(), newResumeCmd(), newUICmd(opts))
+		newPauseCmd(), newResumeCmd(), newUICmd(opts), newOutboxCmd())
 	return root
 }
 

@@ -152,8 +152,8 @@ func seedOutbox(t *testing.T, pool *pgxpool.Pool, group string, segs, recs, firs
 			group, p, first[p]+n)
 		pgtest.Must(t, err)
 		_, err = pool.Exec(context.Background(), `
-			INSERT INTO leasehold.outbox_segments (group_name, partition, seq, xid, records, token, committed_at)
-			SELECT $1, $2, s, (1000000 * ($2 + 1) + s)::text::xid8, $5, 1,
+			INSERT INTO leasehold.outbox_segments (group_name, partition, seq, scope, records, token, committed_at)
+			SELECT $1, $2, s, (1000000 * ($2 + 1) + s), $5, 1,
 			       clock_timestamp() - make_interval(secs => $6) + (s - $3) * interval '1 millisecond'
 			FROM generate_series($3::bigint, $3 + $4 - 1) AS s`,
 			group, p, first[p], n, recs[p], age[p].Seconds())

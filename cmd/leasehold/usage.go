@@ -27,6 +27,17 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 	}
 }
 
+// rangeArgs accepts from min to max positional arguments, what they are;
+// otherwise it is a usage error.
+func rangeArgs(min, max int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < min || len(args) > max {
+			return usageErr(cmd, fmt.Sprintf("%s: %d argument(s) given, want %d to %d", what, len(args), min, max))
+		}
+		return nil
+	}
+}
+
 // minArgs accepts at least n positional arguments, what they are; otherwise
 // it is a usage error.
 func minArgs(n int, what string) cobra.PositionalArgs {

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/internal/store"
@@ -17,6 +20,8 @@ import (
 // Scope is one fenced transaction's outbox: where records appended in it
 // go, and how many were.
 type Scope struct {
+	id        int64 // stamps the records appended through it, and its segment
+	place     string
 	schema    string
 	group     string
 	partition int
@@ -24,15 +29,25 @@ type Scope struct {
 	conn      *pgx.Conn
 	sql       *store.OutboxSQL
 	added     atomic.Int64
+	closed    atomic.Bool // no more appends (the handler returned)
 	sealed    atomic.Bool
 }
 
 type ctxKey struct{}
 
 // New returns the scope of tx, the fenced transaction of group's partition
-// under token, whose statements are st.
-func New(st *store.Statements, group string, partition int, token fence.Token, tx pgx.Tx) *Scope {
-	return &Scope{schema: st.Schema, group: group, partition: partition, token: token, conn: tx.Conn(), sql: &st.Outbox}
+// under token, whose statements are st; place is the database's (Place).
+func New(place string, st *store.Statements, group string, partition int, token fence.Token, tx pgx.Tx) *Scope {
+	return &Scope{id: rand.Int64N(math.MaxInt64) + 1, place: place, schema: st.Schema, group: group, partition: partition,
+		token: token, conn: tx.Conn(), sql: &st.Outbox}
+}
+
+// Place names the database a pool connects to (host, port and database
+// name), so that wake-ups of one database's outbox do not reach the relay
+// of another's in the same process. Pools cloned from one another share it.
+func Place(pool *pgxpool.Pool) string {
+	c := pool.Config().ConnConfig
+	return fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
 }
 
 // With returns ctx carrying s.
@@ -44,7 +59,7 @@ func From(ctx context.Context) *Scope {
 	return s
 }
 
-// Group and Partition say whose outbox the scope appends to.
+// Group is the group whose outbox the scope appends to.
 func (s *Scope) Group() string { return s.group }
 
 // Partition is the partition of the scope's grant.
@@ -64,10 +79,10 @@ func (s *Scope) Append(ctx context.Context, tx pgx.Tx, topics []string, keys, va
 	if tx == nil || tx.Conn() != s.conn {
 		return ErrOtherTx
 	}
-	if s.sealed.Load() {
+	if s.closed.Load() {
 		return ErrSealed
 	}
-	if _, err := tx.Exec(ctx, s.sql.Append, s.group, s.partition, topics, keys, values, headers); err != nil {
+	if _, err := tx.Exec(ctx, s.sql.Append, s.group, s.partition, topics, keys, values, headers, s.id); err != nil {
 		return store.Classify("outbox", "append", fmt.Sprintf("%s/%d", s.group, s.partition), err)
 	}
 	s.added.Add(int64(len(topics)))
@@ -78,16 +93,22 @@ func (s *Scope) Append(ctx context.Context, tx pgx.Tx, topics []string, keys, va
 // afterwards included).
 func (s *Scope) Added() int64 { return s.added.Load() }
 
+// Close refuses further appends: the runner calls it once the handler has
+// returned, whether or not it seals (an Add from a goroutine the handler
+// left behind must not append records no segment will hold).
+func (s *Scope) Close() { s.closed.Store(true) }
+
 // Seal makes the records appended in tx one segment, numbered after the
 // partition's last (the head row stays locked until tx ends). It does
 // nothing if none were appended. The runner calls it after the handler
 // returned nil, before its fence check, in the same transaction; once.
 func (s *Scope) Seal(ctx context.Context, tx pgx.Tx) error {
+	s.closed.Store(true)
 	if s.sealed.Swap(true) || s.added.Load() == 0 {
 		return nil
 	}
 	var seq int64
-	if err := tx.QueryRow(ctx, s.sql.Seal, s.group, s.partition, int32(min(s.added.Load(), 1<<31-1)), int64(s.token)).Scan(&seq); err != nil {
+	if err := tx.QueryRow(ctx, s.sql.Seal, s.group, s.partition, int32(min(s.added.Load(), 1<<31-1)), int64(s.token), s.id).Scan(&seq); err != nil {
 		return store.Classify("outbox", "seal", fmt.Sprintf("%s/%d", s.group, s.partition), err)
 	}
 	return nil
@@ -96,10 +117,11 @@ func (s *Scope) Seal(ctx context.Context, tx pgx.Tx) error {
 // QueueSeal is Seal queued in b, to run before the statements queued after
 // it (in one round trip with them); b's results report its error.
 func (s *Scope) QueueSeal(b *pgx.Batch) {
+	s.closed.Store(true)
 	if s.sealed.Swap(true) || s.added.Load() == 0 {
 		return
 	}
-	b.Queue(s.sql.Seal, s.group, s.partition, int32(min(s.added.Load(), 1<<31-1)), int64(s.token)).QueryRow(func(row pgx.Row) error {
+	b.Queue(s.sql.Seal, s.group, s.partition, int32(min(s.added.Load(), 1<<31-1)), int64(s.token), s.id).QueryRow(func(row pgx.Row) error {
 		var seq int64
 		if err := row.Scan(&seq); err != nil {
 			return store.Classify("outbox", "seal", fmt.Sprintf("%s/%d", s.group, s.partition), err)
@@ -117,8 +139,8 @@ func (s *Scope) Committed(log *slog.Logger) {
 	if s.added.Load() == 0 {
 		return
 	}
-	if !Wake(s.schema, s.group, s.partition) && !opened(s.schema, s.group) {
-		if _, seen := warned.LoadOrStore(s.schema+"\x00"+s.group, true); !seen && log != nil {
+	if !Wake(s.place, s.schema, s.group, s.partition) && !opened(s.place, s.schema, s.group) {
+		if _, seen := warned.LoadOrStore(s.place+"\x00"+s.schema+"\x00"+s.group, true); !seen && log != nil {
 			log.Warn("outbox: records committed, but no relay runs for the group in this process: they are published once one does (worker.Config.Relay)",
 				"group", s.group, "partition", s.partition)
 		}

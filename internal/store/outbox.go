@@ -1,34 +1,64 @@
 package store
 
 // outboxAppend appends records to the outbox of group $1's partition $2 in
-// the calling (fenced) transaction, stamped with its transaction id: $3
-// topics, $4 keys, $5 values, $6 encoded headers (parallel arrays, in order).
+// the calling (fenced) transaction, stamped with its scope $7: $3 topics,
+// $4 keys, $5 values, $6 encoded headers (parallel arrays, in order).
 const outboxAppend = `
-INSERT INTO {{schema}}.outbox_records (group_name, partition, xid, topic, key, value, headers)
-SELECT $1, $2, pg_current_xact_id(), t, k, v, h
+INSERT INTO {{schema}}.outbox_records (group_name, partition, scope, topic, key, value, headers)
+SELECT $1, $2, $7, t, k, v, h
 FROM unnest($3::text[], $4::bytea[], $5::bytea[], $6::bytea[]) WITH ORDINALITY AS r(t, k, v, h, n)
 ORDER BY n`
 
-// outboxSeal makes the records the calling transaction appended to group
-// $1's partition $2 one segment: the partition's next sequence number,
-// taken under the head row's lock (held until COMMIT, so segments are
-// numbered in commit order, without gaps). $3 records appended, $4 token.
-// It returns the segment's sequence number.
+// outboxSeal makes the records scope $5 appended to group $1's partition $2
+// one segment: the partition's next sequence number, taken under the head
+// row's lock (held until COMMIT, so segments are numbered in commit order,
+// without gaps). $3 records appended, $4 token. It returns the segment's
+// sequence number.
 const outboxSeal = `
 WITH h AS (
     INSERT INTO {{schema}}.outbox_heads AS h (group_name, partition, next_seq) VALUES ($1, $2, 2)
     ON CONFLICT (group_name, partition) DO UPDATE SET next_seq = h.next_seq + 1
     RETURNING next_seq - 1 AS seq)
-INSERT INTO {{schema}}.outbox_segments (group_name, partition, seq, xid, records, token, committed_at)
-SELECT $1, $2, h.seq, pg_current_xact_id(), $3, $4, clock_timestamp() FROM h
+INSERT INTO {{schema}}.outbox_segments (group_name, partition, seq, scope, records, token, committed_at)
+SELECT $1, $2, h.seq, $5, $3, $4, clock_timestamp() FROM h
 RETURNING seq`
 
-// outboxHead returns the last sequence number given to a segment of group
-// $1's partition $2 (0: none) and whether any segment is left unpublished
-// (not deleted).
+// outboxHead returns, for group $1's partition $2: the last sequence number
+// given to a segment (0: none), the outbox's identity, why the relay was
+// refused (NULLs without a head row), whether a refusal was cleared and not
+// yet followed by progress of this outbox's own (adopt), and the age in
+// microseconds of the oldest segment left unpublished (not deleted; NULL:
+// none) on the database's clock.
 const outboxHead = `
-SELECT coalesce((SELECT next_seq - 1 FROM {{schema}}.outbox_heads WHERE group_name = $1 AND partition = $2), 0),
-       EXISTS (SELECT 1 FROM {{schema}}.outbox_segments WHERE group_name = $1 AND partition = $2)`
+SELECT coalesce(h.next_seq - 1, 0), h.id::text, h.refused, coalesce(h.adopt, false),
+       (SELECT (extract(epoch FROM clock_timestamp() - s.committed_at) * 1e6)::bigint
+        FROM {{schema}}.outbox_segments s WHERE s.group_name = $1 AND s.partition = $2
+        ORDER BY s.seq LIMIT 1)
+FROM (SELECT 1) AS one
+LEFT JOIN {{schema}}.outbox_heads h ON h.group_name = $1 AND h.partition = $2`
+
+// outboxRefuse records why the relay refuses to publish group $1's
+// partition $2 ($3), unless a refusal is recorded already; the relay stays
+// stopped until it is cleared (outboxClear).
+const outboxRefuse = `
+INSERT INTO {{schema}}.outbox_heads AS h (group_name, partition, next_seq, refused, refused_at)
+VALUES ($1, $2, 1, $3, clock_timestamp())
+ON CONFLICT (group_name, partition) DO UPDATE SET refused = $3, refused_at = clock_timestamp()
+WHERE h.refused IS NULL`
+
+// outboxClear clears the refusal of group $1's partition $2 (all of the
+// group's partitions when $2 is NULL), the relay then adopting the
+// partition (see migration 0017's adopt), and returns the partitions
+// cleared.
+const outboxClear = `
+UPDATE {{schema}}.outbox_heads SET refused = NULL, refused_at = NULL, adopt = true
+WHERE group_name = $1 AND ($2::int IS NULL OR partition = $2) AND refused IS NOT NULL
+RETURNING partition`
+
+// outboxAdopted ends the adoption of group $1's partition $2: its progress
+// in Kafka is this outbox's own again.
+const outboxAdopted = `
+UPDATE {{schema}}.outbox_heads SET adopt = false WHERE group_name = $1 AND partition = $2 AND adopt`
 
 // outboxRead returns the records of group $1's partition $2 in the
 // segments after sequence number $3, segment after segment, each in append
@@ -37,12 +67,12 @@ SELECT coalesce((SELECT next_seq - 1 FROM {{schema}}.outbox_heads WHERE group_na
 // seq and age). At most $4 rows.
 const outboxRead = `
 WITH s AS (
-    SELECT seq, xid, committed_at FROM {{schema}}.outbox_segments
+    SELECT seq, scope, committed_at FROM {{schema}}.outbox_segments
     WHERE group_name = $1 AND partition = $2 AND seq > $3
     ORDER BY seq LIMIT $4)
 SELECT s.seq, (extract(epoch FROM clock_timestamp() - s.committed_at) * 1e6)::bigint, r.topic, r.key, r.value, r.headers
 FROM s LEFT JOIN {{schema}}.outbox_records r
-  ON r.group_name = $1 AND r.partition = $2 AND r.xid = s.xid
+  ON r.group_name = $1 AND r.partition = $2 AND r.scope = s.scope
 ORDER BY s.seq, r.id
 LIMIT $4`
 
@@ -52,7 +82,7 @@ LIMIT $4`
 const outboxReadSegment = `
 SELECT s.seq, (extract(epoch FROM clock_timestamp() - s.committed_at) * 1e6)::bigint, r.topic, r.key, r.value, r.headers
 FROM {{schema}}.outbox_segments s LEFT JOIN {{schema}}.outbox_records r
-  ON r.group_name = $1 AND r.partition = $2 AND r.xid = s.xid
+  ON r.group_name = $1 AND r.partition = $2 AND r.scope = s.scope
 WHERE s.group_name = $1 AND s.partition = $2 AND s.seq = $3
 ORDER BY r.id`
 
@@ -66,14 +96,14 @@ WITH s AS (
         SELECT group_name, partition, seq FROM {{schema}}.outbox_segments
         WHERE group_name = $1 AND partition = $2 AND seq <= $3
         ORDER BY seq LIMIT $4)
-    RETURNING xid),
+    RETURNING scope),
 r AS (
     DELETE FROM {{schema}}.outbox_records o USING s
-    WHERE o.group_name = $1 AND o.partition = $2 AND o.xid = s.xid)
+    WHERE o.group_name = $1 AND o.partition = $2 AND o.scope = s.scope)
 SELECT count(*) FROM s`
 
 // OutboxSQL are the statements of the fenced outbox (package outbox and its
 // relay, kafka.Relay).
 type OutboxSQL struct {
-	Append, Seal, Head, Read, ReadSegment, Delete string
+	Append, Seal, Head, Refuse, Clear, Adopted, Read, ReadSegment, Delete string
 }

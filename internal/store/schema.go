@@ -114,7 +114,7 @@ func For(schema string) (*Statements, error) {
 		},
 		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 		Outbox: OutboxSQL{
-			Append: r(outboxAppend), Seal: r(outboxSeal), Head: r(outboxHead), Read: r(outboxRead),
+			Append: r(outboxAppend), Seal: r(outboxSeal), Head: r(outboxHead), Refuse: r(outboxRefuse), Clear: r(outboxClear), Adopted: r(outboxAdopted), Read: r(outboxRead),
 			ReadSegment: r(outboxReadSegment), Delete: r(outboxDelete),
 		},
 		OutboxInsight: OutboxInsightSQL{Waiting: r(outboxWaiting)},
