@@ -228,3 +228,29 @@ func TestAddRefuses(t *testing.T) {
 		t.Fatalf("refused records were appended: %+v", got)
 	}
 }
+
+// Two appending jobs run inline in one test transaction (WorkTx) each seal
+// a segment of their own (records are stamped per handler run, not per
+// transaction).
+func TestTwoInlineJobsInOneTransactionEachSealASegment(t *testing.T) {
+	t.Parallel()
+	ctx, db, w := setup(t)
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for i, vs := range [][]string{{"a"}, {"b"}} {
+		res, err := w.WorkTx(ctx, t, tx, queue.Job{Group: "g", Key: "k", Args: Emit{Values: vs}})
+		if err != nil || res.Outcome != queue.OutcomeCompleted {
+			t.Fatalf("job %d: outcome %v, %v", i, res.Outcome, err)
+		}
+	}
+	var segments int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{db.Schema()}.Sanitize()+`.outbox_segments`).Scan(&segments); err != nil {
+		t.Fatal(err)
+	}
+	if segments != 2 {
+		t.Fatalf("%d segments, want 2", segments)
+	}
+}
