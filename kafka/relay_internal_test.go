@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/fence"
@@ -32,6 +34,7 @@ type relayFixture struct {
 	db      *leasehold.DB
 	st      *store.Statements
 	brokers []string
+	cluster *kfake.Cluster // nil for newRelayFixtureOn
 	r       *Relay
 
 	mu        sync.Mutex
@@ -43,7 +46,9 @@ func newRelayFixture(t *testing.T, maxRecords int) *relayFixture {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "out"))
 	pgtest.Must(t, err)
 	t.Cleanup(c.Close)
-	return newRelayFixtureOn(t, c.ListenAddrs(), maxRecords)
+	f := newRelayFixtureOn(t, c.ListenAddrs(), maxRecords)
+	f.cluster = c
+	return f
 }
 
 // newRelayFixtureOn is newRelayFixture on the Kafka of brokers, with a
@@ -345,5 +350,56 @@ func TestRelayPublishesWholeSegments(t *testing.T) {
 	}
 	if s, r := f.left(t); s != 0 || r != 0 {
 		t.Errorf("outbox holds %d segments, %d records, want none", s, r)
+	}
+}
+
+// Kafka failing in each step of a publish, whether or not the broker acted
+// on the request (a timed-out EndTxn is applied, then reported as failed:
+// an outcome the relay cannot know), and the database's deletion failing
+// after a commit: the relay retries as Run does (a new producer, the
+// progress read again) and every record is published once.
+func TestRelayPublishesOnceThroughFaults(t *testing.T) {
+	t.Parallel()
+	faults := map[string]kfake.Fault{
+		"produce refused":                {Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.UnknownServerError},
+		"produce applied, then failed":   {Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicasAfterAppend},
+		"offset commit refused":          {Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.UnknownServerError},
+		"add offsets refused":            {Keys: []kmsg.Key{kmsg.AddOffsetsToTxn}, Err: kerr.UnknownServerError, TopLevel: true},
+		"commit refused":                 {Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, TopLevel: true},
+		"commit applied, then timed out": {Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.RequestTimedOut, TopLevel: true, Count: 3},
+	}
+	for name, fault := range faults {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newRelayFixture(t, 2)
+			for i := range 6 {
+				f.add(t, fmt.Sprintf("r%d", i))
+			}
+			h := f.cluster.Fault(fault)
+			g := f.grant(1)
+			defer g.closeProducer()
+			failures := 0
+			for attempt := 0; ; attempt++ {
+				err := g.drain(f.ctx)
+				if err == nil {
+					break
+				}
+				failures++
+				if attempt == 20 {
+					t.Fatalf("still failing after 20 attempts: %v", err)
+				}
+				g.closeProducer()
+			}
+			if h.Hits() == 0 {
+				t.Fatalf("the fault never hit")
+			}
+			want := []string{"r0", "r1", "r2", "r3", "r4", "r5"}
+			if got := f.output(t, len(want)); !slices.Equal(got, want) {
+				t.Fatalf("output %v, want %v once each (%d failed attempts)", got, want, failures)
+			}
+			if s, _ := f.left(t); s != 0 {
+				t.Errorf("%d segments left", s)
+			}
+		})
 	}
 }
