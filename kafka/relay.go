@@ -180,6 +180,9 @@ func (r *Relay) Run(ctx context.Context, o partition.Ownership) {
 	for {
 		err := g.drain(ctx)
 		if ctx.Err() != nil {
+			if errors.Is(err, fence.ErrFenced) {
+				r.fenced.Add(1) // a stale relay's publish refused as its grant ends
+			}
 			return
 		}
 		if err == nil {

@@ -37,6 +37,13 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 			"an in-process Kafka (kfake) with a topic of --partitions partitions and produces --jobs records\n" +
 			"to it; the workers consume it with kafka, appending one ledger row per record in each\n" +
 			"batch's transaction, and the checker also requires every stored offset at its log end.\n\n" +
+			"--workload kafka-out adds exactly-once output into Kafka: per input record, the handler also\n" +
+			"appends one output record to the fenced outbox (outbox.Add), which each worker's kafka.Relay\n" +
+			"publishes to an output topic through a transactional producer per partition. Workers also kill\n" +
+			"themselves right after a relay's Kafka commit (started again at once), and stop themselves\n" +
+			"just before a relay's commit, past the lease (resumed after 2 to 3 TTLs: Kafka must refuse the\n" +
+			"stale commit). The checker reads the output read_committed and requires each input's output\n" +
+			"exactly once, in input order per key.\n\n" +
 			"--workload batch runs them against a queue batch: --jobs items with both follow-ups, submitted\n" +
 			"by a producer that crashes halfway and submits every item again, then sealed. The checker also\n" +
 			"requires the batch's progress exact and each follow-up run once, after the last item's effect.\n\n" +
@@ -84,9 +91,9 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 			}
 			switch rep.Verdict {
 			case chaos.VerdictFail:
-				return fmt.Errorf("chaos: invariants violated (%d lost, %d duplicates, %d stray, %d stale accepted, %d refused yet applied, %d overlaps, %d token, %d order, %d offsets, %d follow-up, %d progress)",
+				return fmt.Errorf("chaos: invariants violated (%d lost, %d duplicates, %d stray, %d stale accepted, %d refused yet applied, %d overlaps, %d token, %d order, %d offsets, %d follow-up, %d progress%s)",
 					rep.Lost, rep.Duplicates, rep.Stray, rep.StaleAccepted, rep.FencedApplied, rep.Overlaps, rep.TokenViolations, rep.OrderViolations, rep.OffsetMismatches,
-					rep.FollowupViolations, rep.ProgressViolations)
+					rep.FollowupViolations, rep.ProgressViolations, outputViolations(rep))
 			case chaos.VerdictInconclusive:
 				return errors.New("chaos: inconclusive: no stale commit was refused, so the faults never tested the fence; " +
 					"run longer or with other seeds")
@@ -105,7 +112,8 @@ func newChaosCmd(opts *rootOptions) *cobra.Command {
 	f.DurationVar(&cfg.Drain, "drain", 60*time.Second, "how long to wait, after the fault phase, for every job to finish")
 	f.Float64Var(&cfg.StallProbability, "stall", 0.05, "probability that a handler stalls past the TTL, ignoring its context, then commits")
 	f.StringVar(&faults, "faults", "all", "comma-separated fault kinds: "+kindNames())
-	f.StringVar(&workload, "workload", "queue", "workload: queue (jobs appending to a ledger), kafka (an in-process Kafka topic consumed into a ledger) or batch (a queue batch's items and follow-ups)")
+	f.StringVar(&workload, "workload", "queue", "workload: queue (jobs appending to a ledger), kafka (an in-process Kafka topic consumed into a ledger), "+
+		"kafka-out (the same, each record's output published to a Kafka topic through the outbox and its relay) or batch (a queue batch's items and follow-ups)")
 	f.StringVar(&jsonPath, "json", "", "write the report as JSON to this file (- for standard output)")
 	f.StringVar(&dir, "dir", "", "keep the workers' histories and logs in this directory (default: a temporary one, kept only if the run does not pass)")
 	f.BoolVar(&cfg.PgBouncer, "pgbouncer", false, "run the workers behind a PgBouncer in transaction pooling mode, started for the run (needs the pgbouncer package); they poll instead of LISTENing")
@@ -140,7 +148,7 @@ func writeChaosJSON(w io.Writer, path string, rep *chaos.Report) error {
 }
 
 // checkRows are the rows of a report that show the checker's Result, for
-// the jobs of the queue workload, the records of the Kafka workload or the
+// the jobs of the queue workload, the records of the Kafka workloads or the
 // items of the batch workload.
 func checkRows(r chaos.Result, workload string) [][2]string {
 	rows := [][2]string{
@@ -163,6 +171,16 @@ func checkRows(r chaos.Result, workload string) [][2]string {
 			[2]string{"plain outcomes misreported", fmt.Sprint(r.PlainMisreported)})
 	case "kafka":
 		rows = append(rows, [2]string{"stored offsets not at log end", fmt.Sprint(r.OffsetMismatches)})
+	case "kafka-out":
+		rows = append(rows,
+			[2]string{"stored offsets not at log end", fmt.Sprint(r.OffsetMismatches)},
+			[2]string{"outputs (read_committed)", fmt.Sprintf("%d (read_uncommitted: %d)", r.Outputs, r.OutputsUncommitted)},
+			[2]string{"outputs duplicated", fmt.Sprintf("%d (%d extra records)", r.OutputDuplicates, r.OutputExtra)},
+			[2]string{"outputs missing / reordered", fmt.Sprintf("%d / %d (foreign: %d)", r.OutputMissing, r.OutputReordered, r.OutputForeign)},
+			[2]string{"relay transactions", fmt.Sprintf("%d (failed %d)", r.RelayTransactions, r.RelayFailed)},
+			[2]string{"stale relays refused by Kafka", fmt.Sprintf("%d (%d requests: %s; counted by the relays: %d)",
+				r.RelayRefused, r.RelayRefusedRequests, byWorker(r.RelayRefusedBy), r.RelayFenced)},
+			[2]string{"relays killed / paused", fmt.Sprintf("%d / %d", r.RelayKills, r.RelayPauses)})
 	case "batch":
 		rows = append(rows,
 			[2]string{"follow-ups run / expected", fmt.Sprintf("%d / %d (%d violations)", r.FollowupsRun, r.FollowupsExpected, r.FollowupViolations)},
@@ -171,8 +189,12 @@ func checkRows(r chaos.Result, workload string) [][2]string {
 	return rows
 }
 
-// byWorker lists counts by worker, in the workers' order.
+// byWorker lists counts by worker (or by name), in the workers' order;
+// "none" if there are none.
 func byWorker(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
 	names := slices.Sorted(maps.Keys(m))
 	parts := make([]string, len(names))
 	for i, n := range names {
@@ -181,10 +203,20 @@ func byWorker(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
+// outputViolations lists a kafka-out run's output violations for the error
+// message ("" for the other workloads).
+func outputViolations(r *chaos.Report) string {
+	if r.Workload != "kafka-out" {
+		return ""
+	}
+	return fmt.Sprintf(", %d outputs duplicated, %d missing, %d reordered, %d foreign",
+		r.OutputDuplicates, r.OutputMissing, r.OutputReordered, r.OutputForeign)
+}
+
 // unitOf names the items of a workload.
 func unitOf(workload string) string {
 	switch workload {
-	case "kafka":
+	case "kafka", "kafka-out":
 		return "records"
 	case "batch":
 		return "items"

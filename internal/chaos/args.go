@@ -26,6 +26,9 @@ func WorkerFlags(fs *pflag.FlagSet, cfg *WorkerConfig) {
 	fs.StringVar(&cfg.History, "history", "", "history file (JSON lines)")
 	fs.StringVar(&cfg.SkewFile, "skew-file", "", "file holding the clock offset in milliseconds")
 	fs.BoolVar(&cfg.Unfenced, "unfenced", false, "apply effects outside the fence (control)")
+	fs.Float64Var(&cfg.RelayKill, "relay-kill", 0, "probability that the worker kills itself (SIGKILL) right after a relay's Kafka commit (kafka-out)")
+	fs.Float64Var(&cfg.RelayPause, "relay-pause", 0, "probability, per record a relay produced in a transaction, that the worker stops itself (SIGSTOP) there (kafka-out)")
+	fs.StringVar(&cfg.PauseFile, "pause-file", "", "file through which the worker asks to be resumed after a relay pause")
 	fs.BoolVar(&cfg.TransactionPooling, "transaction-pooling", false, "the database URL goes through a pooler in transaction mode")
 }
 
@@ -44,6 +47,15 @@ func (cfg WorkerConfig) Args() []string {
 	}
 	if cfg.Unfenced {
 		args = append(args, "--unfenced")
+	}
+	if cfg.RelayKill != 0 {
+		args = append(args, "--relay-kill", strconv.FormatFloat(cfg.RelayKill, 'g', -1, 64))
+	}
+	if cfg.RelayPause != 0 {
+		args = append(args, "--relay-pause", strconv.FormatFloat(cfg.RelayPause, 'g', -1, 64))
+	}
+	if cfg.PauseFile != "" {
+		args = append(args, "--pause-file", cfg.PauseFile)
 	}
 	if cfg.TransactionPooling {
 		args = append(args, "--transaction-pooling")

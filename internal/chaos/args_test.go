@@ -18,6 +18,10 @@ func TestWorkerArgsParseBack(t *testing.T) {
 		"kafka unfenced": {ID: "w0.1", DatabaseURL: "postgres://u@h:1/d", Workload: "kafka",
 			Env: Env{Schema: "leasehold_chaos", Group: "chaos", Partitions: 8, Keys: 64, Brokers: []string{"127.0.0.1:1", "127.0.0.1:2"}},
 			TTL: time.Second, Seed: -3, StallProbability: 0, History: "h", SkewFile: "s", Unfenced: true},
+		"kafka-out": {ID: "w2.7", DatabaseURL: "postgres://u@h:1/d", Workload: "kafka-out",
+			Env: Env{Schema: "leasehold_chaos", Group: "chaos", Partitions: 16, Keys: 64, Brokers: []string{"127.0.0.1:9"}},
+			TTL: time.Second, Seed: 1, StallProbability: 0.05, History: "h", SkewFile: "s",
+			RelayKill: 0.005, RelayPause: 1.0 / 150, PauseFile: "/tmp/w2.pause"},
 	} {
 		var got WorkerConfig
 		fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)

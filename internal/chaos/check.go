@@ -63,6 +63,9 @@ type Input struct {
 	// (see checkPlain). Empty for the other workloads.
 	Plain     []PlainJob
 	PlainRuns []PlainRun
+	// Output is the kafka-out workload's output topic (see checkOutput);
+	// nil for the other workloads.
+	Output *OutputRun
 }
 
 // Verdicts of a run.
@@ -151,6 +154,49 @@ type Result struct {
 	PlainStale       int `json:"plain_stale"`
 	PlainExpired     int `json:"plain_expired"`
 	PlainMisreported int `json:"plain_misreported"`
+	// Outputs counts the kafka-out workload's output records that a
+	// read_committed reader reads; OutputsUncommitted those that a
+	// read_uncommitted reader reads (records of aborted transactions
+	// too; reported, not checked). OutputDuplicates counts input records
+	// whose output was published more than once (OutputExtra the surplus
+	// records), OutputMissing input records without an output,
+	// OutputReordered outputs of a key published out of input order (or
+	// to another output partition than the key's earlier ones), and
+	// OutputForeign outputs naming no input record of the run, or under
+	// another key than their input's. Kafka-out only.
+	Outputs            int `json:"outputs"`
+	OutputsUncommitted int `json:"outputs_uncommitted"`
+	OutputDuplicates   int `json:"output_duplicates"`
+	OutputExtra        int `json:"output_extra"`
+	OutputMissing      int `json:"output_missing"`
+	OutputReordered    int `json:"output_reordered"`
+	OutputForeign      int `json:"output_foreign"`
+	// RelayTransactions counts the Kafka transactions the relays committed
+	// (the control: the sends it completed); RelayFenced the publishes a
+	// newer producer of the partition refused (kafka.RelayStats.Fenced:
+	// a stale relay's transaction refused); RelayFailed the publishes
+	// that failed otherwise; RelayKills the relays killed (kill -9 of
+	// their own process) right after a Kafka commit, before deleting what
+	// it published; RelayPauses the workers stopped (SIGSTOP) by
+	// themselves in a relay's transaction, before its commit. From the
+	// workers' histories; kafka-out only.
+	RelayTransactions int `json:"relay_transactions"`
+	RelayFenced       int `json:"relay_fenced"`
+	RelayFailed       int `json:"relay_failed"`
+	RelayKills        int `json:"relay_kills"`
+	RelayPauses       int `json:"relay_pauses"`
+	// RelayRefused counts the stale relays' transactions Kafka refused,
+	// as seen on the broker's side: producers (a transactional id at one
+	// epoch) whose requests were answered PRODUCER_FENCED or
+	// INVALID_PRODUCER_EPOCH, a newer owner's relay having initialised
+	// the partition's transactional id; RelayRefusedRequests counts the
+	// requests, and RelayRefusedBy those by request ("EndTxn (commit)",
+	// "AddOffsetsToTxn", ...). Unlike RelayFenced, it also counts the
+	// refusals a relay met after its grant had ended (it no longer counts
+	// them itself). Kafka-out only.
+	RelayRefused         int            `json:"relay_refused"`
+	RelayRefusedRequests int            `json:"relay_refused_requests"`
+	RelayRefusedBy       map[string]int `json:"relay_refused_by,omitempty"`
 	// Commits counts commit attempts in the workers' histories; Grants the
 	// grants in the lease audit.
 	Commits int `json:"commits"`
@@ -170,8 +216,9 @@ const maxViolations = 20
 // enqueue order, strictly increasing tokens and no overlapping ownership
 // windows in the lease audit, (queue) each plain job's completion recorded
 // once, fenced, and reported truthfully (checkPlain), (Kafka) every stored
-// offset at its log end, and (batch) the batch's items, progress and
-// follow-ups (checkBatch).
+// offset at its log end, (batch) the batch's items, progress and
+// follow-ups (checkBatch), and (kafka-out) each input record's output
+// published exactly once, in input order per key (checkOutput).
 // It counts the stale commits refused; a run that refused none is
 // inconclusive.
 func Check(in Input) Result {
@@ -335,6 +382,10 @@ func Check(in Input) Result {
 	if in.Batch != nil {
 		checkBatch(in.Batch, in.Jobs, &r, flag)
 	}
+	if in.Output != nil {
+		checkOutput(in.Output, in.Jobs, &r, flag)
+	}
+	countRelayEvents(in.Events, &r)
 
 	h := history.Check(in.Audit)
 	r.Grants = h.Grants
@@ -349,7 +400,8 @@ func Check(in Input) Result {
 
 	switch {
 	case r.Lost+r.Foreign+r.Stray+r.Duplicates+r.FencedApplied+r.StaleAccepted+r.Overlaps+r.TokenViolations+r.OrderViolations+r.OffsetMismatches+
-		r.FollowupViolations+r.ProgressViolations+r.PlainUnrun+r.PlainStale+r.PlainExpired+r.PlainMisreported > 0:
+		r.FollowupViolations+r.ProgressViolations+r.PlainUnrun+r.PlainStale+r.PlainExpired+r.PlainMisreported+
+		r.OutputDuplicates+r.OutputMissing+r.OutputReordered+r.OutputForeign > 0:
 		r.Verdict = VerdictFail
 	case r.StaleRefused == 0:
 		r.Verdict = VerdictInconclusive

@@ -58,6 +58,22 @@ type Config struct {
 	// fenced transaction, as an at-least-once queue does, and the run must
 	// show duplicates. Never a user option. Defaults to false.
 	Unfenced bool
+	// RelayKill is the probability, per record of each Kafka transaction
+	// a relay commits, that the kafka-out workload's worker kills itself
+	// (SIGKILL) right after the commit, before anything after it; the orchestrator starts
+	// it again at once and reports it as a fault of kind RelayKill.
+	// Defaults to DefaultRelayKill for kafka-out; negative means never;
+	// the other workloads ignore it.
+	RelayKill float64
+	// RelayPause is the probability, per record a relay produces in a
+	// Kafka transaction, that the kafka-out workload's worker stops
+	// itself (SIGSTOP) just before that transaction's commit reaches
+	// Kafka, for 2 to 3 TTLs: a relay paused past its lease in the middle
+	// of its transaction. The orchestrator resumes it and reports it as a fault
+	// of kind RelayPause. Defaults to DefaultRelayPause for kafka-out;
+	// negative means never; the other workloads, and the control
+	// (Unfenced: its relay has no transactions), ignore it.
+	RelayPause float64
 	// Command returns the command that starts one worker process with the
 	// given arguments (the flags of `leasehold chaos worker`). Required.
 	Command func(args ...string) *exec.Cmd
@@ -70,6 +86,18 @@ type Config struct {
 	// logger.
 	Logger *slog.Logger
 }
+
+// DefaultRelayKill is the kafka-out workload's default Config.RelayKill:
+// about one relay kill per 7 seconds at the default feed rate (30 records
+// a second), so that a 45-second run has 7 on average, and none with a
+// probability of about 0.1%.
+const DefaultRelayKill = 1.0 / 200
+
+// DefaultRelayPause is the kafka-out workload's default Config.RelayPause:
+// about one relay pause per 5 seconds at the default feed rate, so that a
+// 45-second run has 9 on average, and none with a probability of about
+// 0.01%.
+const DefaultRelayPause = 1.0 / 150
 
 // defaultSchema is the schema of a run's tables unless Config.Schema names
 // another.
@@ -88,6 +116,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, bad("Duration/Drain/TTL", "negative")
 	case c.StallProbability > 1:
 		return c, bad("StallProbability", "above 1")
+	case c.RelayKill > 1 || c.RelayPause > 1:
+		return c, bad("RelayKill/RelayPause", "above 1")
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -135,6 +165,18 @@ func (c Config) withDefaults() (Config, error) {
 		c.StallProbability = 0.05
 	case c.StallProbability < 0:
 		c.StallProbability = 0
+	}
+	switch {
+	case c.Workload != "kafka-out" || c.RelayKill < 0:
+		c.RelayKill = 0
+	case c.RelayKill == 0:
+		c.RelayKill = DefaultRelayKill
+	}
+	switch {
+	case c.Workload != "kafka-out" || c.Unfenced || c.RelayPause < 0:
+		c.RelayPause = 0
+	case c.RelayPause == 0:
+		c.RelayPause = DefaultRelayPause
 	}
 	if c.Out == nil {
 		c.Out = io.Discard

@@ -34,6 +34,20 @@ const (
 	RestartPG Kind = "pg_restart"
 )
 
+// RelayKill is not scheduled: it is a kafka-out worker killing itself
+// (SIGKILL) right after one of its relays committed a Kafka transaction,
+// before deleting what it published (Config.RelayKill). The orchestrator
+// starts the worker again at once and reports each as a fault of this kind.
+const RelayKill Kind = "relay_kill"
+
+// RelayPause is not scheduled either: it is a kafka-out worker stopping
+// itself (SIGSTOP) just before one of its relays' commit requests reaches
+// Kafka (Config.RelayPause), for 2 to 3 TTLs: the pause fault, timed so
+// that a relay is caught in the middle of its transaction, past its lease.
+// The orchestrator resumes it (SIGCONT) and reports each as a fault of
+// this kind.
+const RelayPause Kind = "relay_pause"
+
 // Kinds lists every fault kind, in a fixed order.
 var Kinds = []Kind{Pause, Kill, Hold, Latency, SkewForward, SkewBackward, RestartPG}
 

@@ -87,6 +87,7 @@ func TestConfigValidation(t *testing.T) {
 		"bad workload":   {Command: fakeCommand, Workload: "kafka?"},
 		"stall above 1":  {Command: fakeCommand, StallProbability: 2},
 		"too many procs": {Command: fakeCommand, Workers: 100},
+		"relay kill > 1": {Command: fakeCommand, Workload: "kafka-out", RelayKill: 1.5},
 	} {
 		if _, err := cfg.withDefaults(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: %v; want ErrInvalidConfig", name, err)
@@ -94,7 +95,30 @@ func TestConfigValidation(t *testing.T) {
 	}
 	c, err := Config{Command: fakeCommand, Duration: 10 * time.Second}.withDefaults()
 	if err != nil || c.Workers != 3 || c.Partitions != 16 || c.Jobs != 300 || c.TTL != 2*time.Second ||
-		len(c.Faults) != len(Kinds) || c.StallProbability != 0.05 || c.Schema != "leasehold_chaos" {
+		len(c.Faults) != len(Kinds) || c.StallProbability != 0.05 || c.Schema != "leasehold_chaos" ||
+		c.RelayKill != 0 || c.RelayPause != 0 {
 		t.Fatalf("defaults: %+v %v", c, err)
+	}
+}
+
+// The relay kills and pauses are kafka-out's: on by default there, off
+// for the other workloads, and the control has no relay pauses (its relay
+// has no transactions); negative turns them off.
+func TestConfigRelayFaults(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cfg         Config
+		kill, pause float64
+	}{
+		"kafka-out":          {Config{Workload: "kafka-out"}, DefaultRelayKill, DefaultRelayPause},
+		"kafka-out control":  {Config{Workload: "kafka-out", Unfenced: true}, DefaultRelayKill, 0},
+		"kafka-out, set":     {Config{Workload: "kafka-out", RelayKill: 0.5, RelayPause: 0.25}, 0.5, 0.25},
+		"kafka-out, off":     {Config{Workload: "kafka-out", RelayKill: -1, RelayPause: -1}, 0, 0},
+		"kafka ignores them": {Config{Workload: "kafka", RelayKill: 0.5, RelayPause: 0.5}, 0, 0},
+	} {
+		tc.cfg.Command = fakeCommand
+		c, err := tc.cfg.withDefaults()
+		if err != nil || c.RelayKill != tc.kill || c.RelayPause != tc.pause {
+			t.Errorf("%s: RelayKill %v, RelayPause %v (%v); want %v, %v", name, c.RelayKill, c.RelayPause, err, tc.kill, tc.pause)
+		}
 	}
 }

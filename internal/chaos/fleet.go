@@ -2,8 +2,10 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +22,9 @@ type slot struct {
 	proxy    *netproxy.Proxy
 	url      string // the database URL through the proxy
 	skewFile string
+	// pauseFile is where the worker asks to be resumed after it stopped
+	// itself (a relay pause, kafka-out).
+	pauseFile string
 
 	incarnation int
 	id          string
@@ -41,6 +46,23 @@ type fleet struct {
 	// or stopped.
 	unexpected int
 	stopping   bool
+	// relayKills, if set (Config.RelayKill), receives each worker process
+	// that died of a SIGKILL the orchestrator did not send: a kafka-out
+	// worker that killed itself right after a relay's Kafka commit. Such
+	// an exit is not unexpected.
+	relayKills chan relayKill
+	// startMu serialises the starts of workers in slots, so that a slot
+	// whose worker exited is started again once.
+	startMu sync.Mutex
+}
+
+// relayKill is a worker process that killed itself: its slot, its member
+// id, its exited channel and the time its exit was seen.
+type relayKill struct {
+	slot   *slot
+	id     string
+	exited chan struct{}
+	at     time.Time
 }
 
 // start starts the worker process of s, as a new incarnation.
@@ -50,7 +72,8 @@ func (f *fleet) start(s *slot) error {
 	id := fmt.Sprintf("w%d.%d", s.index, s.incarnation)
 	f.mu.Unlock()
 	wc := WorkerConfig{ID: id, DatabaseURL: s.url, Workload: f.cfg.Workload, Env: f.env, TTL: f.cfg.TTL,
-		Seed: f.cfg.Seed, StallProbability: f.cfg.StallProbability, Unfenced: f.cfg.Unfenced,
+		Seed: f.cfg.Seed, StallProbability: f.cfg.StallProbability, Unfenced: f.cfg.Unfenced, RelayKill: f.cfg.RelayKill,
+		RelayPause: f.cfg.RelayPause, PauseFile: s.pauseFile,
 		TransactionPooling: f.cfg.PgBouncer, History: filepath.Join(f.dir, id+".jsonl"), SkewFile: s.skewFile}
 	cmd := f.cfg.Command(wc.Args()...)
 	logf, err := os.Create(filepath.Join(f.dir, id+".log"))
@@ -72,15 +95,57 @@ func (f *fleet) start(s *slot) error {
 	f.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
+		at := time.Now()
 		f.mu.Lock()
 		s.exitErr = err
+		self := false
 		if s.down != Kill && !f.stopping {
-			f.unexpected++
+			if self = f.relayKills != nil && diedOfSIGKILL(err); !self {
+				f.unexpected++
+			}
 		}
 		f.mu.Unlock()
 		close(exited)
+		if self {
+			select {
+			case f.relayKills <- relayKill{slot: s, id: id, exited: exited, at: at}:
+			default: // restartExited starts it again
+			}
+		}
 	}()
 	return nil
+}
+
+// diedOfSIGKILL reports whether a worker's Wait error says it was killed
+// by SIGKILL.
+func diedOfSIGKILL(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// restartIfExited starts the worker of s again if the incarnation whose
+// exited channel is exited is still s's, has exited, and is not being
+// killed by a fault (which starts it again itself). It reports whether it
+// started one.
+func (f *fleet) restartIfExited(s *slot, exited chan struct{}) (bool, error) {
+	f.startMu.Lock()
+	defer f.startMu.Unlock()
+	f.mu.Lock()
+	current, down, stopping := s.exited == exited, s.down, f.stopping
+	f.mu.Unlock()
+	if !current || down == Kill || stopping {
+		return false, nil
+	}
+	select {
+	case <-exited:
+	default:
+		return false, nil
+	}
+	return true, f.start(s)
 }
 
 // live returns the member ids of the workers that count as live: running,
@@ -102,6 +167,17 @@ func (f *fleet) live() map[string]bool {
 	return out
 }
 
+// swapDown sets s.down to to if it is from, and reports whether it was.
+func (f *fleet) swapDown(s *slot, from, to Kind) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s.down != from {
+		return false
+	}
+	s.down = to
+	return true
+}
+
 func (f *fleet) setDown(s *slot, k Kind) {
 	f.mu.Lock()
 	s.down = k
@@ -121,7 +197,13 @@ func (f *fleet) signal(s *slot, sig syscall.Signal) error {
 // restartExited starts again the workers that exited on their own (an
 // error at start, a crash), and returns their ids.
 func (f *fleet) restartExited() []string {
-	var dead []*slot
+	type dead struct {
+		s      *slot
+		id     string
+		err    error
+		exited chan struct{}
+	}
+	var deads []dead
 	f.mu.Lock()
 	for _, s := range f.slots {
 		if s.exited == nil || s.down == Kill || f.stopping {
@@ -129,15 +211,18 @@ func (f *fleet) restartExited() []string {
 		}
 		select {
 		case <-s.exited:
-			dead = append(dead, s)
+			deads = append(deads, dead{s, s.id, s.exitErr, s.exited})
 		default:
 		}
 	}
 	f.mu.Unlock()
 	var ids []string
-	for _, s := range dead {
-		ids = append(ids, fmt.Sprintf("%s (%v)", s.id, s.exitErr))
-		if err := f.start(s); err != nil {
+	for _, d := range deads {
+		started, err := f.restartIfExited(d.s, d.exited)
+		if started {
+			ids = append(ids, fmt.Sprintf("%s (%v)", d.id, d.err))
+		}
+		if err != nil {
 			ids = append(ids, err.Error())
 		}
 	}

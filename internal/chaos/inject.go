@@ -2,6 +2,10 @@ package chaos
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,6 +28,9 @@ type injector struct {
 
 	mu      sync.Mutex
 	records []FaultRecord
+	// kills are the recovery measurements of relay kills
+	// (watchRelayKills).
+	kills sync.WaitGroup
 }
 
 // run injects the faults of plan at their times, then waits out the rest
@@ -61,9 +68,10 @@ func (in *injector) run(ctx context.Context, plan []Fault) {
 		if f.Kind == SkewBackward {
 			from = at.Add(f.HoldAfter) // the skew alone costs nothing; the hold does
 		}
+		label := fmt.Sprintf("fault %d (%s)", i+1, f.Kind)
 		measuring.Go(func() {
 			if sleepUntil(ctx, from) {
-				in.measure(ctx, idx, from, base)
+				in.measure(ctx, idx, label, from, base)
 			}
 		})
 		if err := in.inject(ctx, f, s); err != nil {
@@ -143,7 +151,9 @@ func (in *injector) inject(ctx context.Context, f Fault, s *slot) error {
 		_ = waitExit(wctx, s)
 		cancel()
 		sleepFor(ctx, f.For)
+		fl.startMu.Lock()
 		err := fl.start(s)
+		fl.startMu.Unlock()
 		fl.setDown(s, "")
 		return err
 	case Hold:
@@ -183,11 +193,115 @@ func (in *injector) inject(ctx context.Context, f Fault, s *slot) error {
 	return nil
 }
 
-// measure records the recovery time of fault i, injected at at (for a
-// SkewBackward fault: when its hold began) when the
+// watchRelayKills starts again, at once, each worker that killed itself
+// right after a relay's Kafka commit (fleet.relayKills), records it as a
+// fault of kind RelayKill, and measures the recovery from it, bounded by
+// measureCtx, until ctx ends. in.kills waits for the measurements.
+func (in *injector) watchRelayKills(ctx, measureCtx context.Context) {
+	for {
+		var k relayKill
+		select {
+		case <-ctx.Done():
+			return
+		case k = <-in.fleet.relayKills:
+		}
+		base, _ := in.wl.Applied(measureCtx, in.pool, in.env)
+		in.mu.Lock()
+		at := k.at.Sub(in.phase)
+		in.records = append(in.records, FaultRecord{Fault: Fault{Kind: RelayKill, At: at.Round(time.Millisecond), Worker: k.slot.index},
+			AtMS: at.Milliseconds(), Target: k.id, RecoveryMS: -1})
+		idx := len(in.records) - 1
+		in.mu.Unlock()
+		started, err := in.fleet.restartIfExited(k.slot, k.exited)
+		switch {
+		case err != nil:
+			in.update(idx, func(r *FaultRecord) { r.Err = err.Error() })
+			in.say("%s killed itself right after a relay's Kafka commit; starting it again failed: %v", k.id, err)
+		case started:
+			in.say("%s killed itself right after a relay's Kafka commit; started again", k.id)
+		default:
+			in.say("%s killed itself right after a relay's Kafka commit", k.id)
+		}
+		label := "relay kill of " + k.id
+		in.kills.Go(func() { in.measure(measureCtx, idx, label, k.at, base) })
+	}
+}
+
+// watchRelayPauses resumes each worker that stopped itself in a relay's
+// transaction (it wrote its slot's pause file, then sent itself SIGSTOP)
+// after the time it asked for, records it as a fault of kind RelayPause,
+// and measures the recovery from it, bounded by measureCtx; it polls the
+// pause files until ctx ends, then waits for the pauses in progress.
+// in.kills waits for the measurements.
+func (in *injector) watchRelayPauses(ctx, measureCtx context.Context) {
+	var pausing sync.WaitGroup
+	defer pausing.Wait()
+	busy := map[int]bool{}
+	var mu sync.Mutex
+	for sleepFor(ctx, skewPoll) {
+		for _, s := range in.fleet.slots {
+			mu.Lock()
+			skip := busy[s.index]
+			mu.Unlock()
+			if skip {
+				continue
+			}
+			b, err := os.ReadFile(s.pauseFile)
+			if err != nil {
+				continue
+			}
+			ms, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if err != nil {
+				continue // being written
+			}
+			mu.Lock()
+			busy[s.index] = true
+			mu.Unlock()
+			pausing.Go(func() {
+				defer func() {
+					mu.Lock()
+					delete(busy, s.index)
+					mu.Unlock()
+				}()
+				in.relayPaused(measureCtx, s, time.Duration(ms)*time.Millisecond)
+			})
+		}
+	}
+}
+
+// relayPaused handles a relay pause of s's worker, stopped for d.
+func (in *injector) relayPaused(ctx context.Context, s *slot, d time.Duration) {
+	at := time.Now()
+	base, _ := in.wl.Applied(ctx, in.pool, in.env)
+	in.fleet.mu.Lock()
+	id := s.id
+	in.fleet.mu.Unlock()
+	in.mu.Lock()
+	off := at.Sub(in.phase)
+	in.records = append(in.records, FaultRecord{Fault: Fault{Kind: RelayPause, At: off.Round(time.Millisecond), Worker: s.index, For: d},
+		AtMS: off.Milliseconds(), Target: id, RecoveryMS: -1})
+	idx := len(in.records) - 1
+	in.mu.Unlock()
+	in.say("%s stopped itself just before a relay's Kafka commit; SIGCONT after %v", id, d)
+	marked := in.fleet.swapDown(s, "", RelayPause)
+	label := "relay pause of " + id
+	in.kills.Go(func() { in.measure(ctx, idx, label, at, base) })
+	sleepFor(ctx, d)
+	// The file first: once resumed, the worker may ask for its next pause.
+	_ = os.Remove(s.pauseFile)
+	if err := in.fleet.signal(s, syscall.SIGCONT); err != nil {
+		in.update(idx, func(r *FaultRecord) { r.Err = err.Error() })
+	}
+	if marked {
+		in.fleet.swapDown(s, RelayPause, "")
+	}
+}
+
+// measure records the recovery time of fault i (label names it), injected
+// at at (for a SkewBackward fault: when its hold began) when the
 // ledger had base rows: until every partition is held by a live worker and
 // the ledger has grown (or nothing is outstanding).
-func (in *injector) measure(ctx context.Context, i int, at time.Time, base int64) {
+func (in *injector) measure(ctx context.Context, i int, label string, at time.Time, base int64) {
 	for time.Since(at) < RecoveryLimit {
 		if !sleepFor(ctx, 50*time.Millisecond) {
 			return
@@ -205,9 +319,8 @@ func (in *injector) measure(ctx context.Context, i int, at time.Time, base int64
 			}
 		}
 		ms := time.Since(at).Milliseconds()
-		var kind Kind
-		in.update(i, func(r *FaultRecord) { r.RecoveryMS, kind = ms, r.Kind })
-		in.say("  recovered %.1fs after fault %d (%s)", float64(ms)/1000, i+1, kind)
+		in.update(i, func(r *FaultRecord) { r.RecoveryMS = ms })
+		in.say("  recovered %.1fs after %s", float64(ms)/1000, label)
 		return
 	}
 }

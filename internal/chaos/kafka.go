@@ -26,6 +26,9 @@ import (
 type kafkaWorkload struct {
 	cluster *kfake.Cluster
 	client  *kgo.Client // the orchestrator's producer and admin client
+	// opts are more options of the cluster (kafka-out taps its
+	// connections).
+	opts []kfake.Opt
 }
 
 // kafkaTopic is the workload's topic.
@@ -54,7 +57,8 @@ func (w *kafkaWorkload) Setup(ctx context.Context, db *pgxpool.Pool, env *Env) e
 	if _, err := db.Exec(ctx, q.group, env.Group, env.Partitions); err != nil {
 		return fmt.Errorf("chaos: group: %w", err)
 	}
-	if w.cluster, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(env.Partitions), kafkaTopic)); err != nil {
+	opts := append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(env.Partitions), kafkaTopic)}, w.opts...)
+	if w.cluster, err = kfake.NewCluster(opts...); err != nil {
 		return fmt.Errorf("chaos: kfake: %w", err)
 	}
 	env.Brokers = w.cluster.ListenAddrs()

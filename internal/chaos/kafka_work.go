@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,10 +26,6 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 	q, err := render(we.Schema)
 	if err != nil {
 		return err
-	}
-	ttl := we.Lease.TTL
-	if ttl == 0 {
-		ttl = lease.DefaultTTL
 	}
 	apply := q.kafkaApply
 	handler := func(ctx context.Context, tx pgx.Tx, b *kafka.Batch) error {
@@ -56,13 +53,38 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 		}
 		return nil
 	}
+	return runKafka(ctx, db, we, kafkaRun{handler: handler})
+}
+
+// kafkaRun is what a Kafka worker process runs besides the consumer: its
+// batch handler and, for kafka-out, the outbox's relay.
+type kafkaRun struct {
+	handler kafka.Handler
+	// relay, if set, is the worker's kafka.Relay (worker.Config.Relay),
+	// whose fenced and failed publishes are recorded as relay events.
+	relay *kafka.Relay
+	// beside, if set, runs once the worker started, until its context ends
+	// (the kafka-out control's unsafe relay); it is waited for before the
+	// worker stops.
+	beside func(ctx context.Context, wk *worker.Worker)
+}
+
+// runKafka runs a worker.Worker with a kafka.Consumer of the topic whose
+// handler is r.handler (and r's relay), recording the consumer's (and
+// the relay's) counters as history events, until ctx ends; then it stops
+// the worker gracefully.
+func runKafka(ctx context.Context, db *pgxpool.Pool, we WorkerEnv, r kafkaRun) error {
+	ttl := we.Lease.TTL
+	if ttl == 0 {
+		ttl = lease.DefaultTTL
+	}
 	h, err := workerHandle(db, we)
 	if err != nil {
 		return err
 	}
 	c, err := kafka.New(h, kafka.Config{
 		Topics: []string{kafkaTopic}, Brokers: we.Brokers, PartitionsPerTopic: we.Partitions,
-		Handler: handler, MaxBatch: 100,
+		Handler: r.handler, MaxBatch: 100,
 		RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second,
 		// A stalled or paused handler's transaction stays open past the
 		// TTL: keep it open so that its commit reaches the fence check.
@@ -76,7 +98,7 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 		// A worker whose Start failed is stopped (and closed the
 		// consumer): a new one runs the same consumer.
 		wk, err = worker.New(h, worker.Config{
-			Group: we.Group, ID: we.ID, Kafka: c, Lease: we.Lease,
+			Group: we.Group, ID: we.ID, Kafka: c, Relay: r.relay, Lease: we.Lease,
 			MembershipPollInterval: 200 * time.Millisecond,
 		})
 		if err != nil {
@@ -100,7 +122,10 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 			return nil
 		}
 	}
-	var last kafka.Stats
+	var (
+		last      kafka.Stats
+		lastRelay kafka.RelayStats
+	)
 	record := func() {
 		s := c.Stats()
 		for _, o := range []struct {
@@ -112,6 +137,23 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 			}
 		}
 		last = s
+		if r.relay == nil {
+			return
+		}
+		// Its publishes are recorded by OnPublish, at once (a relay kill
+		// follows one).
+		rs := r.relay.Stats()
+		for range rs.Fenced - lastRelay.Fenced {
+			we.Recorder.Record(Event{Type: EventRelay, Outcome: RelayFenced})
+		}
+		for range rs.Failed - lastRelay.Failed {
+			we.Recorder.Record(Event{Type: EventRelay, Outcome: RelayFailed})
+		}
+		lastRelay = rs
+	}
+	var beside sync.WaitGroup
+	if r.beside != nil {
+		beside.Go(func() { r.beside(ctx, wk) })
 	}
 	t := time.NewTicker(statsPoll)
 	defer t.Stop()
@@ -122,6 +164,7 @@ func (w *kafkaWorkload) Work(ctx context.Context, db *pgxpool.Pool, we WorkerEnv
 			record()
 		}
 	}
+	beside.Wait()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*ttl+2*time.Second)
 	defer cancel()
 	err = wk.Stop(sctx)

@@ -18,7 +18,8 @@ type Event struct {
 	// At is the worker's wall-clock time (not skewed).
 	At     time.Time `json:"at"`
 	Worker string    `json:"worker"`
-	// Type is grant, loss, release, commit or skew.
+	// Type is grant, loss, release, commit, skew, relay, relay_kill or
+	// relay_pause.
 	Type string `json:"type"`
 	// Lease is the lease name of grant, loss and release.
 	Lease     string `json:"lease,omitempty"`
@@ -27,7 +28,9 @@ type Event struct {
 	// Job and Outcome describe a commit attempt: the queue.Outcome of a
 	// run whose handler returned (completed, fenced, ...), or, for the
 	// Kafka workload, a batch commit counted by the consumer's Stats
-	// (completed, fenced or failed; no job, partition or token).
+	// (completed, fenced or failed; no job, partition or token). For a
+	// relay event (kafka-out), Outcome is RelayPublished (with the
+	// partition and the grant's token), RelayFenced or RelayFailed.
 	Job     int64  `json:"job,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
 	// Skew is the worker's clock offset after a skew event.
@@ -42,6 +45,22 @@ const (
 	EventRelease = "release"
 	EventCommit  = "commit"
 	EventSkew    = "skew"
+	// EventRelay is a publish of a kafka-out relay: a Kafka transaction
+	// committed, or a publish refused or failed (Outcome).
+	EventRelay = "relay"
+	// EventRelayKill is recorded by a kafka-out worker just before it
+	// kills itself (SIGKILL), right after a relay's Kafka commit.
+	EventRelayKill = "relay_kill"
+	// EventRelayPause is recorded by a kafka-out worker just before it
+	// stops itself (SIGSTOP) in a relay's Kafka transaction.
+	EventRelayPause = "relay_pause"
+)
+
+// The outcomes of an EventRelay.
+const (
+	RelayPublished = "published"
+	RelayFenced    = "fenced"
+	RelayFailed    = "failed"
 )
 
 // Recorder appends events to a JSON-lines file, one write per event, so a

@@ -147,6 +147,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 
 	fl := &fleet{cfg: cfg, env: env, dir: dir}
+	if cfg.RelayKill > 0 {
+		fl.relayKills = make(chan relayKill, 64)
+	}
 	defer fl.stop(3*cfg.TTL + 5*time.Second)
 	for i := range cfg.Workers {
 		p, err := netproxy.Start(target)
@@ -155,7 +158,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		pu := *u
 		pu.Host = p.Addr()
-		s := &slot{index: i, proxy: p, url: pu.String(), skewFile: filepath.Join(dir, fmt.Sprintf("w%d.skew", i))}
+		s := &slot{index: i, proxy: p, url: pu.String(), skewFile: filepath.Join(dir, fmt.Sprintf("w%d.skew", i)),
+			pauseFile: filepath.Join(dir, fmt.Sprintf("w%d.pause", i))}
 		fl.slots = append(fl.slots, s)
 		if err := writeSkew(s.skewFile, 0); err != nil {
 			return nil, fmt.Errorf("chaos: %w", err)
@@ -180,6 +184,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, k := range cfg.Faults {
 		rep.Faults[k] = &FaultStats{}
 	}
+	if cfg.RelayKill > 0 {
+		rep.Faults[RelayKill] = &FaultStats{}
+	}
+	if cfg.RelayPause > 0 {
+		rep.Faults[RelayPause] = &FaultStats{}
+	}
 
 	phase := time.Now()
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -191,6 +201,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	applied0, _ := wl.Applied(ctx, pool, env)
 
 	inj := &injector{cfg: cfg, pool: pool, env: env, wl: wl, fleet: fl, cluster: cluster, say: say, phase: phase}
+	// Workers that kill themselves (kafka-out) are started again at once,
+	// through the drain.
+	killsCtx, stopKills := context.WithCancel(ctx)
+	defer stopKills()
+	var watching sync.WaitGroup
+	if fl.relayKills != nil {
+		watching.Go(func() { inj.watchRelayKills(killsCtx, ctx) })
+	}
+	if cfg.RelayPause > 0 {
+		watching.Go(func() { inj.watchRelayPauses(killsCtx, ctx) })
+	}
 	inj.run(runCtx, plan)
 	applied1, _ := wl.Applied(ctx, pool, env)
 	phaseLen := time.Since(phase)
@@ -224,6 +245,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, ctx.Err()
 		}
 	}
+	stopKills()
+	watching.Wait()
+	inj.kills.Wait() // each measurement ends within RecoveryLimit
 	fl.stop(3*cfg.TTL + 5*time.Second)
 	rep.WorkerExits = fl.unexpected
 
@@ -237,6 +261,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	say("%s: %d jobs, %d lost, %d duplicates, %d stale refused, %d stale accepted, %d overlaps",
 		rep.Verdict, rep.Jobs, rep.Lost, rep.Duplicates, rep.StaleRefused, rep.StaleAccepted, rep.Overlaps)
+	if cfg.Workload == "kafka-out" {
+		say("output: %d records read_committed (%d read_uncommitted), %d duplicates, %d missing, %d reordered; "+
+			"relays: %d transactions, %d stale transactions refused by Kafka (%d requests; %d counted by the relays), %d failed, %d killed, %d paused",
+			rep.Outputs, rep.OutputsUncommitted, rep.OutputDuplicates, rep.OutputMissing, rep.OutputReordered,
+			rep.RelayTransactions, rep.RelayRefused, rep.RelayRefusedRequests, rep.RelayFenced, rep.RelayFailed, rep.RelayKills, rep.RelayPauses)
+	}
 	return rep, nil
 }
 

@@ -69,6 +69,10 @@ SELECT $1, $2, o, $3, $4 FROM unnest($5::bigint[]) WITH ORDINALITY AS u(o, i) OR
 	sqlKafkaApplied = `SELECT coalesce(max(n), 0) FROM {{schema}}.chaos_kafka_ledger`
 	sqlKafkaEntries = `SELECT n, topic, partition, "offset", token, worker FROM {{schema}}.chaos_kafka_ledger`
 
+	// The kafka-out workload's outbox (package outbox's tables, migration
+	// 17): segments not yet published (and deleted) by a relay.
+	sqlOutboxPending = `SELECT count(*) FROM {{schema}}.outbox_segments WHERE group_name = $1`
+
 	// The batch workload's items write to chaos_ledger (as the queue
 	// workload's jobs); its follow-ups, one row per run, here. items_seen
 	// is how many items had their effect committed when the run's
@@ -113,6 +117,7 @@ type queries struct {
 	followups, followupApply, followupRuns, batchItems               string
 	batchFollowups, batchCount, batchOutstanding                     string
 	plainLedger, plainApply, plainJobs, plainRuns                    string
+	outboxPending                                                    string
 }
 
 func render(schema string) (queries, error) {
@@ -127,7 +132,8 @@ func render(schema string) (queries, error) {
 		followups: r(sqlFollowups), followupApply: r(sqlFollowupApply), followupRuns: r(sqlFollowupRuns),
 		batchItems: r(sqlBatchItems), batchFollowups: r(sqlBatchFollowups), batchCount: r(sqlBatchCount),
 		batchOutstanding: r(sqlBatchOutstanding),
-		plainLedger:      r(sqlPlainLedger), plainApply: r(sqlPlainApply), plainJobs: r(sqlPlainJobs), plainRuns: r(sqlPlainRuns)}, nil
+		plainLedger:      r(sqlPlainLedger), plainApply: r(sqlPlainApply), plainJobs: r(sqlPlainJobs), plainRuns: r(sqlPlainRuns),
+		outboxPending: r(sqlOutboxPending)}, nil
 }
 
 // handle returns leasehold's handle on pool, in schema; a nil log means

@@ -38,6 +38,21 @@ type WorkerConfig struct {
 	// Unfenced applies the effects outside the fenced transaction (the
 	// control). Defaults to false.
 	Unfenced bool
+	// RelayKill is the probability that the worker kills itself (SIGKILL)
+	// right after one of its relays committed a Kafka transaction, before
+	// anything after the commit (kafka-out; drawn per record published
+	// from a source seeded by Seed and ID). Defaults to 0: never.
+	RelayKill float64
+	// RelayPause is the probability, per record a relay produced in a
+	// Kafka transaction (kafka-out), that the worker stops itself
+	// (SIGSTOP) just before that transaction's commit, for 2 to 3 TTLs:
+	// it writes the duration to PauseFile, and the orchestrator resumes
+	// it (SIGCONT). Drawn from a source seeded by Seed and ID. Defaults to
+	// 0: never.
+	RelayPause float64
+	// PauseFile is where the worker asks the orchestrator to resume it
+	// after a relay pause (RelayPause). Required with RelayPause.
+	PauseFile string
 	// TransactionPooling: DatabaseURL goes through PgBouncer in
 	// transaction mode (see WorkerEnv). Defaults to false.
 	TransactionPooling bool
@@ -96,8 +111,19 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	st := newStaller(cfg.Seed, cfg.ID, cfg.StallProbability, cfg.TTL)
 	env := WorkerEnv{
 		Env: cfg.Env, ID: cfg.ID, Recorder: rec, Stall: st.next, Unfenced: cfg.Unfenced, Logger: cfg.Logger,
+		RelayKill:          newChance(cfg.Seed, "relay-kill/"+cfg.ID, cfg.RelayKill),
+		PauseFile:          cfg.PauseFile,
 		TransactionPooling: cfg.TransactionPooling,
 		Lease:              lease.Config{TTL: cfg.TTL, Clock: clock, Hooks: recordHooks(rec)},
+	}
+	if cfg.RelayPause > 0 && cfg.PauseFile != "" {
+		// 2 to 3 TTLs: the partition's next owner takes it over (and
+		// initialises its producer) about a TTL after the pause began.
+		next := newStaller(cfg.Seed, "relay-pause/"+cfg.ID, cfg.RelayPause, cfg.TTL).next
+		env.RelayPause = func() (bool, time.Duration) {
+			ok, d := next()
+			return ok, d + cfg.TTL/2
+		}
 	}
 	err = wl.Work(ctx, pool, env)
 	if errors.Is(err, context.Canceled) {

@@ -16,11 +16,13 @@ import (
 
 // Workload is the work a run gives its fleet: items fed in by the
 // orchestrator, applied by the workers, each application leaving one ledger
-// row. Three are built in: "queue" (jobs whose transactional handler
+// row. Four are built in: "queue" (jobs whose transactional handler
 // appends to the ledger), "kafka" (a topic of an in-process Kafka, kfake,
-// consumed with kafka into a ledger) and "batch" (the items of one
-// queue batch, applied as the queue's jobs, and its follow-ups). All are
-// checked by Check.
+// consumed with kafka into a ledger), "kafka-out" (the same, plus one
+// output record per input record through the fenced outbox, published by
+// kafka.Relay into an output topic) and "batch" (the items of one queue
+// batch, applied as the queue's jobs, and its follow-ups). All are checked
+// by Check.
 // WorkloadNamed returns a new instance per call: the orchestrator's side
 // may keep state (the Kafka cluster) from Setup to Close.
 type Workload interface {
@@ -86,8 +88,20 @@ type WorkerEnv struct {
 	// how long: past the lease TTL, ignoring its context.
 	Stall func() (bool, time.Duration)
 	// Unfenced applies effects outside the fenced transaction (the
-	// control).
+	// control; kafka-out: publishes the outbox with the control's unsafe
+	// relay instead).
 	Unfenced bool
+	// RelayKill, if set, is asked after each Kafka commit of a kafka-out
+	// relay, once per record published, whether the process kills itself
+	// there (SIGKILL), before anything after the commit.
+	RelayKill func() bool
+	// RelayPause, if set, is asked after each record a kafka-out relay
+	// produced in a Kafka transaction whether the process stops itself
+	// there (SIGSTOP), and for how long; it asks the orchestrator to
+	// resume it through PauseFile.
+	RelayPause func() (bool, time.Duration)
+	// PauseFile is the file of RelayPause.
+	PauseFile string
 	// TransactionPooling: the pool goes through PgBouncer in transaction
 	// mode (leasehold.Config.TransactionPooling; no LISTEN: the worker
 	// polls).
@@ -101,7 +115,7 @@ type WorkerEnv struct {
 }
 
 // Workloads lists the known workloads' names.
-var Workloads = []string{"queue", "kafka", "batch"}
+var Workloads = []string{"queue", "kafka", "kafka-out", "batch"}
 
 // WorkloadNamed returns a new instance of the workload called name.
 func WorkloadNamed(name string) (Workload, error) {
@@ -110,10 +124,22 @@ func WorkloadNamed(name string) (Workload, error) {
 		return queueWorkload{}, nil
 	case "kafka":
 		return &kafkaWorkload{}, nil
+	case "kafka-out":
+		return &kafkaOutWorkload{}, nil
 	case "batch":
 		return &batchWorkload{}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown workload %q (known: %s)", ErrInvalidConfig, name, strings.Join(Workloads, ", "))
+}
+
+// newChance returns a seeded coin that comes up true with probability p
+// (nil for p <= 0): the same seed and name give the same sequence.
+func newChance(seed int64, name string, p float64) func() bool {
+	if p <= 0 {
+		return nil
+	}
+	s := newStaller(seed, name, p, 0)
+	return func() bool { ok, _ := s.next(); return ok }
 }
 
 // staller decides which handler runs stall, from a seeded source.
