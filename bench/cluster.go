@@ -24,12 +24,18 @@ const envURL = "DATABASE_URL"
 // (A DATABASE_URL server keeps its own settings; serverDurability reads
 // them.) The second result says which server, for the report header.
 func database(ctx context.Context, durable bool) (url, where string, cleanup func(), err error) {
+	return databaseWith(ctx, durable, nil)
+}
+
+// databaseWith is database with extra settings for the throwaway cluster
+// (pgcluster.Config.Settings; a DATABASE_URL server keeps its own).
+func databaseWith(ctx context.Context, durable bool, settings map[string]string) (url, where string, cleanup func(), err error) {
 	if u := os.Getenv(envURL); u != "" {
 		return u, envURL, func() {}, nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	c, err := pgcluster.Start(sctx, pgcluster.Config{Durable: durable})
+	c, err := pgcluster.Start(sctx, pgcluster.Config{Durable: durable, Settings: settings})
 	if err != nil {
 		return "", "", nil, fmt.Errorf("start a throwaway PostgreSQL (or set %s): %w", envURL, err)
 	}

@@ -15,7 +15,7 @@ func init() {
 	register(suite{
 		name: "kafka",
 		summary: "kafka consuming a topic into PostgreSQL (no-op and one-row handlers) against plain franz-go " +
-			"and the same SQL raw; grant-to-first-record latency",
+			"and the same SQL raw; grant-to-first-record latency; the outbox relay against bare transactional producers",
 		run: runKafka,
 	})
 }
@@ -39,6 +39,13 @@ type kafkaBench struct {
 	sql     kafkaSQL
 	seq     int
 	stderr  io.Writer
+
+	dbName     string         // the bench database
+	stats      *pgxpool.Pool  // one connection to the server's postgres database: pg_stat_statements
+	statements bool           // pg_stat_statements is loaded
+	server     ServerSettings // the server's durability settings
+	ob         *outboxBench   // the outbox cases' state
+	postmaster int            // the server's postmaster pid, for its CPU time (0: not on this machine)
 }
 
 func runKafka(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,9 +62,11 @@ func runKafka(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stderr, "kafka suite: PostgreSQL %s, %s; %s\n", version, where, f.settings())
 
 	systems := map[string][]string{
-		"noop":    {sysFranz, sysKafkaLH, sysKafkaRaw},
-		"one-row": {sysKafkaLH, sysKafkaRaw},
-		"handoff": {sysKafkaLH, sysKafkaLHWait5},
+		"noop":            {sysFranz, sysKafkaLH, sysKafkaRaw},
+		"one-row":         {sysKafkaLH, sysKafkaRaw},
+		"handoff":         {sysKafkaLH, sysKafkaLHWait5},
+		caseOutbox:        {sysRelay, sysTxn, sysTxn1},
+		caseOutboxTrickle: {sysRelay, sysTxn, sysTxn1},
 	}
 	var all []*series
 	index := map[[2]string]*series{}
@@ -70,6 +79,11 @@ func runKafka(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	for r := 1; r <= f.rounds; r++ {
 		for _, c := range f.cases {
+			if c == caseOutbox {
+				if err := b.outboxFill(ctx); err != nil {
+					return fmt.Errorf("round %d, the outbox backlog: %w", r, err)
+				}
+			}
 			order := slices.Clone(systems[c])
 			if r%2 == 0 {
 				slices.Reverse(order)
@@ -98,9 +112,17 @@ func runKafka(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	delete(rep.Ratios, "handoff") // a latency case: no rate ratio
-	printTables(stdout, "kafka", machineLine(version+" ("+where+")", f.settings(), began), f.markdown, kafkaTables(rep, all))
+	outboxRatios(&rep, index)
+	rep.Server = &b.server
+	js := kafkaReport{Report: rep}
+	tables := kafkaTables(rep, all)
+	if f.hasOutbox() {
+		js.Outbox = b.outboxJSON()
+		tables = append(tables, b.outboxTables(rep, index, js.Outbox)...)
+	}
+	printTables(stdout, "kafka", machineLine(version+" ("+where+")", f.settings(), began), f.markdown, tables)
 	if f.jsonPath != "" {
-		if err := writeJSON(f.jsonPath, rep); err != nil {
+		if err := writeJSON(f.jsonPath, js); err != nil {
 			return err
 		}
 	}
@@ -130,6 +152,9 @@ func kafkaTables(rep Report, all []*series) []ptable {
 	}
 	for i, s := range all {
 		r := rep.Results[i]
+		if strings.HasPrefix(r.Case, caseOutbox) {
+			continue // outboxTables
+		}
 		var rounds []string
 		var ops []float64
 		for _, x := range s.samples {
@@ -149,7 +174,9 @@ func kafkaTables(rep Report, all []*series) []ptable {
 	ratios := ptable{title: "Ratios (median records/s)", header: []string{"case", "ratio"}}
 	keys := make([]string, 0, len(rep.Ratios))
 	for k := range rep.Ratios {
-		keys = append(keys, k)
+		if !strings.HasPrefix(k, caseOutbox) {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
@@ -161,7 +188,10 @@ func kafkaTables(rep Report, all []*series) []ptable {
 	}
 	out := []ptable{}
 	if len(thr.rows) > 0 {
-		out = append(out, thr, ratios)
+		out = append(out, thr)
+	}
+	if len(ratios.rows) > 0 {
+		out = append(out, ratios)
 	}
 	if len(lat.rows) > 0 {
 		out = append(out, lat)
@@ -172,6 +202,9 @@ func kafkaTables(rep Report, all []*series) []ptable {
 // one measures case c on system sys.
 func (b *kafkaBench) one(ctx context.Context, sys, c string) (sample, error) {
 	b.seq++
+	if strings.HasPrefix(c, caseOutbox) {
+		return b.outbox(ctx, sys, c)
+	}
 	group := fmt.Sprintf("bench-kafka-%d", b.seq)
 	switch {
 	case c == "handoff":

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +21,8 @@ import (
 // database and a topic of the suite's own, produces the records and opens
 // the pools. cleanup undoes it all.
 func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kafkaBench, version, where string, cleanup func(), err error) {
-	url, where, stopServer, err := database(ctx, false)
+	// pg_stat_statements, for the outbox cases' statement counts.
+	url, where, stopServer, err := databaseWith(ctx, !f.nonDurable, map[string]string{"shared_preload_libraries": "pg_stat_statements"})
 	if err != nil {
 		return nil, "", "", nil, err
 	}
@@ -35,7 +37,7 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 	var rb [4]byte
 	rand.Read(rb[:])
 	suffix := hex.EncodeToString(rb[:])
-	b = &kafkaBench{f: f, topic: "leasehold-bench-" + suffix, stderr: stderr}
+	b = &kafkaBench{f: f, topic: "leasehold-bench-" + suffix, stderr: stderr, dbName: "leasehold_bench_kafka_" + suffix}
 
 	admin, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -45,7 +47,38 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 	if err := admin.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
 		return fail(err)
 	}
-	dbName := "leasehold_bench_kafka_" + suffix
+	// The statistics are read over a pool on the server's own database,
+	// so that reading them counts nowhere in the bench database.
+	scfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return fail(err)
+	}
+	scfg.MaxConns, scfg.MinConns = 1, 0
+	if b.stats, err = pgxpool.NewWithConfig(ctx, scfg); err != nil {
+		return fail(err)
+	}
+	undo.push(b.stats.Close)
+	settings, err := serverDurability(ctx, b.stats)
+	if err != nil {
+		return fail(err)
+	}
+	b.server = settings
+	if where == envURL {
+		where += ", " + settings.String()
+	}
+	if b.statements, err = enableStatements(ctx, b.stats); err != nil {
+		return fail(err)
+	}
+	if !b.statements && f.hasOutbox() {
+		fmt.Fprintln(stderr, "kafka suite: pg_stat_statements is not loaded (shared_preload_libraries); no statement counts")
+	}
+	if f.hasOutbox() {
+		if b.postmaster, err = postmasterPID(ctx, b.stats); err != nil {
+			fmt.Fprintf(stderr, "kafka suite: no server CPU: %v\n", err)
+			b.postmaster = 0
+		}
+	}
+	dbName := b.dbName
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+quoteIdent(dbName)); err != nil {
 		return fail(fmt.Errorf("create the bench database (the role needs CREATEDB): %w", err))
 	}
@@ -89,6 +122,11 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 	if b.sql, err = renderKafkaSQL(""); err != nil {
 		return fail(err)
 	}
+	if f.hasOutbox() {
+		if err := b.openOutbox(ctx, base, undo.push); err != nil {
+			return fail(err)
+		}
+	}
 
 	if f.brokers == "" {
 		kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(f.partitions), b.topic))
@@ -106,9 +144,11 @@ func openKafkaBench(ctx context.Context, f kafkaFlags, stderr io.Writer) (b *kaf
 		undo.push(func() { deleteTopic(b.brokers, b.topic) })
 		where += ", Kafka at " + f.brokers
 	}
-	fmt.Fprintf(stderr, "kafka suite: producing %d records...\n", f.records)
-	if b.ends, err = produceRecords(ctx, b.brokers, b.topic, f.records); err != nil {
-		return fail(err)
+	if slices.ContainsFunc(f.cases, func(c string) bool { return !strings.HasPrefix(c, caseOutbox) }) {
+		fmt.Fprintf(stderr, "kafka suite: producing %d records...\n", f.records)
+		if b.ends, err = produceRecords(ctx, b.brokers, b.topic, f.records); err != nil {
+			return fail(err)
+		}
 	}
 	return b, version, where, cleanup, nil
 }

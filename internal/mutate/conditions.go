@@ -128,8 +128,8 @@ var Conditions = []Condition{{
 }, {
 	Name:  "outbox: only published segments deleted",
 	File:  "internal/store/outbox.go",
-	From:  "        WHERE group_name = $1 AND partition = $2 AND seq <= $3\n",
-	To:    "        WHERE group_name = $1 AND partition = $2 AND seq <= $3 + 1\n",
+	From:  "      AND seq <= least($3, (SELECT min(seq)",
+	To:    "      AND seq <= least($3 + 1, (SELECT min(seq)",
 	Pkg:   "./kafka/",
 	Tests: []string{"TestRelayPublishesWholeSegments", "TestRelayResumesFromTheProgressCommittedInKafka"},
 }}

@@ -71,8 +71,14 @@ WITH s AS (
     WHERE group_name = $1 AND partition = $2 AND seq > $3
     ORDER BY seq LIMIT $4)
 SELECT s.seq, (extract(epoch FROM clock_timestamp() - s.committed_at) * 1e6)::bigint, r.topic, r.key, r.value, r.headers
-FROM s LEFT JOIN {{schema}}.outbox_records r
-  ON r.group_name = $1 AND r.partition = $2 AND r.scope = s.scope
+FROM s LEFT JOIN LATERAL (
+    -- ORDER BY keeps the planner from flattening the lateral join: each
+    -- segment's records are one index range, whatever the statistics (a
+    -- hash or merge join over never-analyzed tables read every record of
+    -- the partition for each read)
+    SELECT r.id, r.topic, r.key, r.value, r.headers FROM {{schema}}.outbox_records r
+    WHERE r.group_name = $1 AND r.partition = $2 AND r.scope = s.scope
+    ORDER BY r.id) r ON true
 ORDER BY s.seq, r.id
 LIMIT $4`
 
@@ -88,18 +94,19 @@ ORDER BY r.id`
 
 // outboxDelete deletes up to $4 of the published segments (sequence number
 // at most $3) of group $1's partition $2, oldest first, with their
-// records; it returns how many segments it deleted.
+// records; it returns how many segments it deleted. Segments are numbered
+// without gaps and deleted oldest first, so the oldest $4 are a range of
+// numbers from the smallest left: one index range, whatever the backlog
+// (an IN (... LIMIT) scanned every segment once the table was analyzed).
 const outboxDelete = `
 WITH s AS (
     DELETE FROM {{schema}}.outbox_segments
-    WHERE (group_name, partition, seq) IN (
-        SELECT group_name, partition, seq FROM {{schema}}.outbox_segments
-        WHERE group_name = $1 AND partition = $2 AND seq <= $3
-        ORDER BY seq LIMIT $4)
+    WHERE group_name = $1 AND partition = $2
+      AND seq <= least($3, (SELECT min(seq) FROM {{schema}}.outbox_segments WHERE group_name = $1 AND partition = $2) + $4 - 1)
     RETURNING scope),
 r AS (
-    DELETE FROM {{schema}}.outbox_records o USING s
-    WHERE o.group_name = $1 AND o.partition = $2 AND o.scope = s.scope)
+    DELETE FROM {{schema}}.outbox_records o
+    WHERE o.group_name = $1 AND o.partition = $2 AND o.scope = ANY (ARRAY(SELECT scope FROM s)))
 SELECT count(*) FROM s`
 
 // OutboxSQL are the statements of the fenced outbox (package outbox and its
