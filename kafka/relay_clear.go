@@ -13,10 +13,11 @@ import (
 // ClearRefusal clears the refusal a relay recorded for partition of
 // group's outbox (every refused partition of the group when partition is
 // negative), and returns the partitions cleared. A refused partition is
-// not published until then (see ProgressError). Once cleared, the
-// partition's relay (at its next attempt, at most RetryMax later) ignores
-// the progress in Kafka that is not this outbox's and publishes every
-// segment the outbox holds, from then on committing progress of its own:
+// not published until then (see ProgressError). Clearing gives the
+// partition's outbox a new identity: its relay (at its next attempt, at
+// most RetryMax later) ignores every progress written before and
+// publishes every segment the outbox holds, from then on committing
+// progress of its own:
 // segments the old progress covered that are still in the outbox (after a
 // restore from a backup) are published again, duplicates rather than
 // losses. To keep two deployments apart, give one a new

@@ -29,9 +29,10 @@ type relayGrant struct {
 // ProgressError is returned when the progress committed in Kafka for a
 // partition does not belong to its outbox: it was written for another
 // outbox (the outbox tables were reset, or another deployment publishes
-// under the same TransactionalIDPrefix), or it is past the last segment
-// the outbox ever numbered (the database was restored from an older
-// backup). Publishing would skip records silently, so the relay refuses:
+// under the same TransactionalIDPrefix), it is past the last segment the
+// outbox numbered, or the segment it names took other contents (the
+// database was restored from an older backup, or failed over to a replica
+// that lost commits). Publishing would skip records silently, so the relay refuses:
 // it records the refusal in the outbox and does not publish the
 // partition, whichever worker owns it, until an operator clears it
 // (ClearRefusal, `leasehold outbox clear`; docs/kafka.md). It wraps
@@ -102,7 +103,7 @@ func (g *relayGrant) drain(ctx context.Context) error {
 		}
 		if recs := b.records(); len(recs) > 0 {
 			start := time.Now()
-			if err := g.p.publish(ctx, recs, b.last); err != nil {
+			if err := g.p.publish(ctx, recs, b.last, b.lastScope()); err != nil {
 				return err
 			}
 			g.r.transactions.Add(1)
@@ -143,6 +144,9 @@ func (g *relayGrant) open(ctx context.Context) (*producer, error) {
 		return nil, &ProgressError{Group: g.o.Group, Partition: g.o.Partition, Reason: *h.refused}
 	case h.oldestUS == nil:
 		return nil, nil // nothing to publish
+	case h.id == nil:
+		return nil, &ProgressError{Group: g.o.Group, Partition: g.o.Partition,
+			Reason: "the outbox's head row is missing while segments are left (deleted by hand?): the segments' numbers cannot be trusted"}
 	}
 	p, err := g.r.newProducer(ctx, g)
 	if err != nil {
@@ -155,7 +159,16 @@ func (g *relayGrant) open(ctx context.Context) (*producer, error) {
 		p.close()
 		return nil, err
 	}
-	switch reason := p.mismatch(h); {
+	if h.refused != nil || h.id == nil {
+		p.close()
+		return nil, &ProgressError{Group: g.o.Group, Partition: g.o.Partition, Reason: deref(h.refused)}
+	}
+	reason, err := g.mismatch(ctx, p, h)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	switch {
 	case reason != "" && h.adopt:
 		// An operator cleared the refusal: publish every segment left,
 		// from here on under this outbox's identity.
@@ -202,11 +215,14 @@ type relayBatch struct {
 	last int64 // the last segment (0: nothing to publish)
 }
 
-// relayRow is a row read: a record of segment seq, or an empty segment
-// (rec nil).
+// lastScope returns the scope of the batch's last segment.
+func (b relayBatch) lastScope() int64 { return b.rows[len(b.rows)-1].scope }
+
+// relayRow is a row read: a record of segment seq (of scope), or an empty
+// segment (rec nil).
 type relayRow struct {
-	seq int64
-	rec *kgo.Record
+	seq, scope int64
+	rec        *kgo.Record
 }
 
 // records returns the batch's records, in order.
@@ -256,20 +272,27 @@ func (g *relayGrant) query(ctx context.Context, q string, from int64, limit int)
 	defer rows.Close()
 	var oldest int64
 	for rows.Next() {
-		var seq, ageUS int64
-		var topic *string
+		var id, refused, topic *string
+		var lo, seqp, scope, ageUS *int64
 		var key, value, headers []byte
-		if err := rows.Scan(&seq, &ageUS, &topic, &key, &value, &headers); err != nil {
+		if err := rows.Scan(&id, &refused, &lo, &seqp, &scope, &ageUS, &topic, &key, &value, &headers); err != nil {
 			return b, 0, false, store.ClassifyRead("outbox", "read", g.name(), err)
 		}
+		if err := g.recheck(id, refused, lo); err != nil {
+			return b, 0, false, err
+		}
+		if seqp == nil {
+			break // no segment
+		}
+		seq := *seqp
 		if seq != b.last {
 			segs++
 			b.last = seq
 			if segs == 1 {
-				oldest = time.Now().Add(-time.Duration(ageUS) * time.Microsecond).UnixNano()
+				oldest = time.Now().Add(-time.Duration(*ageUS) * time.Microsecond).UnixNano()
 			}
 		}
-		row := relayRow{seq: seq}
+		row := relayRow{seq: seq, scope: *scope}
 		if topic != nil {
 			row.rec = &kgo.Record{Topic: *topic, Key: key, Value: value}
 			if err := outboxtx.DecodeHeaders(headers, func(k string, v []byte) {
@@ -288,6 +311,27 @@ func (g *relayGrant) query(ctx context.Context, q string, from int64, limit int)
 		g.st.oldest.Store(oldest)
 	}
 	return b, segs, limit >= 0 && len(b.rows) >= limit, nil
+}
+
+// errOutboxChanged is returned by a read whose head check shows the outbox
+// changed under the grant's live producer; the producer is closed and the
+// next attempt opens a new one, which checks the progress again.
+var errOutboxChanged = errors.New("kafka: relay: the outbox changed under a live producer (its identity, a refusal recorded, or a segment at or below the progress): checking the progress again")
+
+// recheck returns errOutboxChanged when a read's head check (id, refused,
+// lo: the smallest segment left) does not fit the live producer: the
+// outbox's tables were reset, the database failed over to a copy that had
+// lost commits, or a refusal was recorded. (A producer's published
+// segments are deleted before the next read, so none at or below its
+// progress is left.)
+func (g *relayGrant) recheck(id, refused *string, lo *int64) error {
+	if g.p == nil {
+		return nil
+	}
+	if refused != nil || id == nil || *id != g.p.outbox || lo != nil && *lo <= g.p.progress {
+		return errOutboxChanged
+	}
+	return nil
 }
 
 // prune deletes the published segments (up to progress) with their

@@ -147,7 +147,7 @@ func TestRelayResumesFromTheProgressCommittedInKafka(t *testing.T) {
 	pgtest.Must(t, err)
 	b, _, err := g1.read(f.ctx, p.progress)
 	pgtest.Must(t, err)
-	pgtest.Must(t, p.publish(f.ctx, b.records(), b.last))
+	pgtest.Must(t, p.publish(f.ctx, b.records(), b.last, b.lastScope()))
 	p.close() // killed: the published segments are still in the outbox
 	if s, _ := f.left(t); s != 2 {
 		t.Fatalf("%d segments left after the first owner's commit, want 2 (not deleted yet)", s)
@@ -184,7 +184,7 @@ func TestRelayFencesAnEarlierOwnersProducer(t *testing.T) {
 	pgtest.Must(t, err)
 	defer g2.closeProducer()
 	pgtest.Must(t, g2.drain(f.ctx)) // initialises the partition's producer again: p1 is fenced
-	if err := p1.publish(f.ctx, b.records(), b.last); !errors.Is(err, fence.ErrFenced) {
+	if err := p1.publish(f.ctx, b.records(), b.last, b.lastScope()); !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("the earlier owner's publish = %v, want ErrFenced", err)
 	}
 	if got := f.output(t, 2); !slices.Equal(got, []string{"x1", "x2"}) {
@@ -401,5 +401,95 @@ func TestRelayPublishesOnceThroughFaults(t *testing.T) {
 				t.Errorf("%d segments left", s)
 			}
 		})
+	}
+}
+
+// After a restore the relay refused (progress past the head), handlers
+// keep sealing segments that reuse the published numbers; clearing the
+// refusal must publish every segment left, not take the old progress as
+// covering the new ones.
+func TestRelayClearedAfterARestorePublishesEverySegmentLeft(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t, 1000)
+	f.add(t, "a")
+	f.add(t, "b")
+	f.add(t, "c")
+	g1 := f.grant(1)
+	pgtest.Must(t, g1.drain(f.ctx))
+	g1.closeProducer()
+	_, err := f.pool.Exec(f.ctx, `UPDATE leasehold.outbox_heads SET next_seq = 2`) // the restore
+	pgtest.Must(t, err)
+	f.add(t, "r1")
+	g2 := f.grant(2)
+	var pe *ProgressError
+	if err := g2.drain(f.ctx); !errors.As(err, &pe) {
+		t.Fatalf("drain after the restore = %v, want a *ProgressError", err)
+	}
+	for _, v := range []string{"r2", "r3", "r4"} { // numbers 3, 4, 5: past the old progress
+		f.add(t, v)
+	}
+	_, err = ClearRefusal(f.ctx, f.db, "g", -1)
+	pgtest.Must(t, err)
+	g3 := f.grant(3)
+	defer g3.closeProducer()
+	pgtest.Must(t, g3.drain(f.ctx))
+	if got, want := f.output(t, 7), []string{"a", "b", "c", "r1", "r2", "r3", "r4"}; !slices.Equal(got, want) {
+		t.Fatalf("output %v, want %v", got, want)
+	}
+}
+
+// A failover to a copy that lost the last published segment's commit: the
+// next seal reuses its number, with other contents. The relay tells them
+// apart by the scope its progress names, and refuses instead of taking
+// the new segment for published.
+func TestRelayRefusesAReusedSegmentNumber(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t, 1000)
+	f.add(t, "a")
+	f.add(t, "b")
+	g1 := f.grant(1)
+	pgtest.Must(t, g1.drain(f.ctx))
+	g1.closeProducer()
+	_, err := f.pool.Exec(f.ctx, `UPDATE leasehold.outbox_heads SET next_seq = 2`) // segment 2 lost
+	pgtest.Must(t, err)
+	f.add(t, "c") // segment 2 again
+	g2 := f.grant(2)
+	defer g2.closeProducer()
+	var pe *ProgressError
+	if err := g2.drain(f.ctx); !errors.As(err, &pe) || !strings.Contains(pe.Reason, "other contents") {
+		t.Fatalf("drain = %v, want a *ProgressError (segment 2 with other contents)", err)
+	}
+	if s, _ := f.left(t); s != 1 {
+		t.Fatalf("%d segments left, want the new segment 2 kept", s)
+	}
+}
+
+// The outbox's tables reset under a live producer (idle since its last
+// publish): its next read notices and the grant reopens, which refuses the
+// old progress instead of deleting the new segments under it.
+func TestRelayNoticesAResetUnderALiveProducer(t *testing.T) {
+	t.Parallel()
+	f := newRelayFixture(t, 1000)
+	f.add(t, "a")
+	f.add(t, "b")
+	f.add(t, "c")
+	g := f.grant(1)
+	defer g.closeProducer()
+	pgtest.Must(t, g.drain(f.ctx)) // progress 3, producer kept
+	_, err := f.pool.Exec(f.ctx, `TRUNCATE leasehold.outbox_heads, leasehold.outbox_segments, leasehold.outbox_records`)
+	pgtest.Must(t, err)
+	for _, v := range []string{"n1", "n2", "n3", "n4"} {
+		f.add(t, v)
+	}
+	if err := g.drain(f.ctx); !errors.Is(err, errOutboxChanged) {
+		t.Fatalf("drain with the live producer = %v, want errOutboxChanged", err)
+	}
+	g.closeProducer()
+	var pe *ProgressError
+	if err := g.drain(f.ctx); !errors.As(err, &pe) {
+		t.Fatalf("drain with a new producer = %v, want a *ProgressError", err)
+	}
+	if s, _ := f.left(t); s != 4 {
+		t.Fatalf("%d segments left, want the 4 new ones kept", s)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/store"
 )
 
 // producer is one partition's transactional producer, for one grant, and
@@ -26,11 +28,13 @@ type producer struct {
 	token    fence.Token
 	progress int64  // the last segment published (0: none)
 	owner    string // the outbox the progress was written for (its metadata)
+	scope    int64  // the scope of the segment the progress names (its metadata)
 	outbox   string // this outbox's identity, written with the progress
 }
 
-// progressMeta is the metadata committed with the progress: the outbox's
-// identity, then the grant's token (for people reading it).
+// progressMeta starts the metadata committed with the progress:
+// "leasehold outbox <outbox id> scope <the last segment's scope> token
+// <the grant's token>".
 const progressMeta = "leasehold outbox "
 
 // producerDefaults are the relay's producer options, before
@@ -46,21 +50,37 @@ func producerDefaults(log kgo.Logger) []kgo.Opt {
 	return []kgo.Opt{kgo.WithLogger(log), kgo.ProducerBatchMaxBytes(1048588), kgo.MaxVersions(v)}
 }
 
-// mismatch says why the progress read does not belong to the outbox whose
-// head is h ("" if it does).
-func (p *producer) mismatch(h head) string {
+// mismatch says why the progress p read does not belong to the outbox
+// whose head is h ("" if it does): written for another outbox; past the
+// last segment numbered; or the segment it names, or one below it, left
+// with other contents (its number reused after a restore or a failover
+// that lost commits: the progress names the scope it published).
+func (g *relayGrant) mismatch(ctx context.Context, p *producer, h head) (string, error) {
 	switch {
 	case p.progress == 0:
-		return ""
-	case h.id == nil || p.owner != *h.id:
+		return "", nil
+	case p.owner != *h.id:
 		return fmt.Sprintf("the progress committed in Kafka (segment %d, group %s) was written for another outbox (%q; this one is %s): "+
 			"the outbox tables were reset, or another deployment publishes under the same TransactionalIDPrefix",
-			p.progress, p.id, p.owner, deref(h.id))
+			p.progress, p.id, p.owner, *h.id), nil
 	case p.progress > h.last:
 		return fmt.Sprintf("the progress committed in Kafka (segment %d) is past the outbox's last segment (%d): "+
-			"the database was restored from an older backup", p.progress, h.last)
+			"the database was restored from an older backup, or failed over to a copy that lost commits", p.progress, h.last), nil
 	}
-	return ""
+	var at *int64
+	var below bool
+	if err := g.r.pool.QueryRow(ctx, g.r.q.At, g.o.Group, g.o.Partition, p.progress).Scan(&at, &below); err != nil {
+		return "", store.ClassifyRead("outbox", "progress check", g.name(), err)
+	}
+	switch {
+	case at != nil && *at != p.scope:
+		return fmt.Sprintf("segment %d, which the progress committed in Kafka says was published, is in the outbox with other contents (scope %d, published %d): "+
+			"its number was reused after a restore or a failover that lost commits", p.progress, *at, p.scope), nil
+	case at == nil && below:
+		return fmt.Sprintf("segment %d, which the progress committed in Kafka says was published, is gone while segments below it are left: "+
+			"the numbers were reused after a restore or a failover that lost commits", p.progress), nil
+	}
+	return "", nil
 }
 
 func deref(s *string) string {
@@ -169,7 +189,11 @@ func (p *producer) readProgress(ctx context.Context) error {
 		}
 		p.progress = max(offset, 0)
 		if rest, ok := strings.CutPrefix(meta, progressMeta); ok {
-			p.owner, _, _ = strings.Cut(rest, " ")
+			f := strings.Fields(rest)
+			if len(f) >= 3 && f[1] == "scope" {
+				p.owner = f[0]
+				p.scope, _ = strconv.ParseInt(f[2], 10, 64)
+			}
 		}
 		return nil
 	}
@@ -219,7 +243,7 @@ func progressIn(resp *kmsg.OffsetFetchResponse) (code int16, offset int64, meta 
 // transaction. Any error leaves the transaction's outcome to Kafka (the
 // caller closes the producer; the next one's initialisation completes or
 // aborts it, and reads the progress again).
-func (p *producer) publish(ctx context.Context, recs []*kgo.Record, last int64) error {
+func (p *producer) publish(ctx context.Context, recs []*kgo.Record, last, lastScope int64) error {
 	if err := p.cl.BeginTransaction(); err != nil {
 		return p.classify("begin a transaction", err)
 	}
@@ -248,7 +272,7 @@ func (p *producer) publish(ctx context.Context, recs []*kgo.Record, last int64) 
 		p.abort()
 		return p.classify("produce", err)
 	}
-	if err := p.commitProgress(ctx, last); err != nil {
+	if err := p.commitProgress(ctx, last, lastScope); err != nil {
 		p.abort()
 		return err
 	}
@@ -259,7 +283,7 @@ func (p *producer) publish(ctx context.Context, recs []*kgo.Record, last int64) 
 	if err := p.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
 		return p.classify("commit the transaction", err)
 	}
-	p.progress = last
+	p.progress, p.scope = last, lastScope
 	return nil
 }
 
@@ -276,7 +300,7 @@ func (p *producer) abort() {
 // commitProgress adds the progress, last, to the open transaction: a
 // consumer group offset of the transactional id's group on ProgressTopic's
 // partition 0, committed or aborted with the records.
-func (p *producer) commitProgress(ctx context.Context, last int64) error {
+func (p *producer) commitProgress(ctx context.Context, last, lastScope int64) error {
 	pid, epoch, err := p.cl.ProducerID(ctx)
 	if err != nil {
 		return p.classify("commit the progress", err)
@@ -297,7 +321,7 @@ func (p *producer) commitProgress(ctx context.Context, last int64) error {
 	rt.Topic, rt.TopicID = p.topic, p.topicID
 	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, last, -1
-	meta := fmt.Sprintf("%s%s token %d", progressMeta, p.outbox, int64(p.token))
+	meta := fmt.Sprintf("%s%s scope %d token %d", progressMeta, p.outbox, lastScope, int64(p.token))
 	rp.Metadata = &meta
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)

@@ -174,13 +174,10 @@ func (w *Worker) run(ctx context.Context, o partition.Ownership) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			defer func() {
-				if r := recover(); r != nil {
-					w.log.Error("worker: the outbox relay panicked; the partition's outbox is published again at its next grant",
-						"partition", o.Partition, "token", int64(o.Token), "panic", r, "stack", string(debug.Stack()))
-				}
-			}()
-			w.cfg.Relay.Run(rctx, o)
+			// A panic of the relay (a bug) is logged and the relay started
+			// again after a second, for as long as the grant lasts.
+			for w.runRelay(rctx, o) && sleepCtx(rctx, time.Second) {
+			}
 		}()
 		defer func() {
 			cancel()
@@ -195,6 +192,32 @@ func (w *Worker) run(ctx context.Context, o partition.Ownership) {
 	}
 	w.log.Debug("worker: partition given up", "partition", o.Partition, "token", int64(o.Token),
 		"held", time.Since(start), "cause", cause)
+}
+
+// runRelay runs the outbox relay on o until ctx ends, and reports whether
+// it panicked (logged).
+func (w *Worker) runRelay(ctx context.Context, o partition.Ownership) (panicked bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = true
+			w.log.Error("worker: the outbox relay panicked; starting it again in a second",
+				"partition", o.Partition, "token", int64(o.Token), "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	w.cfg.Relay.Run(ctx, o)
+	return false
+}
+
+// sleepCtx waits for d, and reports false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // Start opens the source (for Kafka: reads the topics' metadata, see

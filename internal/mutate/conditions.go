@@ -114,7 +114,7 @@ var Conditions = []Condition{{
 }, {
 	Name:  "outbox: progress in the Kafka transaction",
 	File:  "kafka/relay_producer.go",
-	From:  "\tif err := p.commitProgress(ctx, last); err != nil {\n",
+	From:  "\tif err := p.commitProgress(ctx, last, lastScope); err != nil {\n",
 	To:    "\tif err := error(nil); err != nil {\n",
 	Pkg:   "./kafka/",
 	Tests: []string{"TestRelayResumesFromTheProgressCommittedInKafka", "TestRelayRefusesProgressAheadOfTheOutbox"},

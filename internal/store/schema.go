@@ -115,7 +115,7 @@ func For(schema string) (*Statements, error) {
 		Kafka: KafkaSQL{Read: r(kafkaRead), Advance: r(kafkaAdvance), List: r(kafkaList), Topics: r(kafkaTopics)},
 		Outbox: OutboxSQL{
 			Append: r(outboxAppend), Seal: r(outboxSeal), Head: r(outboxHead), Refuse: r(outboxRefuse), Clear: r(outboxClear), Adopted: r(outboxAdopted), Read: r(outboxRead),
-			ReadSegment: r(outboxReadSegment), Delete: r(outboxDelete),
+			ReadSegment: r(outboxReadSegment), At: r(outboxAt), Delete: r(outboxDelete),
 		},
 		OutboxInsight: OutboxInsightSQL{Waiting: r(outboxWaiting)},
 	}
