@@ -123,15 +123,20 @@ func (c *controlRelay) publish(ctx context.Context, p int) (bool, error) {
 	var read []row
 	for rows.Next() {
 		var (
-			seq, age           int64
-			topic              *string
-			key, value, header []byte
+			id, refused, topic  *string
+			lo, seq, scope, age *int64
+			key, value, header  []byte
 		)
-		if err := rows.Scan(&seq, &age, &topic, &key, &value, &header); err != nil {
+		// The head check columns (id, refused, lo) are kafka.Relay's; the
+		// control ignores them.
+		if err := rows.Scan(&id, &refused, &lo, &seq, &scope, &age, &topic, &key, &value, &header); err != nil {
 			rows.Close()
 			return false, err
 		}
-		r := row{seq: seq}
+		if seq == nil {
+			continue // no segment: the statement's one row of head columns
+		}
+		r := row{seq: *seq}
 		if topic != nil {
 			r.rec = &kgo.Record{Topic: *topic, Key: key, Value: value}
 		}
