@@ -133,6 +133,39 @@ func (f *relayFixture) left(t *testing.T) (segments, records int) {
 	return segments, records
 }
 
+// publishAll commits one segment per value and publishes them all with a
+// grant of token, whose producer is then closed.
+func (f *relayFixture) publishAll(t *testing.T, token int64, values ...string) {
+	t.Helper()
+	for _, v := range values {
+		f.add(t, v)
+	}
+	g := f.grant(token)
+	defer g.closeProducer()
+	pgtest.Must(t, g.drain(f.ctx))
+}
+
+// refused drains with a grant of token and returns the *ProgressError it
+// must fail with, whose Reason must contain reason.
+func (f *relayFixture) refused(t *testing.T, token int64, reason string) *ProgressError {
+	t.Helper()
+	g := f.grant(token)
+	defer g.closeProducer()
+	err := g.drain(f.ctx)
+	var pe *ProgressError
+	if !errors.As(err, &pe) || !errors.Is(err, ErrProgressMismatch) || !strings.Contains(pe.Reason, reason) {
+		t.Fatalf("drain with token %d = %v, want a *ProgressError (%q)", token, err, reason)
+	}
+	return pe
+}
+
+// exec runs a statement on the fixture's database (a reset, a restore).
+func (f *relayFixture) exec(t *testing.T, sql string) {
+	t.Helper()
+	_, err := f.pool.Exec(f.ctx, sql)
+	pgtest.Must(t, err)
+}
+
 // A relay killed after its Kafka commit and before anything after it
 // (the deletion of the published segments): the next owner reads the
 // progress that commit stored in Kafka, deletes those segments unpublished
@@ -200,28 +233,15 @@ func TestRelayFencesAnEarlierOwnersProducer(t *testing.T) {
 func TestRelayRefusesProgressOfAnotherOutboxUntilCleared(t *testing.T) {
 	t.Parallel()
 	f := newRelayFixture(t, 1000)
-	f.add(t, "a")
-	f.add(t, "b")
-	g1 := f.grant(1)
-	pgtest.Must(t, g1.drain(f.ctx))
-	g1.closeProducer()
-	_, err := f.pool.Exec(f.ctx, `TRUNCATE leasehold.outbox_heads, leasehold.outbox_segments, leasehold.outbox_records`)
-	pgtest.Must(t, err)
+	f.publishAll(t, 1, "a", "b")
+	f.exec(t, `TRUNCATE leasehold.outbox_heads, leasehold.outbox_segments, leasehold.outbox_records`)
 	f.add(t, "after-reset-1")
-	g2 := f.grant(2)
-	err = g2.drain(f.ctx)
-	var pe *ProgressError
-	if !errors.As(err, &pe) || !errors.Is(err, ErrProgressMismatch) || !strings.Contains(pe.Reason, "another outbox") {
-		t.Fatalf("drain after a reset = %v, want a *ProgressError (another outbox)", err)
-	}
-	// The head catches up with the old progress: a retry must still refuse.
+	f.refused(t, 2, "another outbox")
+	// The head catches up with the old progress: a retry must still refuse
+	// (the recorded refusal).
 	f.add(t, "after-reset-2")
 	f.add(t, "after-reset-3")
-	g3 := f.grant(3)
-	defer g3.closeProducer()
-	if err := g3.drain(f.ctx); !errors.As(err, &pe) {
-		t.Fatalf("a later attempt = %v, want the recorded refusal", err)
-	}
+	f.refused(t, 3, "another outbox")
 	if s, _ := f.left(t); s != 3 {
 		t.Fatalf("%d segments left, want the 3 new ones kept", s)
 	}
@@ -252,23 +272,10 @@ func TestRelayRefusesProgressOfAnotherOutboxUntilCleared(t *testing.T) {
 func TestRelayRefusesProgressAheadOfTheOutbox(t *testing.T) {
 	t.Parallel()
 	f := newRelayFixture(t, 1000)
-	f.add(t, "a")
-	f.add(t, "b")
-	f.add(t, "c")
-	g1 := f.grant(1)
-	pgtest.Must(t, g1.drain(f.ctx))
-	g1.closeProducer()
-	// The restore: the head is back at segment 1.
-	_, err := f.pool.Exec(f.ctx, `UPDATE leasehold.outbox_heads SET next_seq = 2`)
-	pgtest.Must(t, err)
+	f.publishAll(t, 1, "a", "b", "c")
+	f.exec(t, `UPDATE leasehold.outbox_heads SET next_seq = 2`) // the restore: the head is back at segment 1
 	f.add(t, "after-restore")
-	g2 := f.grant(2)
-	defer g2.closeProducer()
-	err = g2.drain(f.ctx)
-	var pe *ProgressError
-	if !errors.As(err, &pe) || !strings.Contains(pe.Reason, "past the outbox's last segment") {
-		t.Fatalf("drain after a restore = %v, want a *ProgressError (progress past the head)", err)
-	}
+	f.refused(t, 2, "past the outbox's last segment")
 	if s, _ := f.left(t); s != 1 {
 		t.Errorf("%d segments left, want the new one kept", s)
 	}
@@ -280,21 +287,12 @@ func TestRelayRefusesProgressAheadOfTheOutbox(t *testing.T) {
 func TestRelayRefusesAnotherDeploymentsProgress(t *testing.T) {
 	t.Parallel()
 	a := newRelayFixture(t, 1000)
-	a.add(t, "a1")
-	a.add(t, "a2")
-	ga := a.grant(1)
-	pgtest.Must(t, ga.drain(a.ctx))
-	ga.closeProducer()
+	a.publishAll(t, 1, "a1", "a2")
 	b := newRelayFixtureOn(t, a.brokers, 1000)
 	for _, v := range []string{"b1", "b2", "b3"} {
 		b.add(t, v)
 	}
-	gb := b.grant(1)
-	defer gb.closeProducer()
-	var pe *ProgressError
-	if err := gb.drain(b.ctx); !errors.As(err, &pe) {
-		t.Fatalf("the second deployment's drain = %v, want a *ProgressError", err)
-	}
+	b.refused(t, 1, "another outbox")
 	if s, _ := b.left(t); s != 3 {
 		t.Errorf("the second deployment's outbox holds %d segments, want its 3 kept", s)
 	}
@@ -411,28 +409,16 @@ func TestRelayPublishesOnceThroughFaults(t *testing.T) {
 func TestRelayClearedAfterARestorePublishesEverySegmentLeft(t *testing.T) {
 	t.Parallel()
 	f := newRelayFixture(t, 1000)
-	f.add(t, "a")
-	f.add(t, "b")
-	f.add(t, "c")
-	g1 := f.grant(1)
-	pgtest.Must(t, g1.drain(f.ctx))
-	g1.closeProducer()
-	_, err := f.pool.Exec(f.ctx, `UPDATE leasehold.outbox_heads SET next_seq = 2`) // the restore
-	pgtest.Must(t, err)
+	f.publishAll(t, 1, "a", "b", "c")
+	f.exec(t, `UPDATE leasehold.outbox_heads SET next_seq = 2`) // the restore
 	f.add(t, "r1")
-	g2 := f.grant(2)
-	var pe *ProgressError
-	if err := g2.drain(f.ctx); !errors.As(err, &pe) {
-		t.Fatalf("drain after the restore = %v, want a *ProgressError", err)
-	}
-	for _, v := range []string{"r2", "r3", "r4"} { // numbers 3, 4, 5: past the old progress
+	f.refused(t, 2, "past the outbox's last segment")
+	for _, v := range []string{"r2", "r3", "r4"} { // numbers 3, 4, 5, sealed while refused: past the old progress
 		f.add(t, v)
 	}
-	_, err = ClearRefusal(f.ctx, f.db, "g", -1)
+	_, err := ClearRefusal(f.ctx, f.db, "g", -1)
 	pgtest.Must(t, err)
-	g3 := f.grant(3)
-	defer g3.closeProducer()
-	pgtest.Must(t, g3.drain(f.ctx))
+	f.publishAll(t, 3)
 	if got, want := f.output(t, 7), []string{"a", "b", "c", "r1", "r2", "r3", "r4"}; !slices.Equal(got, want) {
 		t.Fatalf("output %v, want %v", got, want)
 	}
@@ -445,20 +431,10 @@ func TestRelayClearedAfterARestorePublishesEverySegmentLeft(t *testing.T) {
 func TestRelayRefusesAReusedSegmentNumber(t *testing.T) {
 	t.Parallel()
 	f := newRelayFixture(t, 1000)
-	f.add(t, "a")
-	f.add(t, "b")
-	g1 := f.grant(1)
-	pgtest.Must(t, g1.drain(f.ctx))
-	g1.closeProducer()
-	_, err := f.pool.Exec(f.ctx, `UPDATE leasehold.outbox_heads SET next_seq = 2`) // segment 2 lost
-	pgtest.Must(t, err)
-	f.add(t, "c") // segment 2 again
-	g2 := f.grant(2)
-	defer g2.closeProducer()
-	var pe *ProgressError
-	if err := g2.drain(f.ctx); !errors.As(err, &pe) || !strings.Contains(pe.Reason, "other contents") {
-		t.Fatalf("drain = %v, want a *ProgressError (segment 2 with other contents)", err)
-	}
+	f.publishAll(t, 1, "a", "b")
+	f.exec(t, `UPDATE leasehold.outbox_heads SET next_seq = 2`) // segment 2 lost
+	f.add(t, "c")                                               // segment 2 again
+	f.refused(t, 2, "other contents")
 	if s, _ := f.left(t); s != 1 {
 		t.Fatalf("%d segments left, want the new segment 2 kept", s)
 	}
@@ -476,8 +452,7 @@ func TestRelayNoticesAResetUnderALiveProducer(t *testing.T) {
 	g := f.grant(1)
 	defer g.closeProducer()
 	pgtest.Must(t, g.drain(f.ctx)) // progress 3, producer kept
-	_, err := f.pool.Exec(f.ctx, `TRUNCATE leasehold.outbox_heads, leasehold.outbox_segments, leasehold.outbox_records`)
-	pgtest.Must(t, err)
+	f.exec(t, `TRUNCATE leasehold.outbox_heads, leasehold.outbox_segments, leasehold.outbox_records`)
 	for _, v := range []string{"n1", "n2", "n3", "n4"} {
 		f.add(t, v)
 	}
@@ -485,10 +460,7 @@ func TestRelayNoticesAResetUnderALiveProducer(t *testing.T) {
 		t.Fatalf("drain with the live producer = %v, want errOutboxChanged", err)
 	}
 	g.closeProducer()
-	var pe *ProgressError
-	if err := g.drain(f.ctx); !errors.As(err, &pe) {
-		t.Fatalf("drain with a new producer = %v, want a *ProgressError", err)
-	}
+	f.refused(t, 2, "another outbox")
 	if s, _ := f.left(t); s != 4 {
 		t.Fatalf("%d segments left, want the 4 new ones kept", s)
 	}

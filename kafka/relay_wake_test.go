@@ -17,9 +17,11 @@ import (
 )
 
 // Two databases (same schema and group names) served by one process: a
-// commit wakes its own database's relay, not the other's. (With wake-ups
-// keyed by schema and group only, the second worker's relay took the
-// first's, and tenant 1's record waited for its next grant.)
+// commit still wakes its own database's relay after the other's relay
+// registered. (With one waiter per schema, group and partition, the second
+// worker's relay replaced the first's, and tenant 1's record waited for
+// its next grant. Wake-ups are now keyed by database too, and a slot wakes
+// every relay registered in it; this test catches the loss of both.)
 func TestRelayWakeUpsStayInTheirDatabase(t *testing.T) {
 	t.Parallel()
 	brokers := cluster(t, 1, "out")

@@ -59,12 +59,6 @@ func From(ctx context.Context) *Scope {
 	return s
 }
 
-// Group is the group whose outbox the scope appends to.
-func (s *Scope) Group() string { return s.group }
-
-// Partition is the partition of the scope's grant.
-func (s *Scope) Partition() int { return s.partition }
-
 // ErrOtherTx is returned by Append given a transaction other than the
 // scope's (or a savepoint of it).
 var ErrOtherTx = errors.New("not the handler's fenced transaction")
@@ -103,15 +97,12 @@ func (s *Scope) Close() { s.closed.Store(true) }
 // nothing if none were appended. The runner calls it after the handler
 // returned nil, before its fence check, in the same transaction; once.
 func (s *Scope) Seal(ctx context.Context, tx pgx.Tx) error {
-	s.closed.Store(true)
-	if s.sealed.Swap(true) || s.added.Load() == 0 {
+	b := &pgx.Batch{}
+	s.QueueSeal(b)
+	if b.Len() == 0 {
 		return nil
 	}
-	var seq int64
-	if err := tx.QueryRow(ctx, s.sql.Seal, s.group, s.partition, int32(min(s.added.Load(), 1<<31-1)), int64(s.token), s.id).Scan(&seq); err != nil {
-		return store.Classify("outbox", "seal", fmt.Sprintf("%s/%d", s.group, s.partition), err)
-	}
-	return nil
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // QueueSeal is Seal queued in b, to run before the statements queued after
