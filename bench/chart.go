@@ -29,7 +29,7 @@ const (
 // writeChart writes rep as an SVG bar chart to path: one panel per case,
 // each on its own scale, one bar per system with its value. Throughput
 // cases show jobs/s (higher is better); idle-latency shows p50 in ms and
-// hol the fast jobs' p99 in ms (lower is better).
+// hol the fast jobs' p99 in ms, fair tenant B's p99 wait (lower is better).
 func writeChart(path, title, subtitle string, rep Report) error {
 	return os.WriteFile(path, []byte(chartSVG(title, subtitle, rep)), 0o644)
 }
@@ -49,7 +49,7 @@ func chartSVG(title, subtitle string, rep Report) string {
 		switch r.Case {
 		case caseIdleLatency:
 			v = r.P50Ms
-		case caseHOL:
+		case caseHOL, caseFair:
 			v = r.P99Ms
 		}
 		vals[[2]string{r.System, r.Case}] = v
@@ -75,6 +75,8 @@ func chartSVG(title, subtitle string, rep Report) string {
 			unit = "p50 ms, enqueue to start (lower is better)"
 		case caseHOL:
 			unit = "p99 ms, fast jobs, enqueue to done (lower is better)"
+		case caseFair:
+			unit = "p99 ms, tenant B, enqueue to start (lower is better)"
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="13" font-weight="bold">%s</text>`+"\n", px, py+14, html.EscapeString(c))
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#4a5568">%s</text>`+"\n", px, py+28, unit)

@@ -154,15 +154,18 @@ func openQueueBench(ctx context.Context, f queueFlags, stderr io.Writer) (q *que
 	for _, name := range f.systems {
 		var sys queueSystem
 		switch name {
-		case sysQueueLeasehold:
+		case sysQueueLeasehold, sysQueueLimits:
 			pool, err := newSystemPool(ctx, base, name, f.conns, t, f.planCacheMode)
 			if err != nil {
 				return fail(err)
 			}
 			undo.push(pool.Close)
-			if sys, err = newLHSystem(q, pool); err != nil {
+			lh, err := newLHSystem(q, pool)
+			if err != nil {
 				return fail(err)
 			}
+			lh.limits = name == sysQueueLimits
+			sys = lh
 		case sysQueueRaw:
 			// Without JIT, as the Processor sends its fetch (in a
 			// transaction of its own, with jit off): here for the whole

@@ -21,12 +21,13 @@ const (
 	caseTxOneRow      = "tx-one-row"
 	caseIO            = "io-10ms"
 	caseHOL           = "hol"
+	caseFair          = "fair"
 	caseEnqueueSingle = "enqueue-single"
 	caseEnqueueBatch  = "enqueue-batch"
 	caseIdleLatency   = "idle-latency"
 )
 
-var queueCases = []string{caseNoopBurndown, caseKeyless, caseHotKey, caseSteady, caseTxOneRow, caseIO, caseHOL,
+var queueCases = []string{caseNoopBurndown, caseKeyless, caseHotKey, caseSteady, caseTxOneRow, caseIO, caseHOL, caseFair,
 	caseEnqueueSingle, caseEnqueueBatch, caseIdleLatency}
 
 // ioSleep is how long the io-10ms case's handler sleeps.
@@ -36,10 +37,10 @@ const ioSleep = 10 * time.Millisecond
 const hotKey = "hot"
 
 // sleepOf returns how long the handler of job n of case c sleeps (io-10ms,
-// hol; the other cases' handlers do not sleep).
+// hol, fair; the other cases' handlers do not sleep).
 func (q *queueBench) sleepOf(c string, n int) time.Duration {
 	switch c {
-	case caseIO:
+	case caseIO, caseFair:
 		return ioSleep
 	case caseHOL:
 		return q.f.holSleep(n)
@@ -49,13 +50,13 @@ func (q *queueBench) sleepOf(c string, n int) time.Duration {
 
 // caseRuns reports whether system sys takes part in case c. The raw-SQL
 // loop runs no handlers, so it sits out the cases whose handlers sleep
-// (io-10ms, hol); and it places jobs in partitions itself, so it sits out
-// keyless, whose placement is the library's to decide.
+// (io-10ms, hol, fair); and it places jobs in partitions itself, so it
+// sits out keyless, whose placement is the library's to decide.
 func caseRuns(c, sys string) bool {
 	if sys != sysQueueRaw {
 		return true
 	}
-	return c != caseIO && c != caseHOL && c != caseKeyless
+	return c != caseIO && c != caseHOL && c != caseFair && c != caseKeyless
 }
 
 // steadyInsertBatch is how many jobs the steady case's producer inserts per
@@ -84,6 +85,12 @@ func (q *queueBench) one(ctx context.Context, sys queueSystem, c string, warm bo
 			d = q.f.holCap()
 		}
 		return q.hol(ctx, sys, n, d)
+	case caseFair:
+		n := q.f.fairJobs
+		if warm {
+			n = min(n, 2000)
+		}
+		return q.fair(ctx, sys, n, d)
 	case caseSteady:
 		return q.steady(ctx, sys, d)
 	case caseEnqueueSingle, caseEnqueueBatch:

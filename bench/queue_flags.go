@@ -16,6 +16,11 @@ type queueFlags struct {
 	hotJobs        int           // hot-key backlog
 	holJobs        int           // hol jobs, enqueued at once
 	holSlow        time.Duration // hol: the slow jobs' sleep
+	fairJobs       int           // fair: tenant A's backlog
+	fairEvery      time.Duration // fair: tenant B's interval
+	fairB          string        // fair: tenant B's key, in tenant A's partition
+	fairCapD       time.Duration // fair: when B jobs not started yet are cut; 0: twice --duration
+	limits         bool          // also run leasehold+limits
 	concurrency    int           // io-10ms, hol: leasehold Concurrency and River MaxWorkers
 	nonDurable     bool          // a throwaway server with fsync, synchronous_commit, full_page_writes off
 	partitions     int
@@ -56,6 +61,8 @@ func (f queueFlags) jobsOf(c string) int {
 		return f.hotJobs
 	case caseHOL:
 		return f.holJobs
+	case caseFair:
+		return f.fairJobs
 	}
 	return f.jobs
 }
@@ -69,7 +76,15 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 	fs.IntVar(&f.hotJobs, "hot-jobs", 20000, "backlog of the hot-key case, every job of one key")
 	fs.IntVar(&f.holJobs, "hol-jobs", 2000, "hol: jobs enqueued at once, every 100th slow")
 	fs.DurationVar(&f.holSlow, "hol-slow", 2*time.Second, "hol: the slow jobs' sleep (the others sleep 1ms)")
-	fs.IntVar(&f.concurrency, "concurrency", 100, "io-10ms and hol: leasehold's ProcessorConfig.Concurrency and River's MaxWorkers")
+	fs.IntVar(&f.fairJobs, "fair-jobs", 100000, "fair: tenant A's backlog, every job of key \""+fairKeyA+"\", enqueued before the system starts")
+	fs.DurationVar(&f.fairEvery, "fair-every", 100*time.Millisecond, "fair: tenant B enqueues one job this often for --duration "+
+		"(its key in A's partition)")
+	fs.DurationVar(&f.fairCapD, "fair-cap", 0, "fair: from time zero, how long to wait for B's jobs to start before "+
+		"counting those not started as started then (a lower bound); 0 means twice --duration")
+	fs.BoolVar(&f.limits, "limits", false, "also run leasehold+limits: leasehold with every handler registered with "+
+		"queue.WithPolicy(KeyConcurrency 1000, KeyRate 1,000,000 per second), limits declared but never binding, "+
+		"reported against leasehold round by round")
+	fs.IntVar(&f.concurrency, "concurrency", 100, "io-10ms, hol and fair: leasehold's ProcessorConfig.Concurrency and River's MaxWorkers")
 	fs.BoolVar(&f.nonDurable, "non-durable", false, "start the throwaway server with fsync, synchronous_commit and "+
 		"full_page_writes off (the default server keeps them on); ignored with DATABASE_URL")
 	fs.IntVar(&f.partitions, "partitions", 16, "partitions of the group: leasehold's member owns them all; raw-sql runs one goroutine per partition")
@@ -109,8 +124,12 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 		f.conns = f.partitions
 	}
 	switch {
-	case f.jobs < 1 || f.txJobs < 1 || f.ioJobs < 1 || f.hotJobs < 1 || f.holJobs < 1:
-		return f, errors.New("--jobs, --tx-jobs, --io-jobs, --hot-jobs and --hol-jobs must be at least 1")
+	case f.jobs < 1 || f.txJobs < 1 || f.ioJobs < 1 || f.hotJobs < 1 || f.holJobs < 1 || f.fairJobs < 1:
+		return f, errors.New("--jobs, --tx-jobs, --io-jobs, --hot-jobs, --hol-jobs and --fair-jobs must be at least 1")
+	case f.fairEvery < time.Millisecond:
+		return f, errors.New("--fair-every must be at least 1ms")
+	case f.fairCapD < 0:
+		return f, errors.New("--fair-cap must not be negative")
 	case f.holSlow < holFast:
 		return f, fmt.Errorf("--hol-slow must be at least the fast jobs' %v", holFast)
 	case f.concurrency < 1 || f.concurrency > 10000:
@@ -138,19 +157,39 @@ func parseQueueFlags(args []string, stderr io.Writer) (queueFlags, error) {
 	if f.cases, err = pickList("case", "--cases", *cases, queueCases); err != nil {
 		return f, err
 	}
+	f.fairB = fairBKey(f.partitions)
+	known := append(slices.Clone(queueSystems), sysQueueLimits)
 	for _, s := range strings.Split(*systems, ",") {
-		if !slices.Contains(queueSystems, s) {
-			return f, fmt.Errorf("unknown system %q in --systems (known: %s)", s, strings.Join(queueSystems, ", "))
+		if !slices.Contains(known, s) {
+			return f, fmt.Errorf("unknown system %q in --systems (known: %s)", s, strings.Join(known, ", "))
 		}
 		if slices.Contains(f.systems, s) {
 			return f, fmt.Errorf("system %q twice in --systems", s)
 		}
 		f.systems = append(f.systems, s)
 	}
+	if f.limits && !slices.Contains(f.systems, sysQueueLimits) {
+		// Right after leasehold, so that round 1 runs them back to back.
+		i := slices.Index(f.systems, sysQueueLeasehold)
+		if i < 0 {
+			i = len(f.systems) - 1
+		}
+		f.systems = slices.Insert(f.systems, i+1, sysQueueLimits)
+	}
 	if !slices.Contains(f.systems, sysQueueLeasehold) || len(f.systems) < 2 {
-		return f, errors.New("--systems must include leasehold and at least one peer")
+		return f, errors.New("--systems must include leasehold and at least one peer (or leasehold+limits)")
 	}
 	return f, nil
+}
+
+// fairCap returns how long the fair case waits, from time zero, for B's
+// jobs to start: --fair-cap, or twice d (the measurement's duration), and
+// at least d.
+func (f queueFlags) fairCap(d time.Duration) time.Duration {
+	if f.fairCapD > 0 {
+		return max(f.fairCapD, d)
+	}
+	return 2 * d
 }
 
 // settings describes the run's settings for the report.
@@ -160,9 +199,10 @@ func (f queueFlags) settings() string {
 		pcm = "server default"
 	}
 	return fmt.Sprintf("%d jobs (noop-burndown, keyless), %d (tx-one-row), %d (io-10ms), %d of one key (hot-key), "+
-		"%d (hol, every 100th sleeping %v, at once), steady backlog %d, %d partitions, batch %d, pools of %d conns, "+
-		"%d keys, concurrency %d (io-10ms, hol), plan_cache_mode %s, enqueue: %d goroutines, %d jobs per batch; "+
+		"%d (hol, every 100th sleeping %v, at once), fair: %d of key %s and one of key %s every %v (cap %v), "+
+		"steady backlog %d, %d partitions, batch %d, pools of %d conns, "+
+		"%d keys, concurrency %d (io-10ms, hol, fair), plan_cache_mode %s, enqueue: %d goroutines, %d jobs per batch; "+
 		"idle-latency: up to %d jobs, spread %v; %d rounds, %v per measurement",
-		f.jobs, f.txJobs, f.ioJobs, f.hotJobs, f.holJobs, f.holSlow, f.steadyBacklog, f.partitions, f.batch, f.conns,
+		f.jobs, f.txJobs, f.ioJobs, f.hotJobs, f.holJobs, f.holSlow, f.fairJobs, fairKeyA, f.fairB, f.fairEvery, f.fairCap(f.duration), f.steadyBacklog, f.partitions, f.batch, f.conns,
 		f.keys, f.concurrency, pcm, f.enqueueWorkers, f.enqueueSize, f.latencyJobs, f.latencySpread, f.rounds, f.duration)
 }

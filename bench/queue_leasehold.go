@@ -26,7 +26,15 @@ type lhSystem struct {
 	pool   *pgxpool.Pool // the processors' pool: --conns connections, traced
 	client *queue.Client // on pool
 	seq    int           // member ids
+	// limits registers every handler with limitsPolicy (leasehold+limits).
+	limits bool
 }
+
+// limitsPolicy is what leasehold+limits declares on every handler: a
+// per-key concurrency and start rate far above anything a case reaches,
+// so that the limits are declared but never bind; its rates over
+// leasehold's measure what declaring them costs.
+var limitsPolicy = queue.Policy{KeyConcurrency: 1000, KeyRate: queue.Rate{Starts: 1_000_000, Per: time.Second}}
 
 func newLHSystem(q *queueBench, pool *pgxpool.Pool) (*lhSystem, error) {
 	db, err := lhDB(pool, "")
@@ -40,18 +48,29 @@ func newLHSystem(q *queueBench, pool *pgxpool.Pool) (*lhSystem, error) {
 	return &lhSystem{lhTables: lhTables{q}, q: q, pool: pool, client: client}, nil
 }
 
-func (s *lhSystem) name() string { return sysQueueLeasehold }
+func (s *lhSystem) name() string {
+	if s.limits {
+		return sysQueueLimits
+	}
+	return sysQueueLeasehold
+}
 
 func (s *lhSystem) settings() string {
 	poll := "default (1s)"
 	if s.q.f.lhPoll > 0 {
 		poll = s.q.f.lhPoll.String()
 	}
+	limits := ""
+	if s.limits {
+		limits = fmt.Sprintf("; every handler registered with queue.WithPolicy(queue.Policy{KeyConcurrency: %d, "+
+			"KeyRate: queue.Rate{Starts: %d, Per: %v}}), limits that never bind; otherwise as leasehold",
+			limitsPolicy.KeyConcurrency, limitsPolicy.KeyRate.Starts, limitsPolicy.KeyRate.Per)
+	}
 	return fmt.Sprintf("one partition.Member owning all %d partitions, each running a queue.Processor (BatchSize %d, "+
-		"PollInterval %s, Concurrency %d in io-10ms and hol, the library's defaults otherwise, PartitionConcurrency "+
+		"PollInterval %s, Concurrency %d in io-10ms, hol and fair, the library's defaults otherwise, PartitionConcurrency "+
 		"never set) woken by Processor.Listen; queue.Client Enqueue / EnqueueMany (NOTIFY on enqueue); keyless jobs "+
-		"enqueued with Key \"\"; pool of %d conns (plus the Member's lease and membership pools)",
-		s.q.f.partitions, s.q.f.batch, poll, s.q.f.concurrency, s.q.f.conns)
+		"enqueued with Key \"\"; pool of %d conns (plus the Member's lease and membership pools)%s",
+		s.q.f.partitions, s.q.f.batch, poll, s.q.f.concurrency, s.q.f.conns, limits)
 }
 
 // lhJob returns job i of case c as leasehold enqueues it, with the key
@@ -86,6 +105,10 @@ func (s *lhSystem) enqueueOne(ctx context.Context, c string, i int) error {
 // and each Run waits at the gate: claiming partitions is not timed.
 func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(int)) (queueRun, error) {
 	ws := queue.NewWorkers()
+	var opts []queue.Option
+	if s.limits {
+		opts = append(opts, queue.WithPolicy(limitsPolicy))
+	}
 	switch c {
 	case caseTxOneRow:
 		// Exactly once: the effect, the fence check and the completion
@@ -93,22 +116,25 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 		queue.HandleTx(ws, func(ctx context.Context, tx pgx.Tx, w *queue.Work[rowJob]) error {
 			_, err := tx.Exec(ctx, queueInsertEffect, w.ID, w.Key, int64(w.Token))
 			return err
-		})
-	case caseIO, caseHOL:
+		}, opts...)
+	case caseIO, caseHOL, caseFair:
 		queue.Handle(ws, func(_ context.Context, w *queue.Work[noopJob]) error {
+			if started != nil {
+				started(w.Args.N)
+			}
 			time.Sleep(s.q.sleepOf(c, w.Args.N))
 			return nil
-		})
+		}, opts...)
 	default:
 		queue.Handle(ws, func(_ context.Context, w *queue.Work[noopJob]) error {
 			if started != nil {
 				started(w.Args.N)
 			}
 			return nil
-		})
+		}, opts...)
 	}
 	cfg := queue.ProcessorConfig{Workers: ws, BatchSize: s.q.f.batch, PollInterval: s.q.f.lhPoll}
-	if c == caseIO || c == caseHOL {
+	if c == caseIO || c == caseHOL || c == caseFair {
 		cfg.Concurrency = s.q.f.concurrency // River's MaxWorkers in these cases
 	}
 	db, err := lhDB(s.pool, "")
@@ -121,9 +147,9 @@ func (s *lhSystem) start(ctx context.Context, c string, b *burn, started func(in
 	}
 	s.q.tracer.follow(b)
 	s.seq++
-	return startGated(ctx, db, proc, queueGroup, s.q.f.partitions, "bench-leasehold-"+strconv.Itoa(s.seq),
+	return startGated(ctx, db, proc, queueGroup, s.q.f.partitions, "bench-"+s.name()+"-"+strconv.Itoa(s.seq),
 		func(ctx context.Context, o partition.Ownership) context.Context {
 			return withSlot(ctx, b.slots[o.Partition])
 		},
-		pprof.Labels("system", sysQueueLeasehold, "case", c))
+		pprof.Labels("system", s.name(), "case", c))
 }

@@ -27,7 +27,7 @@ func roundRatio(c string, lh, peer sample) (r float64, ok bool) {
 	switch c {
 	case caseIdleLatency:
 		num, den = ms(peer.quantile(0.5)), ms(lh.quantile(0.5))
-	case caseHOL:
+	case caseHOL, caseFair:
 		num, den = ms(peer.quantile(0.99)), ms(lh.quantile(0.99))
 	default:
 		num, den = lh.rate(), peer.rate()
@@ -50,6 +50,15 @@ func pairedRatios(c string, lh, peer []sample) []float64 {
 	}
 	return out
 }
+
+// limitsTarget is leasehold+limits over leasehold's target in every case
+// (see roundRatio: above 1 favours leasehold+limits): declaring limits
+// that never bind costs at most 5%.
+const limitsTarget = 0.95
+
+// limitsRatioName names leasehold+limits over leasehold in case c among
+// the report's self ratios.
+func limitsRatioName(c string) string { return sysQueueLimits + "/" + sysQueueLeasehold + " " + c }
 
 // selfRatios returns, round by round, the rate of num over the rate of den
 // (two cases of one system).

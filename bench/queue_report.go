@@ -29,11 +29,14 @@ const idleLatencyTargetMs = 10.0
 func queueReport(f queueFlags, all []*series) Report {
 	var peers []string
 	for _, s := range f.systems {
-		if s != sysQueueLeasehold {
+		if isPeer(s) {
 			peers = append(peers, s)
 		}
 	}
-	primary := peers[0]
+	primary := ""
+	if len(peers) > 0 {
+		primary = peers[0]
+	}
 	if slices.Contains(peers, sysQueueRiver) {
 		primary = sysQueueRiver
 	}
@@ -66,19 +69,43 @@ func queueReport(f queueFlags, all []*series) Report {
 		rep.RatiosByPeer[peer], rep.RatioSpreadByPeer[peer] = m, sp
 	}
 	rep.Ratios, rep.RatioSpread = rep.RatiosByPeer[primary], rep.RatioSpreadByPeer[primary]
+	self := func(name string, s Spread) {
+		if rep.SelfRatios == nil {
+			rep.SelfRatios, rep.SelfRatioSpread = map[string]float64{}, map[string]Spread{}
+		}
+		rep.SelfRatios[name], rep.SelfRatioSpread[name] = s.Median, s
+	}
 	hot, ok1 := bySys[[2]string{sysQueueLeasehold, caseHotKey}]
 	noop, ok2 := bySys[[2]string{sysQueueLeasehold, caseNoopBurndown}]
 	if ok1 && ok2 {
 		if s, ok := spreadOf(selfRatios(hot.samples, noop.samples)); ok {
-			rep.SelfRatios = map[string]float64{selfHotKey: s.Median}
-			rep.SelfRatioSpread = map[string]Spread{selfHotKey: s}
+			self(selfHotKey, s)
+		}
+	}
+	// leasehold+limits over leasehold, round by round, oriented as the
+	// peers' ratios (above 1 favours leasehold+limits).
+	for _, c := range f.cases {
+		lim, ok1 := bySys[[2]string{sysQueueLimits, c}]
+		lh, ok2 := bySys[[2]string{sysQueueLeasehold, c}]
+		if !ok1 || !ok2 {
+			continue
+		}
+		if s, ok := spreadOf(pairedRatios(c, lim.samples, lh.samples)); ok {
+			self(limitsRatioName(c), s)
 		}
 	}
 	return rep
 }
 
-// queueTables returns the results table, the ratios table and, when both
-// cases ran, leasehold's hot-key against its own noop-burndown.
+// isPeer reports whether system sys is one of leasehold's peers in the
+// ratios (not leasehold itself, nor leasehold+limits, compared with
+// leasehold in a table of its own).
+func isPeer(sys string) bool { return sys != sysQueueLeasehold && sys != sysQueueLimits }
+
+// queueTables returns the results table, the ratios table (if a peer
+// ran), the fair case's table (if it ran), and when both cases ran,
+// leasehold's hot-key against its own noop-burndown, and leasehold+limits
+// against leasehold (if it ran).
 func queueTables(rep Report, all []*series, systems []queueSystem) []ptable {
 	_, picked := chooseVariants(all)
 	res := ptable{
@@ -86,12 +113,13 @@ func queueTables(rep Report, all []*series, systems []queueSystem) []ptable {
 		notes: []string{
 			"jobs/s: jobs finished (completion committed) per second; enqueue cases: jobs inserted per second; " +
 				"idle-latency: jobs per second of the case (paced, not a throughput); hol: all its jobs over the time " +
-				"until the last one finished",
+				"until the last one finished; fair: tenant A's jobs completed within tenant B's window, over the window",
 			"p50/p99: burndowns, steady, tx-one-row, io-10ms: from the fetch that returned a job (River: its attempted_at) " +
 				"until its completion committed (River: reported by its completer); enqueue: per call; idle-latency: from " +
 				"the start of the enqueue until the handler started; hol: fast jobs only, from the start of the one batched " +
 				"enqueue of all its jobs (time zero) until the job's completion was observed committed (leasehold: the commit " +
-				"of the statement completing it; River: its completion event), not when its handler returned",
+				"of the statement completing it; River: its completion event), not when its handler returned; fair: " +
+				"tenant B's jobs, from right after the insert returned until the handler started",
 			"client CPU: this process's user+system time per job (client and server share the machine)",
 		},
 		header: []string{"case", "system", "jobs", "jobs/s", "p50 ms", "p99 ms", "client CPU µs/job", "jobs/s per round"},
@@ -128,9 +156,16 @@ func queueTables(rep Report, all []*series, systems []queueSystem) []ptable {
 	}
 	if cut {
 		res.notes = append(res.notes, "* the backlog was not finished within --duration (hol: within its cap): the rate "+
-			"is the jobs finished by then over the time; in hol, fast jobs not completed count as completed at the cut")
+			"is the jobs finished by then over the time; in hol, fast jobs not completed count as completed at the cut; "+
+			"in fair, a B job not started by the cap (--fair-cap) counts as started at the cap")
 	}
-	return append([]ptable{res, ratiosTable(rep, systems)}, selfTable(rep)...)
+	out := []ptable{res}
+	if slices.ContainsFunc(systems, func(s queueSystem) bool { return isPeer(s.name()) }) {
+		out = append(out, ratiosTable(rep, systems))
+	}
+	out = append(out, fairTable(all)...)
+	out = append(out, selfTable(rep)...)
+	return append(out, limitsTable(rep, all)...)
 }
 
 // ratiosTable returns the table of leasehold / peer ratios with their
@@ -141,26 +176,28 @@ func ratiosTable(rep Report, systems []queueSystem) ptable {
 			"and their min–max over the rounds",
 		notes: []string{
 			"every ratio is oriented so that above 1 favours leasehold: jobs/s over jobs/s; idle-latency: peer p50 / " +
-				"leasehold p50; hol: peer p99 / leasehold p99 of the fast jobs' time from enqueue to completion",
+				"leasehold p50; hol: peer p99 / leasehold p99 of the fast jobs' time from enqueue to completion; fair: " +
+				"peer p99 / leasehold p99 of tenant B's wait",
 			"a difference lies within the spread when the rounds fall on both sides of 1 (min < 1 < max): they do not " +
 				"establish which system is ahead; the verdict says so",
 			fmt.Sprintf("targets: no-op burndown and steady state at least 2x River and 0.5x the raw-SQL limit; "+
-				"tx-one-row at least 1x River; idle-latency: leasehold p50 under %.0f ms", idleLatencyTargetMs),
+				"tx-one-row at least 1x River; idle-latency: leasehold p50 under %.0f ms; fair: leasehold's tenant B "+
+				"p99 wait under %.0f ms", idleLatencyTargetMs, fairTargetMs),
 		},
 		header: []string{"case"},
 	}
 	var peers []string
 	for _, s := range systems {
-		if s.name() != sysQueueLeasehold {
+		if isPeer(s.name()) {
 			peers = append(peers, s.name())
 			t.header = append(t.header, "vs "+s.name(), "min–max", "target")
 		}
 	}
 	t.header = append(t.header, "verdict")
-	lhP50 := map[string]float64{}
+	lhP50, lhP99 := map[string]float64{}, map[string]float64{}
 	for _, r := range rep.Results {
 		if r.System == sysQueueLeasehold {
-			lhP50[r.Case] = r.P50Ms
+			lhP50[r.Case], lhP99[r.Case] = r.P50Ms, r.P99Ms
 		}
 	}
 	seen := map[string]bool{}
@@ -205,12 +242,54 @@ func ratiosTable(rep Report, systems []queueSystem) ptable {
 			}
 			verdict = append([]string{v}, verdict...)
 		}
+		if r.Case == caseFair {
+			v := fmt.Sprintf("B p99 %.1f ms: ok", lhP99[r.Case])
+			if lhP99[r.Case] >= fairTargetMs {
+				v = fmt.Sprintf("B p99 %.1f ms: ABOVE %.0f ms", lhP99[r.Case], fairTargetMs)
+			}
+			verdict = append([]string{v}, verdict...)
+		}
 		if len(verdict) == 0 {
 			verdict = []string{"-"}
 		}
 		t.add(append(row, strings.Join(verdict, "; "))...)
 	}
 	return t
+}
+
+// limitsTable returns the table of leasehold+limits against leasehold,
+// if both ran: per case the median of the per-round ratios, their
+// min–max, and the target.
+func limitsTable(rep Report, all []*series) []ptable {
+	t := ptable{
+		title: "leasehold+limits / leasehold: limits declared on every handler but never binding (KeyConcurrency " +
+			"1000, KeyRate 1,000,000 per second), the median of the per-round ratios and their min–max",
+		notes: []string{fmt.Sprintf("oriented as the peers' ratios, above 1 favouring leasehold+limits: jobs/s over "+
+			"jobs/s; idle-latency: leasehold p50 / leasehold+limits p50; hol, fair: leasehold p99 / leasehold+limits p99; "+
+			"target: at least %.2f (declaring limits that never bind costs at most 5%%)", limitsTarget)},
+		header: []string{"case", "ratio", "min–max", "target", "verdict"},
+	}
+	seen := map[string]bool{}
+	for _, s := range all {
+		name := limitsRatioName(s.kase)
+		sp, ok := rep.SelfRatioSpread[name]
+		if !ok || seen[name] {
+			continue
+		}
+		seen[name] = true
+		verdict := "ok"
+		if sp.Median < limitsTarget {
+			verdict = "BELOW TARGET"
+		}
+		if sp.Straddles(limitsTarget) {
+			verdict += "; target within the spread"
+		}
+		t.add(s.kase, fRatio(sp.Median), fRatio(sp.Min)+"–"+fRatio(sp.Max), f2(limitsTarget), verdict)
+	}
+	if len(t.rows) == 0 {
+		return nil
+	}
+	return []ptable{t}
 }
 
 // selfTable returns the table of leasehold against itself, if any.

@@ -50,12 +50,12 @@ func (s *riverSystem) withWorkers(n int) *riverSystem {
 
 // maxWorkers returns River's MaxWorkers for case c: the suite's
 // --concurrency in the cases that give both systems one concurrency budget
-// (io-10ms, hol), else --river-workers (River's benchmark's 2000).
+// (io-10ms, hol, fair), else --river-workers (River's benchmark's 2000).
 func (s *riverSystem) maxWorkers(c string) int {
 	switch {
 	case s.workers > 0:
 		return s.workers
-	case c == caseIO || c == caseHOL:
+	case c == caseIO || c == caseHOL || c == caseFair:
 		return s.q.f.concurrency
 	}
 	return s.q.f.riverWorkers
@@ -87,7 +87,7 @@ func newRiverSystem(ctx context.Context, q *queueBench, pool *pgxpool.Pool) (*ri
 func (s *riverSystem) name() string { return sysQueueRiver }
 
 func (s *riverSystem) settings() string {
-	return fmt.Sprintf("River %s with riverpgxv5: one Client, default queue with MaxWorkers %d (%d in io-10ms and hol; "+
+	return fmt.Sprintf("River %s with riverpgxv5: one Client, default queue with MaxWorkers %d (%d in io-10ms, hol and fair; "+
 		"tx-one-row also with %d, its pool's size, the better of the two reported), FetchCooldown %v, "+
 		"FetchPollInterval %v (River's own benchmark settings), default batch completer, LISTEN/NOTIFY on; "+
 		"an insert-only Client (FetchCooldown %v) for Insert / InsertMany; tx-one-row with river.JobCompleteTx; "+
@@ -167,8 +167,11 @@ func (s *riverSystem) start(ctx context.Context, c string, b *burn, started func
 				return err
 			})
 		}))
-	case caseIO, caseHOL:
+	case caseIO, caseHOL, caseFair:
 		river.AddWorker(ws, river.WorkFunc(func(_ context.Context, j *river.Job[noopJob]) error {
+			if started != nil {
+				started(j.Args.N)
+			}
 			time.Sleep(s.q.sleepOf(c, j.Args.N))
 			return nil
 		}))

@@ -102,10 +102,19 @@ func (q *queueBench) progress(r int, c string, e queueEntry, smp sample) {
 	mark := ""
 	if smp.short {
 		d := q.f.duration
-		if c == caseHOL {
+		switch c {
+		case caseHOL:
 			d = q.f.holCap()
+		case caseFair:
+			d = q.f.fairCap(d)
 		}
 		mark = fmt.Sprintf(" (cut at %v)", d)
+	}
+	if c == caseFair {
+		fmt.Fprintf(q.stderr, "  r%d %-14s %-9s A %7d jobs %9.0f jobs/s  B %d jobs, wait p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms%s\n",
+			r, c, e.label(), smp.ops, smp.rate(), len(smp.lat), ms(smp.quantile(0.5)), ms(smp.quantile(0.99)),
+			ms(smp.quantile(1)), mark)
+		return
 	}
 	fmt.Fprintf(q.stderr, "  r%d %-14s %-9s %7d jobs %9.0f jobs/s  p50 %7.2f ms  p99 %7.2f ms  client CPU %5.1f µs/job (GC %.1f)  %.1f allocs/job%s\n",
 		r, c, e.label(), smp.ops, smp.rate(), ms(smp.quantile(0.5)), ms(smp.quantile(0.99)),

@@ -40,7 +40,10 @@ const queueInsertEffect = `INSERT INTO ` + queueEffectsTable + ` (job_id, key, t
 
 // queueSQL holds the statements rendered for the schema the suite uses.
 type queueSQL struct {
-	fetch, complete, completeFenced     string
+	fetch, complete, completeFenced string
+	// fetchWalk is the fetch of one partition while kinds are paused or
+	// keys are full (fair turns): its jobs are credited as the fetch's.
+	fetchWalk                           string
 	insertOne, insertMany, insertNotify string
 	jobs                                string // the quoted jobs table
 	groups                              string // the quoted groups table
@@ -59,6 +62,7 @@ func renderQueueSQL(schema string) (queueSQL, error) {
 	}
 	return queueSQL{
 		fetch:          st.Queue.Fetch,
+		fetchWalk:      st.Queue.FetchWalk,
 		complete:       st.Queue.Complete,
 		completeFenced: st.Queue.CompleteFenced,
 		insertOne:      store.Render(rawInsertOne, q),

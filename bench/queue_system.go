@@ -13,6 +13,9 @@ const (
 	sysQueueLeasehold = "leasehold"
 	sysQueueRiver     = "river"
 	sysQueueRaw       = "raw-sql"
+	// sysQueueLimits is leasehold with limits declared on every handler
+	// but never binding (--limits), compared with leasehold itself.
+	sysQueueLimits = "leasehold+limits"
 )
 
 // queueSystems are the systems the suite knows, in the order they run in
@@ -81,13 +84,19 @@ type rowJob struct {
 func (rowJob) Kind() string { return "bench_row" }
 
 // keyOf returns the key of job i of case c: none for keyless, one key for
-// every job of hot-key, else k<i mod --keys>.
+// every job of hot-key, in fair tenant A's key for A's jobs (the first
+// --fair-jobs) and tenant B's for the others, else k<i mod --keys>.
 func (q *queueBench) keyOf(c string, i int) string {
 	switch c {
 	case caseKeyless:
 		return ""
 	case caseHotKey:
 		return hotKey
+	case caseFair:
+		if i < q.f.fairJobs {
+			return fairKeyA
+		}
+		return q.f.fairB
 	}
 	return q.key(i)
 }

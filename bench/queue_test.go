@@ -34,7 +34,7 @@ func TestQueueSuite(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err := runQueue(ctx, []string{"--jobs", "500", "--tx-jobs", "100", "--io-jobs", "100", "--hot-jobs", "100",
-		"--hol-jobs", "200", "--hol-slow", "100ms", "--partitions", "2", "--rounds", "1", "--keys", "50",
+		"--hol-jobs", "200", "--hol-slow", "100ms", "--fair-jobs", "300", "--fair-every", "100ms", "--partitions", "2", "--rounds", "1", "--keys", "50",
 		"--duration", "1s", "--steady-backlog", "300", "--enqueue-size", "20", "--latency-jobs", "3",
 		"--latency-spread", "10ms", "--lh-poll", "50ms", "--warmup=false",
 		"--markdown", "--json", path, "--svg", svg, "--doc", doc}, &out, io.Discard)
@@ -44,7 +44,8 @@ func TestQueueSuite(t *testing.T) {
 	for _, want := range []string{"Machine: nproc", "| noop-burndown | leasehold | 500 |", "| noop-burndown | river | 500 |",
 		"| tx-one-row | raw-sql | 100 |", "| tx-one-row | river (MaxWorkers 2000)", "| tx-one-row | river (MaxWorkers 2)",
 		"✓ |", "| idle-latency | river | 3 |", "| keyless | river | 500 |", "| io-10ms | river | 100 |",
-		"| hol | leasehold | 200 |", "| hol | river | 200 |", "| hot-key/noop-burndown | ",
+		"| hol | leasehold | 200 |", "| hol | river | 200 |", "| fair | leasehold |", "| fair | river |",
+		"fair: tenant B's wait", "| hot-key/noop-burndown | ",
 		"| case | vs river | min–max | target | vs raw-sql | min–max | target | verdict |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("Markdown output lacks %q:\n%s", want, out.String())
@@ -151,7 +152,9 @@ func TestQueueFlags(t *testing.T) {
 	if f.txJobs != 200 || f.conns != 4 || len(f.cases) != len(queueCases) || f.jobsOf(caseTxOneRow) != 200 ||
 		f.jobsOf(caseNoopBurndown) != 1000 || f.jobsOf(caseKeyless) != 1000 || f.jobsOf(caseIO) != 20000 ||
 		f.jobsOf(caseHotKey) != 20000 || f.jobsOf(caseHOL) != 2000 || f.holSlow != 2*time.Second ||
-		f.concurrency != 100 || f.rounds != 5 || f.nonDurable || strings.Join(f.systems, ",") != "leasehold,river,raw-sql" {
+		f.concurrency != 100 || f.rounds != 5 || f.nonDurable || strings.Join(f.systems, ",") != "leasehold,river,raw-sql" ||
+		f.jobsOf(caseFair) != 100000 || f.fairEvery != 100*time.Millisecond || f.fairB != fairBKey(4) || f.limits ||
+		f.fairCap(10*time.Second) != 20*time.Second {
 		t.Errorf("defaults: %+v", f)
 	}
 	if f.holSleep(99) != 2*time.Second || f.holSleep(100) != holFast || f.holSleep(0) != holFast || f.holCap() != 10*time.Second {
@@ -161,7 +164,16 @@ func TestQueueFlags(t *testing.T) {
 	if err != nil || strings.Join(f.systems, ",") != "leasehold,raw-sql" || strings.Join(f.cases, ",") != "steady,idle-latency" {
 		t.Errorf("selection: %v %+v", err, f)
 	}
+	f, err = parseQueueFlags([]string{"--limits"}, io.Discard)
+	if err != nil || strings.Join(f.systems, ",") != "leasehold,leasehold+limits,river,raw-sql" {
+		t.Errorf("--limits: %v %v", err, f.systems)
+	}
+	f, err = parseQueueFlags([]string{"--systems", "river,leasehold", "--limits"}, io.Discard)
+	if err != nil || strings.Join(f.systems, ",") != "river,leasehold,leasehold+limits" {
+		t.Errorf("--limits after leasehold: %v %v", err, f.systems)
+	}
 	for _, bad := range [][]string{{"--cases", "nope"}, {"--jobs", "0"}, {"--rounds", "0"}, {"--duration", "0s"}, {"extra"},
+		{"--fair-jobs", "0"}, {"--fair-every", "0s"}, {"--fair-cap", "-1s"},
 		{"--systems", "river,raw-sql"}, {"--systems", "leasehold"}, {"--systems", "leasehold,nope"},
 		{"--systems", "leasehold,river,river"}, {"--river-workers", "0"}, {"--lh-poll", "-1s"}, {"--concurrency", "0"},
 		{"--io-jobs", "0"}, {"--hot-jobs", "0"}, {"--hol-jobs", "0"}, {"--hol-slow", "0s"}} {

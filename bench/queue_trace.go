@@ -163,8 +163,8 @@ type pendingTx struct {
 // for the burn set with follow; statements other than the fetch, the
 // complete statements and the end of their transactions are ignored.
 type jobTracer struct {
-	fetch, complete, completeFenced string
-	leases                          map[string]int // partition lease name -> partition
+	fetch, fetchWalk, complete, completeFenced string
+	leases                                     map[string]int // partition lease name -> partition
 
 	cur  atomic.Pointer[burn]
 	mu   sync.Mutex
@@ -172,7 +172,7 @@ type jobTracer struct {
 }
 
 func newJobTracer(sql queueSQL, partitions int) *jobTracer {
-	t := &jobTracer{fetch: sql.fetch, complete: sql.complete, completeFenced: sql.completeFenced,
+	t := &jobTracer{fetch: sql.fetch, fetchWalk: sql.fetchWalk, complete: sql.complete, completeFenced: sql.completeFenced,
 		leases: map[string]int{}, open: map[*pgx.Conn]*pendingTx{}}
 	for p := range partitions {
 		t.leases[partition.LeaseName(queueGroup, p)] = p
@@ -241,7 +241,7 @@ func (t *jobTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.T
 func (t *jobTracer) classify(ctx context.Context, b *burn, sql string, args []any) *stmt {
 	st := &stmt{}
 	switch sql {
-	case t.fetch:
+	case t.fetch, t.fetchWalk:
 		st.kind, st.start = stmtFetch, time.Now()
 		st.slot = t.slotOf(ctx, b, args, 1, -1) // $1 group, $2 partitions
 	case t.complete, t.completeFenced:

@@ -30,7 +30,7 @@ func accepted(t *testing.T, pool *pgxpool.Pool, token fence.Token) (queue, kafka
 	var prev *int64
 	var part int32
 	var open bool
-	pgtest.Must(t, pool.QueryRow(ctx, st.Queue.OpenRun, "g", []int32{0}, []int64{int64(token)}, []string{"test"}).Scan(&part, &prev, &open, &queue))
+	pgtest.Must(t, pool.QueryRow(ctx, st.Queue.OpenRun, "g", []int32{0}, []int64{int64(token)}, []string{"test"}).Scan(&part, &prev, &open, &queue, nil, nil))
 	var n int
 	pgtest.Must(t, pool.QueryRow(ctx, st.Kafka.Advance, "g", "t", 0, int64(7), int64(token), int64(5)).Scan(&n))
 	return queue, n == 1

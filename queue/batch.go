@@ -333,14 +333,25 @@ func (p *Processor) RecordKinds(ctx context.Context, group string) error {
 		return nil
 	}
 	kinds := make([]string, 0, len(p.cfg.Workers.handlers))
-	for k := range p.cfg.Workers.handlers {
+	limits := make([]string, 0, len(p.cfg.Workers.handlers))
+	for k, h := range p.cfg.Workers.handlers {
 		kinds = append(kinds, k)
+		limits = append(limits, declaredLimits(h.opts.policy))
 	}
-	if _, err := p.pool.Exec(ctx, p.batches.q.RegisterKinds, group, kinds); err != nil {
+	if _, err := p.pool.Exec(ctx, p.batches.q.RegisterKinds, group, kinds, limits); err != nil {
 		return store.Classify("queue", "kinds", group, err)
 	}
 	p.kinds.Store(group, true)
 	return nil
+}
+
+// declaredLimits is the JSON of the limits policy pol declares, as
+// RecordKinds records them for `leasehold status` (see DeclaredLimits):
+// KeyConcurrency as it applies (0 is 1).
+func declaredLimits(pol Policy) string {
+	b, _ := json.Marshal(DeclaredLimits{KeyConcurrency: max(pol.KeyConcurrency, 1), KeyRateStarts: pol.KeyRate.Starts,
+		KeyRatePerMS: pol.KeyRate.Per.Milliseconds(), GroupConcurrency: pol.GroupConcurrency}) // cannot fail: ints
+	return string(b)
 }
 
 // registerKinds is RecordKinds at a grant: a failure is logged, and the

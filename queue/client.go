@@ -154,7 +154,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 	n := len(jobs)
 	groups, keys, kinds, uniques := make([]string, n), make([]string, n), make([]string, n), make([]*string, n)
 	parts, maxes, holds := make([]int32, n), make([]int32, n), make([]bool, n)
-	prios, maxSet := make([]int16, n), make([]bool, n)
+	prios, maxSet, keyLimits := make([]int16, n), make([]bool, n), make([]*int16, n)
 	args, runAts := make([]string, n), make([]*time.Time, n)
 	out = make([]Enqueued, n)
 	for i, j := range jobs {
@@ -167,7 +167,13 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 		}
 		groups[i], keys[i], kinds[i], args[i] = j.Group, j.Key, j.Args.Kind(), string(b)
 		parts[i] = int32(c.partitionOf(j.Key, counts[j.Group]))
-		holds[i] = j.Key == "" || j.Ordering == OrderStrict
+		// A job whose key runs several at once keeps no order: it never
+		// holds the later ones (see Job.KeyConcurrency).
+		holds[i] = j.Key == "" || j.Ordering == OrderStrict && j.KeyConcurrency <= 1
+		if j.KeyConcurrency > 0 {
+			kl := int16(j.KeyConcurrency)
+			keyLimits[i] = &kl
+		}
 		out[i].Partition = int(parts[i])
 		maxes[i] = int32(c.cfg.MaxAttempts)
 		if j.MaxAttempts > 0 {
@@ -205,11 +211,11 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 		var id int64
 		var woken *int64
 		if err := db.QueryRow(ctx, c.q.EnqueueOne, groups[0], parts[0], keys[0], kinds[0], args[0], maxes[0], runAts[0],
-			channel, holds[0], prios[0], maxSet[0], carrier, carry).Scan(&id, &woken); err != nil {
+			channel, holds[0], prios[0], maxSet[0], carrier, carry, keyLimits[0]).Scan(&id, &woken); err != nil {
 			return nil, enqueueErr(err)
 		}
 		out[0].ID = id
-	} else if err := c.enqueueRows(ctx, db, out, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds, prios, maxSet, carrier, carry); err != nil {
+	} else if err := c.enqueueRows(ctx, db, out, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds, prios, maxSet, carrier, carry, keyLimits); err != nil {
 		return nil, err
 	}
 	if channel == nil {
@@ -222,7 +228,7 @@ func (c *Client) EnqueueTx(ctx context.Context, db fence.Querier, jobs ...Job) (
 // key) and fills out with their ids, or marks them duplicates.
 func (c *Client) enqueueRows(ctx context.Context, db fence.Querier, out []Enqueued, groups []string, parts []int32, keys, kinds []string,
 	args []string, maxes []int32, runAts []*time.Time, uniques []*string, channel *string, holds []bool, prios []int16, maxSet []bool,
-	carrier *string, carry []string) error {
+	carrier *string, carry []string, keyLimits []*int16) error {
 	var rows pgx.Rows
 	var err error
 	if slices.ContainsFunc(uniques, func(u *string) bool { return u != nil }) {
@@ -233,9 +239,9 @@ func (c *Client) enqueueRows(ctx context.Context, db fence.Querier, out []Enqueu
 				return err
 			}
 		}
-		rows, err = db.Query(ctx, c.q.Enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds, prios, maxSet, carrier, carry)
+		rows, err = db.Query(ctx, c.q.Enqueue, groups, parts, keys, kinds, args, maxes, runAts, uniques, channel, holds, prios, maxSet, carrier, carry, keyLimits)
 	} else {
-		rows, err = db.Query(ctx, c.q.EnqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds, prios, maxSet, carrier, carry)
+		rows, err = db.Query(ctx, c.q.EnqueuePlain, groups, parts, keys, kinds, args, maxes, runAts, channel, holds, prios, maxSet, carrier, carry, keyLimits)
 	}
 	if err != nil {
 		return enqueueErr(err)
@@ -324,6 +330,8 @@ func (c *Client) check(i int, j Job) error {
 		return bad("UniqueKey", fmt.Sprintf("%d bytes; at most 255 bytes of UTF-8", len(j.UniqueKey)))
 	case j.Ordering != OrderStrict && j.Ordering != OrderNonBlocking:
 		return bad("Ordering", fmt.Sprintf("unknown ordering %d", int(j.Ordering)))
+	case j.KeyConcurrency < 0 || j.KeyConcurrency > MaxKeyConcurrency:
+		return bad("KeyConcurrency", fmt.Sprintf("%d is not in 0..%d", j.KeyConcurrency, MaxKeyConcurrency))
 	case j.MaxAttempts < 0 || j.MaxAttempts > MaxAttempts:
 		return bad("MaxAttempts", fmt.Sprintf("%d is not in 0..%d", j.MaxAttempts, MaxAttempts))
 	case j.Priority < 0 || j.Priority > MaxPriority:

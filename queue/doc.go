@@ -4,7 +4,10 @@
 // without a key: one placed round robin): only the owner of that partition
 // processes it, so no job needs a per-job claim. Ordering is opt-in: jobs
 // without a key wait for nothing; jobs sharing a key run one at a time, in
-// order (see Ordering for what a waiting job does to the later ones).
+// order (see Ordering for what a waiting job does to the later ones), or up
+// to a key limit at once (Policy.KeyConcurrency), at most a rate
+// (Policy.KeyRate), with fair turns between the keys of a partition (see
+// docs/control.md).
 //
 // A Client enqueues: Enqueue, EnqueueMany (one statement) and EnqueueTx
 // (inside your transaction, committed or rolled back with it), with typed

@@ -137,7 +137,7 @@ func TestEventsRecordHandoffs(t *testing.T) {
 		var prev *int64
 		var part int32
 		var wasOpen, recorded bool
-		pgtest.Must(t, pool.QueryRow(ctx, stmt, "emails", []int32{0}, []int64{int64(tok)}, []string{owner}).Scan(&part, &prev, &wasOpen, &recorded))
+		pgtest.Must(t, pool.QueryRow(ctx, stmt, "emails", []int32{0}, []int64{int64(tok)}, []string{owner}).Scan(&part, &prev, &wasOpen, &recorded, nil, nil))
 		var n int
 		pgtest.Must(t, pool.QueryRow(ctx, `SELECT count(*) FROM leasehold.events WHERE kind = 'handoff'`).Scan(&n))
 		return n

@@ -25,6 +25,8 @@ type fetched struct {
 	batch        int64  // the job's batch (0: none): an item or a follow-up of it
 	item         string // the job's item key in its batch ("": not an item)
 	trace        []byte // the trace context it was enqueued under (nil: none), see trace.go
+	keyLimit     int16  // the job's own KeyConcurrency (0: its kind's policy)
+	stamp        *stamp // set when its handler is called (nil: not rate-limited; limits.go)
 	// charged: this run's attempt was spent before it started (recovery
 	// after an abrupt end, see recover.go), so its outcome spends none.
 	charged bool
@@ -189,7 +191,7 @@ func (r *run) settle(f fetched) bool {
 
 func (r *run) work(f fetched) *Work[rawArgs] {
 	return &Work[rawArgs]{ID: f.id, Group: r.o.Group, Partition: r.o.Partition, Key: f.key, Attempt: f.attempt + 1,
-		MaxAttempts: f.max, CreatedAt: f.created, Token: r.o.Token, Batch: f.batch, Item: f.item, Args: rawArgs{f.args}}
+		MaxAttempts: f.max, CreatedAt: f.created, Token: r.o.Token, Batch: f.batch, Item: f.item, Args: rawArgs{f.args}, stamp: f.stamp}
 }
 
 // event is a run's event; plain runs' outcomes depend on their recording.

@@ -1,6 +1,12 @@
 package queue
 
-import "context"
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/lease"
+)
 
 // PublishRound runs one round of p's publisher (tests set a long
 // PublishInterval and drive it) and returns how many statements it ran.
@@ -46,3 +52,31 @@ func Publishers(p *Processor) int { return int(p.members.Load()) }
 // FetchedPartitions returns how many partitions' asks p's fetches have
 // answered.
 func FetchedPartitions(p *Processor) int64 { return p.fetched.Load() }
+
+// Unfair turns p's fair turns between keys off (the fairness test's
+// control).
+func Unfair(p *Processor) { p.unfair = true }
+
+// SlotNode is a slotNode with N=1 and default timings, for the cost test.
+type SlotNode struct{ nd *slotNode }
+
+func StartSlotNode(t *testing.T, url, id string) *SlotNode {
+	return &SlotNode{startSlotNode(t, url, id, 1, 0, func(st *slotState) { st.lease = lease.Config{} })}
+}
+
+// Busy takes the slot and runs 5ms jobs on it until stop, and returns
+// how many it ran.
+func (s *SlotNode) Busy(stop <-chan struct{}) (runs int) {
+	for {
+		select {
+		case <-stop:
+			return runs
+		default:
+		}
+		if sl := s.nd.tryTake(100 * time.Millisecond); sl != nil {
+			time.Sleep(5 * time.Millisecond)
+			sl.release()
+			runs++
+		}
+	}
+}

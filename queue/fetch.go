@@ -26,56 +26,86 @@ type fetchResult struct {
 	// asked to, and the partition has no more due jobs it could see.
 	scanned int
 	// walking reports, with kinds paused, that a level's walk stopped at
-	// its cap (queueFetchPaused): more due jobs may lie past it.
+	// its cap (queueFetchWalk): more due jobs may lie past it.
 	walking bool
 }
 
 // pausedWalk is how many rows of each priority level a fetch walks, per
 // job it asks for, while kinds of the group are paused (see
-// queueFetchPaused): the paused kinds' rows are walked past, at most this
+// queueFetchWalk): the paused kinds' rows are walked past, at most this
 // many times the fetch's size per level per fetch.
 const pausedWalk = 8
 
 // walkPos is where a fetch's walk of each priority level resumes while
-// kinds are paused (see queueFetchPaused); the zero value starts every
+// kinds are paused (see queueFetchWalk); the zero value starts every
 // level from its beginning.
 type walkPos struct {
 	at  [4]*time.Time
 	id  [4]*int64
 	gen uint64 // the pauses' generation the positions were taken under
+	// keep: a level's walk that reached its end stays there instead of
+	// starting again from the beginning (full keys are walked past: their
+	// rows are read by key, see fairTurns).
+	keep bool
+}
+
+// fairWalk is how many rows of each priority level a fetch walks, per job
+// it asks for, while keys fill their share of the window (see
+// queueFetchWalk): their rows are walked past once, not at every fetch.
+const fairWalk = 32
+
+// fairAsk is what a fetch asks for while keys of the partition fill their
+// share of the window (see fairTurns): the keys walked past (full), and
+// the keys whose next jobs are read by key, with how many.
+type fairAsk struct {
+	full   []string
+	refill []string
+	counts []int32
+	walk   int // the rows each level's walk may pass
 }
 
 // fetch reads up to n due jobs of o's partition (see queueFetch in
 // internal/store), leaving out the jobs in flight, the keys in skip and the
 // paused kinds.
 func (p *Processor) fetch(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string) (res fetchResult, err error) {
-	return p.fetchFrom(ctx, o, n, inFlight, skip, nil)
+	return p.fetchFrom(ctx, o, n, inFlight, skip, nil, nil)
 }
 
 // fetchFrom is fetch. With no kind of the group paused, the member's
 // fetcher reads it together with the other partitions' fetches asked for
-// meanwhile (see fetcher); with kinds paused, each level's walk resumes at
-// pos (nil: from the beginning) and is capped (see queueFetchPaused), and
-// pos is moved on.
-func (p *Processor) fetchFrom(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string, pos *walkPos) (res fetchResult, err error) {
+// meanwhile (see fetcher); with kinds paused or keys full (fair not nil),
+// each level's walk resumes at pos (nil: from the beginning) and is capped
+// (see queueFetchWalk), and pos is moved on.
+func (p *Processor) fetchFrom(ctx context.Context, o partition.Ownership, n int, inFlight []int64, skip []string, pos *walkPos, fair *fairAsk) (res fetchResult, err error) {
 	if p.trace.tracer != nil {
 		defer p.trace.fetched(ctx, time.Now(), o, n, &res, &err)
 	}
 	ps := p.pauses.of(o.Group)
-	if ps == nil || len(ps.kinds) == 0 {
+	paused := ps != nil && len(ps.kinds) > 0
+	if !paused && fair == nil {
 		return p.fetcher.fetch(ctx, fetchAsk{group: o.Group, part: o.Partition, n: n, held: inFlight, skip: skip})
 	}
 	if pos == nil {
 		pos = &walkPos{}
 	}
 	if g := p.pauses.gen.Load(); pos.gen != g {
-		*pos = walkPos{gen: g} // other kinds paused or resumed: walk from the beginning
+		*pos = walkPos{gen: g, keep: pos.keep} // other kinds paused or resumed: walk from the beginning
 	}
+	kinds, walk := []string{}, pausedWalk*n
+	if paused {
+		kinds = ps.kinds
+	}
+	if fair == nil {
+		fair = &fairAsk{full: []string{}, refill: []string{}, counts: []int32{}} // not NULL arrays
+	} else {
+		walk = max(fair.walk, pausedWalk)
+	}
+	pos.keep = len(fair.full) > 0
 	a := fetchAsk{group: o.Group, part: o.Partition, n: n, held: inFlight, skip: skip}
 	var args fetchArgs
 	args.add(a)
-	err = p.readFetch(ctx, p.q.FetchPaused, []any{o.Group, args.parts, args.n, args.held, args.heldIn, args.skip, args.skipIn,
-		ps.kinds, pausedWalk * n, pos.at[:], pos.id[:]}, pos, func(int) *fetchResult { return &res })
+	err = p.readFetch(ctx, p.q.FetchWalk, []any{o.Group, args.parts, args.n, args.held, args.heldIn, args.skip, args.skipIn,
+		kinds, walk, pos.at[:], pos.id[:], fair.full, fair.refill, fair.counts}, pos, func(int) *fetchResult { return &res })
 	return res, err
 }
 
@@ -106,7 +136,7 @@ func (fa *fetchArgs) add(a fetchAsk) {
 // kept after it was gone) can make the planner estimate the per-key probes
 // at many rows each, and the estimate past jit_above_cost makes every fetch
 // compile the plan: measured at 770 ms a fetch instead of 3.6 ms. pos
-// takes the walk positions of queueFetchPaused (nil for queueFetch).
+// takes the walk positions of queueFetchWalk (nil for queueFetch).
 func (p *Processor) readFetch(ctx context.Context, stmt string, args []any, pos *walkPos, into func(part int) *fetchResult) error {
 	b := &pgx.Batch{}
 	var q *pgx.QueuedQuery
@@ -129,17 +159,22 @@ func (p *Processor) readFetch(ctx context.Context, stmt string, args []any, pos 
 	var part int32
 	q.Query(func(rows pgx.Rows) error {
 		_, err := pgx.ForEachRow(rows, []any{&f.id, &f.key, &kind, &f.args, &attempt, &max, &created, &holds, &wait, &scanned, &runAt, &batch, &item,
-			&prio, &maxSet, &f.trace, &part}, func() error {
+			&prio, &maxSet, &f.trace, &part, &f.keyLimit}, func() error {
 			res := into(int(part))
 			if res == nil {
 				return nil // not asked for (cannot happen)
 			}
 			res.scanned = scanned
-			if kind == "" && wait == nil { // a level's walk position (queueFetchPaused)
+			if kind == "" && wait == nil { // a level's walk position (queueFetchWalk)
 				l := prio - 1
-				if holds {
+				switch {
+				case holds && pos.keep && f.id > 0: // walked to its end: stays there
+					at, id := runAt, f.id
+					pos.at[l], pos.id[l] = &at, &id
+				case holds && pos.keep: // nothing walked: the position stays
+				case holds:
 					pos.at[l], pos.id[l] = nil, nil
-				} else {
+				default:
 					at, id := runAt, f.id
 					pos.at[l], pos.id[l] = &at, &id
 					res.walking = true

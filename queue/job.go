@@ -21,7 +21,8 @@ type Job struct {
 	// Key, if set, decides the job's partition, partition.Of(Key), and its
 	// order: jobs with the same key run one at a time, in the order they
 	// were enqueued (see Ordering for what a waiting job does to the later
-	// ones). At most 255 bytes. Defaults to none: a job without a key has
+	// ones), unless a key limit above 1 is declared (KeyConcurrency,
+	// Policy.KeyConcurrency). At most 255 bytes. Defaults to none: a job without a key has
 	// no ordering constraint, never waits for another job, and is placed
 	// on the group's partitions round robin.
 	Key string
@@ -44,6 +45,15 @@ type Job struct {
 	// level in (RunAt, id) order. It never reorders the jobs of a key, and
 	// does nothing across partitions (see docs/control.md). Defaults to 1.
 	Priority int
+	// KeyConcurrency, if set, is how many jobs of the key may run at once
+	// when this job is the next of them to start, instead of its kind's
+	// Policy.KeyConcurrency: 1 runs it alone, after the key's earlier jobs
+	// and before its later ones; above 1, it runs beside up to that many
+	// minus one others, in no order, and never holds the key's later jobs
+	// while it waits for a retry (whatever its Ordering). Defaults to 0:
+	// the kind's policy, else 1. At most MaxKeyConcurrency. Ignored for a
+	// job without a key.
+	KeyConcurrency int
 	// UniqueKey, if set, makes a second enqueue with the same unique key in
 	// the same group a no-op while the first job is pending. At most 255
 	// bytes.

@@ -76,6 +76,10 @@ func (p *Processor) outcomeOf(f fetched, err error, log *slog.Logger) outcome {
 		o.holds = &holdTrue
 	case pol.FailureHold == ReleaseKey && f.holds:
 		o.holds = &holdFalse
+	case pol.FailureHold == HoldAsEnqueued && f.holds && p.keyLimit(f) > 1:
+		// A key whose jobs run several at once keeps no order: a failed
+		// job does not hold the others (Policy.KeyConcurrency).
+		o.holds = &holdFalse
 	}
 	return o
 }

@@ -36,7 +36,10 @@ const maxSkipKeys = 1000
 type line struct {
 	key        string
 	queue      []fetched // fetched jobs of the key waiting their turn, in id order
-	busy       bool      // a job of the key is ready or running
+	running    int       // the key's jobs ready or running
+	limits     []int     // their key limits, smallest first (advance)
+	started    int       // the key's jobs running (fair.go's weights)
+	weight     int       // the key's weight (ProcessorConfig.KeyWeight; 0: not asked yet)
 	unrecorded int       // outcomes of the key's jobs handed to the completer, not yet recorded
 	stalled    bool      // a job of the key waits: the later ones are not run
 }
@@ -72,9 +75,29 @@ type pipeline struct {
 	// pausedKeys are the keys in skip whose next job's kind is paused:
 	// skipped no longer once the pauses change.
 	pausedKeys map[string]bool
+	// rates are the recent starts of the rate-limited keys (limits.go).
+	rates *rates
+	// next is the index in ready of the job start takes (see startable).
+	next int
+	// keyless is how many jobs without a key run (fair.go's weights).
+	keyless int
+	// charged are jobs whose attempt the recovery spent before leaving
+	// them to the pipeline (recover.go): their outcome spends none.
+	charged map[int64]bool
+	// limitedCounts are the jobs held back at the last snapshot, by Limit
+	// (limited.go).
+	limitedCounts [3]int64
+	// slotWait are the kinds whose slots (Policy.GroupConcurrency) were all
+	// taken at the last try, each with the channel closed when one frees.
+	slotWait map[string]<-chan struct{}
 	// walk is where the fetches' walks resume while kinds of the group are
-	// paused (see fetchFrom).
+	// paused or keys are full (see fetchFrom, fair.go).
 	walk walkPos
+	// behind are the keys whose due jobs the walk passes, read by key
+	// instead (fair.go); walkFrom is when the kept walk last started from
+	// the beginning.
+	behind   map[string]bool
+	walkFrom time.Time
 	// cancelled are held jobs cancelled before they started (see
 	// takeCancels): start drops them.
 	cancelled map[int64]bool
@@ -85,12 +108,13 @@ type pipeline struct {
 // reports whether it ended cleanly: every job it started has its outcome
 // recorded, or was interrupted without one; and the fence's refusal if a
 // newer owner has the partition.
-func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}, set *runningSet) (bool, error) {
+func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, wake <-chan struct{}, set *runningSet, st *runState) (bool, error) {
+	rs := &st.rates
 	pl := &pipeline{p: p, o: o, log: log, ctx: ctx, hctx: hctx, window: p.cfg.Window, set: set,
 		in:   newInbox(o), // Serve refuses a nil Lease
 		held: make(map[int64]bool), cool: make(map[int64]time.Time), lines: make(map[string]*line),
 		skip: make(map[string]time.Time), done: make(chan *run, p.cfg.Window+1), poke: true,
-		pauseGen: p.pauses.gen.Load(), pausedKeys: make(map[string]bool)}
+		pauseGen: p.pauses.gen.Load(), pausedKeys: make(map[string]bool), rates: rs, behind: make(map[string]bool), charged: st.handed}
 	timer := time.NewTimer(p.cfg.PollInterval)
 	defer timer.Stop()
 	for {
@@ -116,11 +140,29 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 			}
 		}
 		var slots chan struct{}
-		var ctxDone, hctxDone <-chan struct{}
+		var ctxDone, hctxDone, freed <-chan struct{}
 		if !stopping {
 			ctxDone, hctxDone = ctx.Done(), hctx.Done()
 			if len(pl.ready) > 0 && pl.running < p.cfg.PartitionConcurrency {
-				slots = p.slots
+				// A ready job may have to wait for its key's rate or a
+				// slot of its kind (limits.go): a handler slot is taken
+				// only for a job that may start.
+				ok, at, slotFreed := pl.startable(time.Now())
+				if ok {
+					slots = p.slots
+				} else {
+					freed = slotFreed
+				}
+				if !at.IsZero() {
+					pl.later(at)
+				}
+			}
+			if !pl.thawAt.IsZero() {
+				// Wake when the earliest wait ends (a rate's window, a
+				// cooling job, a skipped key), if before the next poll.
+				if d := time.Until(pl.thawAt); d < p.cfg.PollInterval {
+					timer.Reset(max(d, time.Millisecond))
+				}
 			}
 		}
 		select {
@@ -135,12 +177,15 @@ func (p *Processor) pipeline(ctx, hctx context.Context, o partition.Ownership, l
 			pl.answers()
 		case <-wake:
 			pl.poke = true
-		case <-timer.C: // housekeeping (thaw, cancels); the member polls for due jobs
+		case <-freed:
+		case <-timer.C: // housekeeping (thaw, cancels, the limits' snapshot); the member polls for due jobs
 			timer.Reset(p.cfg.PollInterval)
+			pl.snapshotLimits()
 		case <-ctxDone:
 		case <-hctxDone:
 		}
 	}
+	pl.forgetLimits()
 	if pl.unanswered > 0 {
 		p.completer.close(pl.in)
 	}
@@ -203,6 +248,7 @@ func (pl *pipeline) thaw() {
 		}
 		delete(pl.cool, id)
 		delete(pl.held, id)
+		pl.passed("") // (a keyed one's key was stalled, and so is read by key)
 		pl.poke = true
 	}
 	for k, t := range pl.skip {
@@ -235,7 +281,13 @@ func (pl *pipeline) fetch() {
 		skip = append(skip, k)
 	}
 	pl.poke = false
-	res, err := pl.p.fetchFrom(pl.ctx, pl.o, n, ids, skip[:min(len(skip), maxSkipKeys)], &pl.walk)
+	fair := pl.fairTurns(n)
+	if fair != nil {
+		for _, c := range fair.counts {
+			n -= int(c)
+		}
+	}
+	res, err := pl.p.fetchFrom(pl.ctx, pl.o, n, ids, skip[:min(len(skip), maxSkipKeys)], &pl.walk, fair)
 	if err != nil {
 		pl.more = false
 		if pl.ctx.Err() == nil {
@@ -249,6 +301,9 @@ func (pl *pipeline) fetch() {
 	for _, w := range res.waiting {
 		if _, ok := pl.skip[w.key]; !ok {
 			fresh++
+		}
+		if fair != nil {
+			pl.passed(w.key) // its later due jobs may be behind the walk: read by key once it is due
 		}
 		wait := w.wait
 		if wait <= 0 { // due, but its kind is paused
@@ -271,6 +326,7 @@ func (pl *pipeline) fetch() {
 	for _, ln := range touched {
 		pl.advance(ln)
 	}
+	refill := pl.refilled(fair, res)
 	// More may be due when the window was full, or (kinds paused) a walk
 	// stopped at its cap, and the fetch got somewhere: took a job, or
 	// learned of a waiting key to skip next time. A capped walk that found
@@ -278,6 +334,12 @@ func (pl *pipeline) fetch() {
 	// where it stopped: walking a paused backlog costs one capped walk per
 	// poll, not the backlog.
 	pl.more = (res.scanned == n || res.walking) && (len(pl.held) > before || fresh > 0)
+	if fair != nil && res.walking || refill {
+		// Walking past full keys' backlogs: on at once, until the keys
+		// behind them are found (each row is walked past once a pass); or
+		// a full key may have more: read them as soon as there is room.
+		pl.more = true
+	}
 }
 
 // dispatch takes in a fetched job: ready at once if it has no key, else
@@ -287,6 +349,13 @@ func (pl *pipeline) dispatch(f fetched) *line {
 		return nil
 	}
 	pl.held[f.id] = true
+	if pl.charged[f.id] {
+		// Its attempt was spent by the recovery of an abrupt end, which
+		// left it to the pipeline (a limited job): its outcome spends none.
+		delete(pl.charged, f.id)
+		f.attempt--
+		f.charged = true
+	}
 	if f.key == "" {
 		pl.ready = append(pl.ready, f)
 		return nil
@@ -305,27 +374,55 @@ func (pl *pipeline) dispatch(f fetched) *line {
 	return ln
 }
 
-// advance makes the next job of a line ready, if it may start.
+// advance makes the next jobs of a line ready, as many as may run at once:
+// the next job waits while as many of the key's jobs as its key limit are
+// ready or running (with a limit of 1, the key's jobs run one at a time, in
+// id order). A line with nothing queued, ready, running or unrecorded is
+// forgotten.
 func (pl *pipeline) advance(ln *line) {
-	if ln.busy || ln.stalled {
-		return
-	}
-	if len(ln.queue) == 0 {
-		if ln.unrecorded == 0 {
-			delete(pl.lines, ln.key)
+	for !ln.stalled && len(ln.queue) > 0 {
+		f := ln.queue[0]
+		limit := pl.p.keyLimit(f)
+		if len(ln.limits) > 0 {
+			limit = min(limit, ln.limits[0]) // a job with limit 1 runs alone, whatever comes after it
 		}
-		return
+		if ln.running >= limit {
+			break
+		}
+		if h, ok := pl.p.cfg.Workers.handlers[f.kind]; ok && h.tx && limit == 1 && ln.unrecorded > 0 {
+			// It commits on its own: not before the key's earlier outcomes,
+			// which it asks to be recorded now.
+			pl.p.completer.hurry()
+			break
+		}
+		ln.queue = ln.queue[1:]
+		ln.enter(pl.p.keyLimit(f))
+		pl.ready = append(pl.ready, f)
 	}
-	f := ln.queue[0]
-	if h, ok := pl.p.cfg.Workers.handlers[f.kind]; ok && h.tx && ln.unrecorded > 0 {
-		// It commits on its own: not before the key's earlier outcomes,
-		// which it asks to be recorded now.
-		pl.p.completer.hurry()
-		return
+	if pl.behind[ln.key] && !ln.stalled && holding(ln) <= pl.share()/2 {
+		pl.more = true // a full key ran low: read its next jobs (fair.go)
 	}
-	ln.queue = ln.queue[1:]
-	ln.busy = true
-	pl.ready = append(pl.ready, f)
+	if len(ln.queue) == 0 && ln.running == 0 && ln.unrecorded == 0 {
+		delete(pl.lines, ln.key)
+		if ln.stalled {
+			pl.poke = true // its jobs wait in the database: fetch them again
+		}
+	}
+}
+
+// enter counts a job of the line with key limit limit as ready or running.
+func (ln *line) enter(limit int) {
+	ln.running++
+	i, _ := slices.BinarySearch(ln.limits, limit)
+	ln.limits = slices.Insert(ln.limits, i, limit)
+}
+
+// leave counts out a job entered with limit.
+func (ln *line) leave(limit int) {
+	ln.running--
+	if i, ok := slices.BinarySearch(ln.limits, limit); ok {
+		ln.limits = slices.Delete(ln.limits, i, i+1)
+	}
 }
 
 // stall stops a line: its queued jobs are let go (they stay pending), and
@@ -334,8 +431,9 @@ func (pl *pipeline) stall(ln *line) {
 	for _, f := range ln.queue {
 		delete(pl.held, f.id)
 	}
-	ln.queue, ln.busy, ln.stalled = nil, false, true
-	if ln.unrecorded == 0 {
+	pl.passed(ln.key)
+	ln.queue, ln.stalled = nil, true
+	if ln.running == 0 && ln.unrecorded == 0 {
 		delete(pl.lines, ln.key)
 	}
 }
@@ -344,8 +442,8 @@ func (pl *pipeline) stall(ln *line) {
 // batch handler) on the slot the caller took.
 func (pl *pipeline) start() {
 	p := pl.p
-	f := pl.ready[0]
-	pl.ready = pl.ready[1:]
+	f := pl.ready[pl.next]
+	pl.ready = slices.Delete(pl.ready, pl.next, pl.next+1)
 	if ps := p.pauses.of(pl.o.Group); ps.kind(f.kind) {
 		<-p.slots
 		pl.drop(f)
@@ -357,13 +455,29 @@ func (pl *pipeline) start() {
 		return
 	}
 	pl.running++
+	pl.began(f, 1)
 	r := &run{p: p, o: pl.o, log: pl.log, set: pl.set}
 	if r.settle(f) {
 		<-p.slots
 		pl.finish(r)
 		return
 	}
+	freed := p.slotsChanged()
+	slot, ok := p.takeSlot(pl.o.Group, f.kind)
+	if !ok { // the kind's slots are taken (by other partitions meanwhile): wait for one
+		pl.running--
+		pl.began(f, -1)
+		pl.ready = slices.Insert(pl.ready, pl.next, f)
+		if pl.slotWait == nil {
+			pl.slotWait = make(map[string]<-chan struct{})
+		}
+		pl.slotWait[f.kind] = freed
+		<-p.slots
+		return
+	}
+	now := time.Now()
 	h := p.cfg.Workers.handlers[f.kind]
+	f.stamp = pl.rates.started(f, p.keyRate(f))
 	fs := []fetched{f}
 	if h.runBatch != nil {
 		rest := pl.ready[:0]
@@ -371,7 +485,10 @@ func (pl *pipeline) start() {
 		for _, g := range pl.ready {
 			if pl.cancelled[g.id] {
 				gone = append(gone, g)
-			} else if g.kind == f.kind && len(fs) < p.cfg.BatchSize && g.attempt < g.max && h.decodes(r.work(g)) == nil {
+			} else if g.kind == f.kind && len(fs) < p.cfg.BatchSize && g.attempt < g.max && h.decodes(r.work(g)) == nil &&
+				pl.rates.wait(g, p.keyRate(g), now) == 0 {
+				g.stamp = pl.rates.started(g, p.keyRate(g))
+				pl.began(g, 1)
 				fs = append(fs, g)
 			} else {
 				rest = append(rest, g)
@@ -383,14 +500,52 @@ func (pl *pipeline) start() {
 		}
 	}
 	p.spawn(func() {
+		hctx, cancel := withSlot(pl.hctx, slot)
 		if h.runBatch != nil {
-			r.runBatch(pl.hctx, fs, h)
+			r.runBatch(hctx, fs, h)
 		} else {
-			r.runOne(pl.hctx, f, h)
+			r.runOne(hctx, f, h)
 		}
+		cancel()
+		slot.release()
 		<-p.slots
 		pl.done <- r
 	})
+}
+
+// startable reports whether a ready job may start at now, and sets next to
+// the first that may: a job waits while its key's rate window is full
+// (KeyRate) or its kind's slots are all taken (GroupConcurrency); the
+// others go past it. If none may, at is when a rate's wait ends (zero:
+// none) and freed a channel closed when a slot of a waiting kind frees
+// (nil: none).
+func (pl *pipeline) startable(now time.Time) (ok bool, at time.Time, freed <-chan struct{}) {
+	for i, f := range pl.ready {
+		if ch, waiting := pl.slotWait[f.kind]; waiting {
+			if !isClosed(ch) {
+				freed = ch
+				continue
+			}
+			delete(pl.slotWait, f.kind)
+		}
+		if d := pl.rates.wait(f, pl.p.keyRate(f), now); d > 0 {
+			if t := now.Add(d); at.IsZero() || t.Before(at) {
+				at = t
+			}
+			continue
+		}
+		if pl.p.cfg.KeyWeight == nil {
+			pl.next = i
+			return true, time.Time{}, nil
+		}
+		if !ok || pl.lighter(f, pl.ready[pl.next]) {
+			pl.next, ok = i, true
+		}
+	}
+	if ok {
+		return true, time.Time{}, nil
+	}
+	return false, at, freed
 }
 
 // finish takes in the results of a unit that ended.
@@ -404,9 +559,11 @@ func (pl *pipeline) finish(r *run) {
 	var next []*line // advanced once recs are in the completer (advance may hurry them)
 	for _, res := range r.results {
 		f := res.f
+		f.stamp.settle()
+		pl.began(f, -1)
 		ln := pl.lines[f.key] // nil for a keyless job
 		if ln != nil {
-			ln.busy = false
+			ln.leave(pl.p.keyLimit(f))
 		}
 		if res.rec != nil {
 			recs = append(recs, record{rec: *res.rec, ev: res.ev, key: f.key, to: pl.in})
@@ -483,12 +640,7 @@ func (pl *pipeline) answers() {
 			pl.p.report(ev)
 			if ln := pl.lines[r.key]; ln != nil {
 				ln.unrecorded--
-				if ln.stalled && ln.unrecorded == 0 {
-					delete(pl.lines, ln.key)
-					pl.poke = true
-				} else {
-					pl.advance(ln)
-				}
+				pl.advance(ln)
 			}
 		}
 	}
@@ -550,7 +702,7 @@ func (pl *pipeline) dropCancelled(f fetched) {
 	delete(pl.held, f.id)
 	pl.log.Info("queue: held job cancelled before it started", "job", f.id, "kind", f.kind)
 	if ln := pl.lines[f.key]; ln != nil {
-		ln.busy = false
+		ln.leave(pl.p.keyLimit(f))
 		pl.advance(ln)
 	}
 }
@@ -561,6 +713,8 @@ func (pl *pipeline) dropCancelled(f fetched) {
 func (pl *pipeline) drop(f fetched) {
 	delete(pl.held, f.id)
 	if ln := pl.lines[f.key]; ln != nil {
+		ln.leave(pl.p.keyLimit(f))
 		pl.stall(ln)
+		pl.advance(ln) // forgotten if nothing of it is left
 	}
 }

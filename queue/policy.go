@@ -33,7 +33,46 @@ type Policy struct {
 	// job's own Ordering from that failure on. Defaults to HoldAsEnqueued:
 	// the job's Ordering decides.
 	FailureHold FailureHold
+	// KeyConcurrency is how many jobs of one key may run at once when the
+	// next of them is of this kind (a job's own Job.KeyConcurrency wins).
+	// 1 keeps a key's jobs one at a time, in id order; above 1, up to that
+	// many of the key's due jobs run at once, started in id order, with
+	// no order between them: a job of the key that fails waits for its
+	// retry without holding the others (as ReleaseKey, unless FailureHold
+	// says otherwise). The owner of the key's partition counts them, so
+	// the limit holds fleet-wide with no statement of its own (see
+	// docs/control.md). Defaults to 0: 1. At most MaxKeyConcurrency.
+	KeyConcurrency int
+	// KeyRate limits how often the kind's jobs of one key start: at most
+	// KeyRate.Starts in any KeyRate.Per. Defaults to the zero Rate: no
+	// limit.
+	KeyRate Rate
+	// GroupConcurrency is how many of the kind's jobs may run at once in
+	// the whole group, across all its members: the kind's slots, each a
+	// lease held by one member (see docs/control.md). Defaults to 0: no
+	// limit.
+	GroupConcurrency int
 }
+
+// MaxKeyConcurrency is the largest Policy.KeyConcurrency and
+// Job.KeyConcurrency.
+const MaxKeyConcurrency = 10000
+
+// MaxGroupConcurrency is the largest Policy.GroupConcurrency.
+const MaxGroupConcurrency = 1024
+
+// Rate is a rate limit: at most Starts starts in any window of Per. The
+// zero Rate is no limit.
+type Rate struct {
+	// Starts is how many starts a window of Per may hold. At least 1
+	// when Per is set.
+	Starts int
+	// Per is the window's length, from 1ms to 24h.
+	Per time.Duration
+}
+
+// limited reports whether r limits anything.
+func (r Rate) limited() bool { return r.Per > 0 }
 
 // FailureHold says whether a keyed job that failed and waits for its retry
 // holds its key's later jobs (see Policy.FailureHold).
@@ -66,6 +105,12 @@ func (p Policy) check() error {
 		return fmt.Errorf("MaxAttempts %d is not in 0..%d", p.MaxAttempts, MaxAttempts)
 	case p.FailureHold < HoldAsEnqueued || p.FailureHold > ReleaseKey:
 		return fmt.Errorf("unknown FailureHold %d", int(p.FailureHold))
+	case p.KeyConcurrency < 0 || p.KeyConcurrency > MaxKeyConcurrency:
+		return fmt.Errorf("KeyConcurrency %d is not in 0..%d", p.KeyConcurrency, MaxKeyConcurrency)
+	case p.GroupConcurrency < 0 || p.GroupConcurrency > MaxGroupConcurrency:
+		return fmt.Errorf("GroupConcurrency %d is not in 0..%d", p.GroupConcurrency, MaxGroupConcurrency)
+	case p.KeyRate != (Rate{}) && (p.KeyRate.Starts < 1 || p.KeyRate.Per < time.Millisecond || p.KeyRate.Per > 24*time.Hour):
+		return fmt.Errorf("KeyRate %d per %v: Starts must be at least 1 and Per from 1ms to 24h", p.KeyRate.Starts, p.KeyRate.Per)
 	}
 	return nil
 }

@@ -243,7 +243,7 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 	cost, control := map[int]int{}, map[int]int{}
 	for p, backlog := range backlogs {
 		var plan string
-		cost[p], plan = explainGeneric(t, ctx, pool, store.FetchSettings, st.Queue.FetchPaused, append(fetchOf("emails", p, n, nil, paused), walk, start, startID)...)
+		cost[p], plan = explainGeneric(t, ctx, pool, store.FetchSettings, st.Queue.FetchWalk, append(fetchOf("emails", p, n, nil, paused), walk, start, startID, []string{}, []string{}, []int32{})...)
 		if strings.Contains(plan, "Seq Scan") {
 			t.Errorf("the paused fetch plans a sequential scan:\n%s", plan)
 		}
@@ -256,7 +256,7 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 			if fetches > backlog/walk+5 {
 				t.Fatalf("partition %d: %d fetches found %d of the 100 runnable jobs", p, fetches, got)
 			}
-			rows, err := pool.Query(ctx, st.Queue.FetchPaused, append(fetchOf("emails", p, n, nil, paused), walk, at, ids)...)
+			rows, err := pool.Query(ctx, st.Queue.FetchWalk, append(fetchOf("emails", p, n, nil, paused), walk, at, ids, []string{}, []string{}, []int32{})...)
 			pgtest.Must(t, err)
 			var seen []int64
 			for rows.Next() {
@@ -266,7 +266,7 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 				var wait *int64
 				var runAt time.Time
 				var prio int16
-				pgtest.Must(t, rows.Scan(&id, nil, &kind, nil, nil, nil, nil, &holds, &wait, nil, &runAt, nil, nil, &prio, nil, nil, nil))
+				pgtest.Must(t, rows.Scan(&id, nil, &kind, nil, nil, nil, nil, &holds, &wait, nil, &runAt, nil, nil, &prio, nil, nil, nil, nil))
 				switch {
 				case kind == "" && wait == nil:
 					if holds {

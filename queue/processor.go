@@ -73,8 +73,9 @@ type ProcessorConfig struct {
 	// partitions this Processor runs. Defaults to 100.
 	Concurrency int
 	// PartitionConcurrency is how many jobs of one partition run at once.
-	// They are jobs without a key or of different keys: a key's jobs always
-	// run one at a time, in order. Defaults to Concurrency (no cap below
+	// They are jobs without a key or of different keys: a key's jobs run
+	// one at a time, in order, unless its key limit is above 1
+	// (Policy.KeyConcurrency). Defaults to Concurrency (no cap below
 	// it); a larger value is capped at Concurrency, with a warning.
 	PartitionConcurrency int
 	// JobTimeout bounds each run of a handler (for a batch handler, each
@@ -124,6 +125,18 @@ type ProcessorConfig struct {
 	PublishInterval time.Duration
 	// Hooks observe job runs, for metrics. Defaults to none.
 	Hooks Hooks
+	// KeyWeight gives keys weights in the fair turns of their partition
+	// (see docs/control.md): when a partition has more jobs ready than it
+	// may start, the next start goes to the ready job whose key runs the
+	// fewest jobs per unit of weight, so that a key of weight 2 runs twice
+	// as many jobs at once as a key of weight 1 while both have jobs ready
+	// (the jobs without a key count as one key of weight 1). It is called
+	// once per key while the partition holds jobs of the key; a weight
+	// below 1 counts as 1. Weights matter for keys that may run several
+	// jobs at once (Policy.KeyConcurrency): a key's jobs run one at a time
+	// by default. Defaults to nil: jobs start in the order they were
+	// fetched.
+	KeyWeight func(key string) int
 	// Rand is the source of retry jitter. Defaults to a random seed.
 	Rand *rand.Rand
 	// TracerProvider makes the leasehold.fetch, leasehold.run and
@@ -144,29 +157,57 @@ type ProcessorConfig struct {
 	// PollInterval's default: at 1s each, the two raced and the pauses were
 	// read on their own half the time).
 	PauseInterval time.Duration
+	// SlotLease configures the leases of the slots of the kinds with a
+	// Policy.GroupConcurrency: a kind's N slots in a group are N named
+	// leases, which the Processor acquires while it has jobs of the kind
+	// waiting and gives up when they are idle or their turn ends (see
+	// groupslots.go and docs/control.md); its TTL bounds how long a slot
+	// of a crashed worker stays taken. Owner must be empty (it is derived
+	// from the member's id). Defaults as in lease.Config; a worker.Worker
+	// sets it to its own Lease.
+	SlotLease lease.Config
+	// SlotHandoffTimeout bounds how long a slot that is given up (its
+	// turn ended, or the Processor stops serving its group) waits for the
+	// job running on it: the job's context is cancelled at nine tenths of
+	// it, and the slot is released when it has passed. Defaults to
+	// SlotLease's TTL (15s by default); a worker.Worker sets it to its
+	// HandoffTimeout.
+	SlotHandoffTimeout time.Duration
+	// SlotDB is the DB the slot leases' clients run on: their pool is
+	// derived from its pool, and shared with the partition members'
+	// derived from the same pool with the same MaxConns and
+	// StatementTimeout (see lease.Config.MaxConns). Defaults to the
+	// Processor's DB; a worker.Worker sets it to its own, so that the
+	// slots open no connection of their own.
+	SlotDB *leasehold.DB
 }
 
 // Processor runs the jobs of the partitions a member owns. Pass its Run as
 // partition.Config.Run, and run Listen beside it so that enqueued jobs
 // start at once.
 type Processor struct {
-	pool   *pgxpool.Pool
-	cfg    ProcessorConfig
-	schema string        // for the listener shared with the pool's other components
-	listen store.Session // db's listening session (Listen)
-	q      store.QueueSQL
-	st     *store.Statements // for the outbox's statements (outboxtx)
-	place  string            // the database's, for the outbox's wake-ups (outboxtx.Place)
-	runq   store.RunningSQL
-	pz     store.PauseSQL
-	in     store.InsightSQL
-	fence  *lease.Fence
-	retry  *backoff.Backoff
-	log    *slog.Logger
-	trace  tracing
-	fails  *lograte.Limiter // repeated failures of all partitions, by kind
-	slots  chan struct{}    // Concurrency
-	work   chan func()      // to an idle runner goroutine (see spawn)
+	// unfair turns fair turns off (fair.go): the control of the fairness
+	// test, never set otherwise.
+	unfair bool
+	// limited are the jobs held back by limits now (limited.go).
+	heldBack limitedCounts
+	pool     *pgxpool.Pool
+	cfg      ProcessorConfig
+	schema   string        // for the listener shared with the pool's other components
+	listen   store.Session // db's listening session (Listen)
+	q        store.QueueSQL
+	st       *store.Statements // for the outbox's statements (outboxtx)
+	place    string            // the database's, for the outbox's wake-ups (outboxtx.Place)
+	runq     store.RunningSQL
+	pz       store.PauseSQL
+	in       store.InsightSQL
+	fence    *lease.Fence
+	retry    *backoff.Backoff
+	log      *slog.Logger
+	trace    tracing
+	fails    *lograte.Limiter // repeated failures of all partitions, by kind
+	slots    chan struct{}    // Concurrency
+	work     chan func()      // to an idle runner goroutine (see spawn)
 	// timeoutCause is the cause of a handler context that timed out.
 	timeoutCause error
 
@@ -212,6 +253,9 @@ type Processor struct {
 	// unapplied counts outcomes of batch items a completion could not
 	// apply (see unappliedError): a bug, logged at ERROR.
 	unapplied atomic.Int64
+	// groupSlots are the slots of the kinds with a GroupConcurrency (see
+	// groupslots.go).
+	groupSlots slotState
 }
 
 // NewProcessor returns a Processor whose jobs and handlers' transactions
@@ -226,8 +270,12 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	case cfg.Workers.check() != nil:
 		return nil, fmt.Errorf("%w: Workers: %w", ErrInvalidConfig, cfg.Workers.check())
 	case cfg.BatchSize < 0 || cfg.Window < 0 || cfg.CompleteInterval < 0 || cfg.PollInterval < 0 || cfg.MinRetry < 0 || cfg.MaxRetry < 0 ||
-		cfg.UnknownKindDelay < 0 || cfg.PauseInterval < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.BatchRetention < 0 || cfg.PublishInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0:
+		cfg.UnknownKindDelay < 0 || cfg.PauseInterval < 0 || cfg.Retention < 0 || cfg.RetentionInterval < 0 || cfg.BatchRetention < 0 || cfg.PublishInterval < 0 || cfg.StopGrace < 0 || cfg.Concurrency < 0 || cfg.PartitionConcurrency < 0 || cfg.SlotHandoffTimeout < 0:
 		return nil, fmt.Errorf("%w: negative value", ErrInvalidConfig)
+	case cfg.SlotDB != nil && cfg.SlotDB.Pool() == nil:
+		return nil, fmt.Errorf("%w: SlotDB: a zero *leasehold.DB (use leasehold.Open)", ErrInvalidConfig)
+	case cfg.SlotLease.Owner != "":
+		return nil, fmt.Errorf("%w: SlotLease.Owner must be empty: the slots' lease clients derive it from their grants'", ErrInvalidConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -261,6 +309,12 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 	def(&cfg.RetentionInterval, time.Minute)
 	def(&cfg.BatchRetention, DefaultBatchRetention)
 	def(&cfg.PublishInterval, time.Second)
+	if cfg.SlotDB == nil {
+		cfg.SlotDB = db
+	}
+	if err := checkSlotLease(cfg); err != nil {
+		return nil, err
+	}
 	st, err := store.For(db.Schema())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -279,6 +333,7 @@ func NewProcessor(db *leasehold.DB, cfg ProcessorConfig) (*Processor, error) {
 		slots: make(chan struct{}, cfg.Concurrency), work: make(chan func()), wakes: make(map[wakeKey][]chan struct{}),
 		timeoutCause: fmt.Errorf("%w after %v", ErrJobTimeout, cfg.JobTimeout)}
 	p.pauses.p = p
+	p.groupSlots.init(p, cfg)
 	p.completer = newCompleter(p)
 	p.fetcher = &fetcher{p: p}
 	p.opener, p.closer = runBatcher(p.sendOpen), runBatcher(p.sendClose)
@@ -343,7 +398,7 @@ func (p *Processor) Serve(ctx context.Context, o partition.Ownership) error {
 	if ok, err := p.open(ctx, hctx, o, log, &st, wake); !ok {
 		return err // fenced, or ended before the previous run's jobs were recovered
 	}
-	clean, fenced := p.pipeline(ctx, hctx, o, log, wake, set)
+	clean, fenced := p.pipeline(ctx, hctx, o, log, wake, set, &st)
 	if hctx.Err() != nil && ctx.Err() == nil {
 		<-ctx.Done() // the lease ended: no job can run under this grant
 		return fenced
@@ -352,7 +407,7 @@ func (p *Processor) Serve(ctx context.Context, o partition.Ownership) error {
 		// Every job this run started has its outcome recorded, or was
 		// interrupted without spending an attempt, and the jobs the
 		// previous run may have left running were recovered.
-		p.closeRun(ctx, o, log)
+		p.closeRun(ctx, o, log, &st.rates)
 	}
 	return fenced
 }

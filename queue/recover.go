@@ -36,16 +36,30 @@ type runState struct {
 	// them whose outcome is not recorded yet, so that a recovered batch
 	// fetched again (after a database error) does not charge them twice.
 	charged map[int64]bool
+	// rates are the grant's rate-limit starts (limits.go), from the
+	// previous run's when it ended cleanly.
+	rates rates
+	// handed are the limited jobs the recovery charged and left to the
+	// pipeline (see recoverBatch), which spends no attempt on them.
+	handed map[int64]bool
 }
 
 // openRun records o's grant as the partition's running one (and the
 // handoff, as an Event), with the grants that start meanwhile (see
-// runs.go), and reports whether the previous run ended abruptly. A newer
+// runs.go), and reports whether the previous run ended abruptly; if it
+// ended cleanly, the recent starts it handed over are added to rs. A newer
 // grant's record means o is stale: *fence.FencedError.
-func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt bool, err error) {
-	a, err := ask(ctx, p.opener, o)
+func (p *Processor) openRun(ctx context.Context, o partition.Ownership, rs *rates) (abrupt bool, err error) {
+	a, err := ask(ctx, p.opener, o, nil)
 	if err != nil {
 		return false, err
+	}
+	if a.recorded && !a.open {
+		if err := rs.take(a.rate, a.since, time.Now()); err != nil {
+			// Not ours to lose starts over: wait a period, as after a crash.
+			p.fail("rate", o, "queue: the previous run's rate-limit starts do not decode; rate-limited keys wait a period", "err", err)
+			rs.abrupt = time.Now()
+		}
 	}
 	prev, open, recorded := a.prev, a.open, a.recorded
 	if !recorded {
@@ -62,10 +76,10 @@ func (p *Processor) openRun(ctx context.Context, o partition.Ownership) (abrupt 
 // closeRun marks o's run as ended cleanly, with the runs that end
 // meanwhile (see runs.go). A failure only costs the next owner a
 // recovered first fetch.
-func (p *Processor) closeRun(ctx context.Context, o partition.Ownership, log *slog.Logger) {
+func (p *Processor) closeRun(ctx context.Context, o partition.Ownership, log *slog.Logger, rs *rates) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := ask(ctx, p.closer, o); err != nil {
+	if _, err := ask(ctx, p.closer, o, rs.carry(p, time.Now())); err != nil {
 		p.fail("close_run", o, "queue: could not record a clean end of the run; the next owner runs its first jobs one at a time", "err", err)
 	}
 }
@@ -74,11 +88,14 @@ func (p *Processor) closeRun(ctx context.Context, o partition.Ownership, log *sl
 // one batch; st.recovering turns false once a batch is fully recovered.
 func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, st *runState) (int, error) {
 	if !st.opened {
-		abrupt, err := p.openRun(ctx, o)
+		abrupt, err := p.openRun(ctx, o, &st.rates)
 		if err != nil {
 			return 0, err
 		}
 		st.opened, st.recovering = true, abrupt
+		if abrupt {
+			st.rates.abrupt = time.Now() // the previous run's starts are unknown (limits.go)
+		}
 		if abrupt {
 			p.fail("abrupt", o, "queue: the partition's previous run ended abruptly; its first jobs run one at a time, each spending an attempt first")
 		}
@@ -89,7 +106,10 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 	if st.charged == nil {
 		st.charged = make(map[int64]bool)
 	}
-	n, done, err := p.recoverBatch(ctx, hctx, o, log, st.charged)
+	if st.handed == nil {
+		st.handed = make(map[int64]bool)
+	}
+	n, done, err := p.recoverBatch(ctx, hctx, o, log, st.charged, st.handed)
 	if done {
 		st.recovering, st.charged = false, nil
 	}
@@ -104,7 +124,7 @@ func (p *Processor) step(ctx, hctx context.Context, o partition.Ownership, log *
 // not recorded) runs no later job in the batch. done reports that every
 // job of the batch was run (or skipped) and recorded: a batch cut short,
 // by an error or a handoff, is still to be recovered.
-func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, charged map[int64]bool) (n int, done bool, err error) {
+func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownership, log *slog.Logger, charged, handed map[int64]bool) (n int, done bool, err error) {
 	if ps := p.pauses.of(o.Group); ps != nil && ps.all {
 		p.pauses.skips.Add(1)
 		return 0, false, nil // recovered once the group is resumed (a resume wakes the partition)
@@ -147,6 +167,21 @@ func (p *Processor) recoverBatch(ctx, hctx context.Context, o partition.Ownershi
 				continue // finished meanwhile (an operator cancelled it)
 			}
 			f.charged, charged[f.id] = true, true
+		}
+		if p.limited(f) {
+			// Its rate or its kind's slots are the pipeline's to respect
+			// (limits.go): it runs there, and its key's later jobs after
+			// it. Charged like every job the previous run may have had
+			// running (a job that kills its worker still runs out of
+			// attempts); the pipeline spends no attempt on its outcome.
+			if f.key != "" {
+				waits[f.key] = true
+			}
+			if f.charged {
+				handed[f.id] = true
+			}
+			delete(charged, f.id)
+			continue
 		}
 		left, err := p.process(ctx, hctx, o, log, f)
 		if err != nil {

@@ -48,7 +48,7 @@ type runningSet struct {
 	closed  bool   // the grant's run ended: published empty once more, then dropped
 
 	published uint64 // the version last published (the publisher's only)
-	last      string // the jobs last published, as JSON
+	last      string // the jobs and limited keys last published, as JSON (see round)
 
 	// notified are jobs a cancel notification named that were not
 	// running: the grant's pipeline drops those it holds before they start
@@ -56,6 +56,22 @@ type runningSet struct {
 	notified map[int64]bool
 	noted    atomic.Bool
 	notes    atomic.Int64 // ids ever noted (for tests)
+
+	// limited are the keys held back by limits at the pipeline's last
+	// snapshot (limited.go), published with the jobs.
+	limited []LimitedKey
+}
+
+// setLimited replaces the set's keys held back by limits; a change is a
+// change of the set (published at the next round).
+func (s *runningSet) setLimited(keys []LimitedKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Equal(s.limited, keys) {
+		return
+	}
+	s.limited = keys
+	s.version++
 }
 
 // add notes that job id of kind runs under cancel since t.
@@ -134,7 +150,8 @@ func (s *runningSet) takeNotified() map[int64]bool {
 }
 
 // register starts keeping o's running set, and the member's loop (see
-// member.go) if it is not running.
+// member.go) if it is not running; at the first grant of o's group, the
+// slot pools of its limited kinds are set up (see groupslots.go).
 func (p *Processor) register(o partition.Ownership) *runningSet {
 	s := &runningSet{o: o, jobs: make(map[int64]runningJob)}
 	if o.Lease != nil {
@@ -142,6 +159,7 @@ func (p *Processor) register(o partition.Ownership) *runningSet {
 	}
 	k := wakeKey{o.Group, o.Partition}
 	p.tallies.serve(o)
+	p.serveSlots(o)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.grants[k] = append(p.grants[k], s)
@@ -156,7 +174,9 @@ func (p *Processor) register(o partition.Ownership) *runningSet {
 }
 
 // unregister marks s closed: the member's loop publishes it empty (if it
-// ever published it) and drops it. When s was the last grant served, the
+// ever published it) and drops it. When s was the last grant of its group,
+// the group's slots are given up first (their jobs' ends awaited, at
+// most the slot handoff timeout). When s was the last grant served, the
 // loop is stopped instead (its statement in flight cancelled), the
 // outcome counts are written a last time, and unregister returns once
 // they are: no goroutine of the Processor outlives
@@ -167,6 +187,7 @@ func (p *Processor) unregister(s *runningSet) {
 	s.closed = true
 	s.version++
 	s.mu.Unlock()
+	p.unserveSlots(s.o.Group) // the group's last grant: its slots are given up
 	p.mu.Lock()
 	p.serving--
 	if p.serving > 0 {
@@ -264,7 +285,8 @@ func (p *Processor) publish(ctx context.Context) {
 }
 
 // round is one round of publish: in one statement, it writes the running
-// sets that changed since their last publish and reads which of the
+// sets that changed since their last publish (their jobs, and the keys
+// held back by limits of the pipeline's last snapshot) and reads which of the
 // running jobs were cancelled, whose handlers it then cancels (the
 // fallback of the cancel notification). Nothing changed and nothing
 // running: no statement. It returns how many statements it ran (0 or 1)
@@ -276,13 +298,13 @@ func (p *Processor) round(ctx context.Context) (statements int, gone []*runningS
 		sets = append(sets, ss...)
 	}
 	p.mu.Unlock()
-	var groups, workers, jobs []string
+	var groups, workers, jobs, limited []string
 	var parts []int32
 	var tokens, ids []int64
 	type change struct {
-		s    *runningSet
-		v    uint64
-		json string
+		s             *runningSet
+		v             uint64
+		json, limited string
 	}
 	var changes []change
 	for _, s := range sets {
@@ -304,12 +326,18 @@ func (p *Processor) round(ctx context.Context) (statements int, gone []*runningS
 			}
 			slices.SortFunc(js, func(a, b publishedJob) int { return cmp.Compare(a.ID, b.ID) })
 			b, _ := json.Marshal(js) // cannot fail: ints, strings and times
-			if string(b) == s.last { // jobs came and went: the same set
+			lim := []byte("[]")      // the keys held back by limits (none once closed)
+			if !s.closed && len(s.limited) > 0 {
+				lim, _ = json.Marshal(s.limited) // cannot fail: ints and strings
+			}
+			// jobs came and went, the same keys held back: the same set
+			// (s.last is both, apart by a newline, which JSON never holds)
+			if string(b)+"\n"+string(lim) == s.last {
 				s.published = s.version
 				s.mu.Unlock()
 				continue
 			}
-			changes = append(changes, change{s, s.version, string(b)})
+			changes = append(changes, change{s, s.version, string(b), string(lim)})
 		}
 		s.mu.Unlock()
 	}
@@ -327,13 +355,14 @@ func (p *Processor) round(ctx context.Context) (statements int, gone []*runningS
 	for _, c := range changes {
 		groups, parts, tokens, workers, jobs = append(groups, c.s.o.Group), append(parts, int32(c.s.o.Partition)),
 			append(tokens, int64(c.s.o.Token)), append(workers, c.s.worker), append(jobs, c.json)
+		limited = append(limited, c.limited)
 	}
 	if len(changes) > 0 || len(ids) > 0 {
 		statements = 1
 		qctx, cancel := context.WithTimeout(ctx, max(p.cfg.PublishInterval, 5*time.Second))
 		var cancelled []int64
 		var written int
-		err := p.pool.QueryRow(qctx, p.runq.Publish, groups, parts, tokens, workers, jobs, ids).Scan(&cancelled, &written)
+		err := p.pool.QueryRow(qctx, p.runq.Publish, groups, parts, tokens, workers, jobs, ids, limited).Scan(&cancelled, &written)
 		cancel()
 		switch err = store.Classify("queue", "publish running jobs", "", err); {
 		case errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
@@ -345,7 +374,7 @@ func (p *Processor) round(ctx context.Context) (statements int, gone []*runningS
 			p.fails.Recovered("publish", "queue: publishing the running jobs recovered")
 			for _, c := range changes {
 				c.s.mu.Lock()
-				c.s.published, c.s.last = c.v, c.json
+				c.s.published, c.s.last = c.v, c.json+"\n"+c.limited
 				c.s.mu.Unlock()
 			}
 			for _, id := range cancelled {

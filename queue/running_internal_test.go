@@ -37,7 +37,7 @@ func TestPublishTwoGrantsOfOnePartition(t *testing.T) {
 		t.Fatalf("row: token %d, jobs %s; want the newer grant's (token 5, job 11)", token, jobs)
 	}
 	_, err = pool.Exec(ctx, p.runq.Publish, []string{"g", "g"}, []int32{2, 2}, []int64{4, 5}, []string{"w", "w"},
-		[]string{"[]", "[]"}, []int64{})
+		[]string{"[]", "[]"}, []int64{}, []string{"[]", "[]"})
 	if err == nil || !strings.Contains(err.Error(), "cannot affect row a second time") {
 		t.Fatalf("control: publishing two rows of one partition: %v; want the statement refused", err)
 	}

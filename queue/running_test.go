@@ -605,7 +605,7 @@ func TestStaleRunningPublishIsRefused(t *testing.T) {
 	publish := func(stmt string, token int64, worker string) {
 		t.Helper()
 		jobs := fmt.Sprintf(`[{"id": %d, "kind": "hold", "started_at": "2026-01-01T00:00:00Z"}]`, res.ID)
-		_, err := pool.Exec(ctx, stmt, []string{"emails"}, []int32{2}, []int64{token}, []string{worker}, []string{jobs}, []int64{})
+		_, err := pool.Exec(ctx, stmt, []string{"emails"}, []int32{2}, []int64{token}, []string{worker}, []string{jobs}, []int64{}, []string{"[]"})
 		pgtest.Must(t, err)
 	}
 	check := func() error {

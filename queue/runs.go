@@ -34,9 +34,14 @@ type runAsk struct {
 	// recorded reports that o's grant was recorded (open; false: a newer
 	// one is).
 	recorded bool
-	err      error
-	done     chan struct{}
-	gone     <-chan struct{} // the asker stopped waiting (its ctx ended)
+	// rate: close: the run's recent starts to hand over (nil: none);
+	// open: those the previous run handed over, written since
+	// microseconds ago.
+	rate  []byte
+	since int64
+	err   error
+	done  chan struct{}
+	gone  <-chan struct{} // the asker stopped waiting (its ctx ended)
 }
 
 // runBatcher returns the batcher of the open or close statements: a
@@ -67,8 +72,8 @@ func runBatcher(send func(group string, as []*runAsk)) *gather.Batcher[runAsk] {
 }
 
 // ask queues o's ask on b and waits for its answer or ctx's end.
-func ask(ctx context.Context, b *gather.Batcher[runAsk], o partition.Ownership) (*runAsk, error) {
-	a := &runAsk{o: o, done: make(chan struct{}), gone: ctx.Done()}
+func ask(ctx context.Context, b *gather.Batcher[runAsk], o partition.Ownership, rate []byte) (*runAsk, error) {
+	a := &runAsk{o: o, rate: rate, done: make(chan struct{}), gone: ctx.Done()}
 	b.Add(a)
 	select {
 	case <-a.done:
@@ -103,11 +108,13 @@ func (p *Processor) sendOpen(group string, as []*runAsk) {
 			var part int32
 			var prev *int64
 			var open, recorded bool
-			if err = rows.Scan(&part, &prev, &open, &recorded); err != nil {
+			var rate []byte
+			var since int64
+			if err = rows.Scan(&part, &prev, &open, &recorded, &rate, &since); err != nil {
 				break
 			}
 			if a := byPart[part]; a != nil {
-				a.prev, a.open, a.recorded = prev, open, recorded
+				a.prev, a.open, a.recorded, a.rate, a.since = prev, open, recorded, rate, since
 				delete(byPart, part)
 			}
 		}
@@ -130,9 +137,16 @@ func (p *Processor) sendOpen(group string, as []*runAsk) {
 // sendClose closes the runs of as, all of group, in one statement.
 func (p *Processor) sendClose(group string, as []*runAsk) {
 	parts, tokens, _ := runArgs(as)
+	rates := make([]*string, len(as))
+	for i, a := range as {
+		if a.rate != nil {
+			r := string(a.rate)
+			rates[i] = &r
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	_, err := p.pool.Exec(ctx, p.q.CloseRun, group, parts, tokens)
+	_, err := p.pool.Exec(ctx, p.q.CloseRun, group, parts, tokens, rates)
 	for _, a := range as {
 		a.err = err
 		close(a.done)

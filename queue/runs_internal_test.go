@@ -31,8 +31,8 @@ func TestRunRecordsOnADeadDatabaseAreErrors(t *testing.T) {
 			t.Cleanup(pool.Close)
 		}
 		o := partition.Ownership{Group: "g", Partition: 3, Token: 7}
-		_, oerr := p.openRun(ctx, o)
-		_, cerr := ask(ctx, p.closer, o)
+		_, oerr := p.openRun(ctx, o, &rates{})
+		_, cerr := ask(ctx, p.closer, o, nil)
 		switch {
 		case dead && (oerr == nil || errors.Is(oerr, fence.ErrFenced) || cerr == nil):
 			t.Fatalf("dead database: open = %v, close = %v; want errors, the open's not ErrFenced", oerr, cerr)

@@ -34,6 +34,8 @@ type Work[T Args] struct {
 	// Item is the job's item key in its batch ("": not a batch item).
 	Item string
 	Args T
+
+	stamp *stamp // set when the handler is called (a rate-limited start; limits.go)
 }
 
 // Workers maps job kinds to handlers. Register handlers with Handle,
@@ -187,6 +189,7 @@ func Handle[T Args](ws *Workers, fn func(ctx context.Context, w *Work[T]) error,
 		if err != nil {
 			return err
 		}
+		w.stamp.set()
 		return fn(ctx, t)
 	}})
 }
@@ -201,6 +204,7 @@ func HandleTx[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, w *Wo
 		if err != nil {
 			return err
 		}
+		w.stamp.set()
 		return fn(ctx, tx, t)
 	}})
 }
@@ -228,6 +232,9 @@ func HandleTxBatch[T Args](ws *Workers, fn func(ctx context.Context, tx pgx.Tx, 
 					return err
 				}
 				works[i] = t
+			}
+			for _, r := range raws {
+				r.stamp.set()
 			}
 			return fn(ctx, tx, works)
 		},

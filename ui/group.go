@@ -36,6 +36,13 @@ type groupData struct {
 	OutboxErr string
 	// OutboxCounted is admin.OutboxCounted, for the legend.
 	OutboxCounted int
+	// Limits are the keys held back by limits and the limits the kinds
+	// declare; LimitsErr says why they could not be read.
+	Limits    *admin.LimitsStatus
+	LimitsErr string
+	// LimitedPerPartition is queue.LimitedKeysPerPartition, for the
+	// legend.
+	LimitedPerPartition int
 }
 
 // partitionRow is a partition of the ownership map.
@@ -126,13 +133,14 @@ func (h *Handler) group(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	st, err := admin.ReadStatusWith(r.Context(), h.db, []string{name}, admin.Options{Backlog: h.backlog.get, NoOutbox: true})
+	st, err := admin.ReadStatusWith(r.Context(), h.db, []string{name}, admin.Options{Backlog: h.backlog.get, NoOutbox: true, NoLimits: true})
 	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}
 	g := st.Groups[0]
-	d := groupData{G: g, LagAlert: h.cfg.LagAlert, OutboxCounted: admin.OutboxCounted}
+	d := groupData{G: g, LagAlert: h.cfg.LagAlert, OutboxCounted: admin.OutboxCounted,
+		LimitedPerPartition: queue.LimitedKeysPerPartition}
 	for _, p := range g.Partitions {
 		row := partitionRow{PartitionStatus: p, Lag: time.Duration(p.OldestDueMS) * time.Millisecond,
 			Moving: p.Held && p.Desired != "" && p.Desired != p.Owner}
@@ -161,6 +169,12 @@ func (h *Handler) group(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		err = h.explain(err)
 		d.OutboxErr = h.report(r, "ui: outbox could not be read", status(err), err)
+	}
+	// So are the limits (one statement: the group's running rows).
+	d.Limits, err = admin.ReadLimits(r.Context(), h.db, name, admin.LimitsShown)
+	if err != nil {
+		err = h.explain(err)
+		d.LimitsErr = h.report(r, "ui: limits could not be read", status(err), err)
 	}
 	d.Events, err = h.q.Events(r.Context(), name, eventsShown)
 	if err != nil {

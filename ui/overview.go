@@ -77,7 +77,7 @@ type memberRow struct {
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
-	st, err := admin.ReadStatusWith(r.Context(), h.db, nil, admin.Options{NoWaits: true, NoOutbox: true, Backlog: h.backlog.get})
+	st, err := admin.ReadStatusWith(r.Context(), h.db, nil, admin.Options{NoWaits: true, NoOutbox: true, NoLimits: true, Backlog: h.backlog.get})
 	if err != nil {
 		h.failErr(w, r, err)
 		return

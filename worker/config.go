@@ -112,8 +112,10 @@ type Config struct {
 	// PauseInterval (docs/control.md), Retention, RetentionInterval,
 	// PublishInterval (docs/running.md), Fence timeouts, Hooks, Rand, and
 	// TracerProvider and Propagator (docs/tracing.md). Its Workers,
-	// Concurrency, PartitionConcurrency, JobTimeout and StopGrace must be
-	// zero: the fields above set them. Queue only (a Kafka consumer's
+	// Concurrency, PartitionConcurrency, JobTimeout, StopGrace, SlotLease,
+	// SlotHandoffTimeout and SlotDB must be zero: the fields above set them
+	// (the slots of a kind's Policy.GroupConcurrency are leased with Lease
+	// and HandoffTimeout, on the worker's DB). Queue only (a Kafka consumer's
 	// settings are its kafka.Config). Defaults as in
 	// queue.ProcessorConfig.
 	Queue queue.ProcessorConfig
@@ -151,9 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 	case c.Lease.Owner != "":
 		return c, bad("Lease.Owner", "must be empty: ID applies")
 	case c.Queue.Workers != nil || c.Queue.Concurrency != 0 || c.Queue.PartitionConcurrency != 0 ||
-		c.Queue.JobTimeout != 0 || c.Queue.StopGrace != 0:
-		return c, bad("Queue", "Workers, Concurrency, PartitionConcurrency, JobTimeout and StopGrace must be zero: "+
-			"set them in Config")
+		c.Queue.JobTimeout != 0 || c.Queue.StopGrace != 0 || c.Queue.SlotHandoffTimeout != 0 || c.Queue.SlotLease.TTL != 0 || c.Queue.SlotDB != nil:
+		return c, bad("Queue", "Workers, Concurrency, PartitionConcurrency, JobTimeout, StopGrace, SlotLease, "+
+			"SlotHandoffTimeout and SlotDB must be zero: set them in Config (Lease, HandoffTimeout)")
 	}
 	if c.Kafka != nil {
 		if err := c.kafkaOnly(); err != nil {

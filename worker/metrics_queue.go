@@ -72,6 +72,9 @@ type queueCollector struct {
 	owned  func() map[int]partition.Ownership
 	group  string
 	labels prometheus.Labels
+	// limited reports the jobs held back by limits (Processor.Limited);
+	// set once the processor is built, before any scrape.
+	limited func() map[queue.Limit]int64
 
 	mu    sync.Mutex
 	at    time.Time
@@ -91,6 +94,11 @@ var (
 	scheduledDesc = func(l prometheus.Labels) *prometheus.Desc {
 		return prometheus.NewDesc("leasehold_queue_scheduled", "Pending jobs due later, per owned partition.", []string{"partition"}, l)
 	}
+	limitedDesc = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("leasehold_queue_limited_jobs",
+			"Due jobs of the owned partitions held back by a limit now: key_concurrency, key_rate or group_concurrency (as of each partition's last snapshot, at most a poll interval old).",
+			[]string{"limit"}, l)
+	}
 	statsErrDesc = func(l prometheus.Labels) *prometheus.Desc {
 		return prometheus.NewDesc("leasehold_queue_stats_up", "1 if the last reading of the queue's backlog succeeded.", nil, l)
 	}
@@ -98,13 +106,19 @@ var (
 
 // Describe implements prometheus.Collector.
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []func(prometheus.Labels) *prometheus.Desc{depthDesc, lagDesc, retryingDesc, scheduledDesc, statsErrDesc} {
+	for _, d := range []func(prometheus.Labels) *prometheus.Desc{depthDesc, lagDesc, retryingDesc, scheduledDesc, limitedDesc, statsErrDesc} {
 		ch <- d(c.labels)
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.limited != nil { // read in memory: every limit, always
+		held := c.limited()
+		for _, l := range queue.Limits {
+			ch <- prometheus.MustNewConstMetric(limitedDesc(c.labels), prometheus.GaugeValue, float64(held[l]), string(l))
+		}
+	}
 	stats, err := c.read()
 	up := 1.0
 	if err != nil {

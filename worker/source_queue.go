@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/lease"
 	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
@@ -26,7 +27,7 @@ type queueSource struct {
 // newQueueSource builds the processor of cfg, whose running jobs may
 // finish for grace at Stop. owned reports the worker's partitions, for the
 // backlog gauges.
-func newQueueSource(db *leasehold.DB, cfg Config, grace time.Duration, labels prometheus.Labels,
+func newQueueSource(db, memberDB *leasehold.DB, cfg Config, grace time.Duration, labels prometheus.Labels,
 	owned func() map[int]partition.Ownership) (*queueSource, error) {
 	stats, err := queue.New(db, queue.Config{})
 	if err != nil {
@@ -38,10 +39,17 @@ func newQueueSource(db *leasehold.DB, cfg Config, grace time.Duration, labels pr
 	qc.Concurrency, qc.PartitionConcurrency, qc.JobTimeout, qc.StopGrace =
 		cfg.Concurrency, cfg.PartitionConcurrency, cfg.JobTimeout, grace
 	qc.Hooks = m.hooks(qc.Hooks)
+	// The slots of the kinds with a GroupConcurrency are leased as the
+	// worker's partitions are (a Rand is not shared between lease
+	// Clients; the hooks observe the partitions' leases only), on the
+	// member's DB: their lease clients share the member's pool.
+	qc.SlotLease, qc.SlotHandoffTimeout, qc.SlotDB = cfg.Lease, cfg.HandoffTimeout, memberDB
+	qc.SlotLease.Hooks, qc.SlotLease.Rand = lease.Hooks{}, nil
 	proc, err := queue.NewProcessor(db, qc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	m.depth.limited = proc.Limited
 	return &queueSource{proc: proc, metrics: m, done: make(chan struct{})}, nil
 }
 

@@ -105,7 +105,7 @@ func New(db *leasehold.DB, cfg Config) (*Worker, error) {
 		w.qpool = qpool
 		qdb, err := db.WithPool(qpool)
 		if err == nil {
-			w.src, err = newQueueSource(qdb, cfg, grace, labels, owned)
+			w.src, err = newQueueSource(qdb, db, cfg, grace, labels, owned)
 		}
 		if err != nil {
 			qpool.Close()

@@ -18,11 +18,11 @@ func newJobsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "Inspect, list, retry and cancel jobs",
-		Long: "jobs inspects and lists jobs, puts discarded or cancelled jobs back to pending (retry) and\n" +
-			"cancels pending jobs.",
+		Long: "jobs inspects and lists jobs, lists the keys whose jobs wait behind a limit (limited), puts\n" +
+			"discarded or cancelled jobs back to pending (retry) and cancels pending jobs.",
 	}
 	db.add(cmd, true)
-	cmd.AddCommand(newJobsShowCmd(db), newJobsListCmd(db), newJobsRetryCmd(db), newJobsCancelCmd(db))
+	cmd.AddCommand(newJobsShowCmd(db), newJobsListCmd(db), newJobsLimitedCmd(db), newJobsRetryCmd(db), newJobsCancelCmd(db))
 	return cmd
 }
 
@@ -180,6 +180,50 @@ func newJobsListCmd(db *dbFlags) *cobra.Command {
 	fs.IntSliceVar(&f.Partitions, "partition", nil, "only jobs of these partitions (repeatable, or comma-separated)")
 	fs.Int64Var(&f.Before, "before", 0, "only jobs with an id below this one (the next page)")
 	fs.IntVar(&f.Limit, "limit", 50, fmt.Sprintf("the most jobs listed (1 to %d)", queue.MaxListLimit))
+	return cmd
+}
+
+func newJobsLimitedCmd(db *dbFlags) *cobra.Command {
+	var group string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "limited --group G",
+		Short: "List the keys whose jobs wait behind a limit, busiest first",
+		Long: "limited lists the keys of a group whose due jobs wait behind a limit (key_concurrency, key_rate,\n" +
+			"group_concurrency), as the partitions' owners published them (about once a second): the key, the\n" +
+			"kind of its next job, the limit, how many jobs wait, the partition and its owner, busiest first,\n" +
+			"at most --limit (default 50, at most 10000), after the jobs held back per limit.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if group == "" {
+				return fmt.Errorf("%w: --group is required", admin.ErrBadInput)
+			}
+			if limit < 1 || limit > queue.MaxListLimit {
+				return usageErr(cmd, fmt.Sprintf("--limit %d is not in 1..%d", limit, queue.MaxListLimit))
+			}
+			h, ctx, done, err := db.connect(cmd.Context(), nil)
+			if err != nil {
+				return err
+			}
+			defer done()
+			l, err := admin.ReadLimits(ctx, h, group, limit)
+			if err != nil {
+				return admin.Explain(ctx, err)
+			}
+			w := cmd.OutOrStdout()
+			if db.json {
+				return printJSON(w, l)
+			}
+			if l.Total() == 0 {
+				fmt.Fprintln(w, "no job is held back by a limit")
+				return nil
+			}
+			return printLimits(w, l, false, "a larger --limit")
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&group, "group", "", "the group (required)")
+	fs.IntVar(&limit, "limit", 50, fmt.Sprintf("the most keys listed (1 to %d)", queue.MaxListLimit))
 	return cmd
 }
 

@@ -28,8 +28,9 @@ func newStatusCmd() *cobra.Command {
 		Long: "status shows, per group (every group unless --group names some), each partition's owner, fencing\n" +
 			"token, lease expiry and pending jobs, the keys whose due jobs wait behind a job that is not due\n" +
 			"(the 5 most held up), what waits in the group's outbox to be published to Kafka (per partition:\n" +
-			"segments, records, oldest; the 10 oldest unless --all), and each member's partitions and last\n" +
-			"heartbeat. Times are relative to the database clock. Groups of more than 32 partitions list only\n" +
+			"segments, records, oldest; the 10 oldest unless --all), the limits the kinds declare and the keys\n" +
+			"whose jobs they hold back (the 20 busiest, with the jobs held back per limit), and each member's\n" +
+			"partitions and last heartbeat. Times are relative to the database clock. Groups of more than 32 partitions list only\n" +
 			"the partitions that are not idle (idle: held by their desired owner, no pending job) unless --all;\n" +
 			"--json gives everything.",
 		Args: cobra.NoArgs,
@@ -123,6 +124,9 @@ func printGroup(w io.Writer, g admin.GroupStatus, all bool) error {
 	if err := printRunningWorkers(w, g); err != nil {
 		return err
 	}
+	if err := printLimits(w, g.Limits, true, "leasehold jobs limited --group "+g.Group); err != nil {
+		return err
+	}
 	if err := printWaits(w, g.Waits); err != nil {
 		return err
 	}
@@ -178,6 +182,63 @@ func printOutbox(w io.Writer, o *admin.OutboxStatus, all bool) error {
 	}
 	if n := len(o.Partitions) - len(ps); n > 0 {
 		fmt.Fprintf(w, "(the %d partitions with the oldest segments; %d more have segments waiting; --all lists them)\n", len(ps), n)
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// printLimits writes the sections of a group's limits, if any, each
+// followed by a blank line: the limits its kinds declare (if declared is
+// set and some kind declares more than the default), then the keys held
+// back by them, if any is; more says how to list more keys.
+func printLimits(w io.Writer, l *admin.LimitsStatus, declared bool, more string) error {
+	if l == nil {
+		return nil
+	}
+	if declared && len(l.Declared) > 0 {
+		fmt.Fprintln(w, "limits declared (by the kinds' handlers, as the workers recorded them):")
+		t := newTable(w, "KIND", "KEY CONCURRENCY", "KEY RATE", "GROUP CONCURRENCY")
+		for _, d := range l.Declared {
+			rate, group := "-", "-"
+			if d.KeyRatePerMS > 0 {
+				rate = fmt.Sprintf("%d per %s", d.KeyRateStarts, time.Duration(d.KeyRatePerMS)*time.Millisecond)
+			}
+			if d.GroupConcurrency > 0 {
+				group = strconv.Itoa(d.GroupConcurrency)
+			}
+			t.row(d.Kind, d.KeyConcurrency, rate, group)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	total := l.Total()
+	if total == 0 {
+		return nil
+	}
+	atLeast := ""
+	if l.Partial {
+		atLeast = "at least "
+	}
+	by := make([]string, len(l.Totals))
+	for i, t := range l.Totals {
+		by[i] = fmt.Sprintf("%s %d", t.Limit, t.Waiting)
+	}
+	fmt.Fprintf(w, "held back by limits: %s%d jobs (%s)\n", atLeast, total, strings.Join(by, ", "))
+	t := newTable(w, "KEY", "KIND", "LIMIT", "WAITING", "PARTITION", "OWNER")
+	var keys int64
+	for _, k := range l.Keys {
+		t.row(fmt.Sprintf("%q", k.Key), k.Kind, k.Limit, k.Waiting, k.Partition, k.Owner)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, t := range l.Totals {
+		keys += t.Keys
+	}
+	if n := keys - int64(len(l.Keys)); n > 0 {
+		fmt.Fprintf(w, "(the %d keys with the most jobs waiting, of %s%d; %s lists more)\n", len(l.Keys), atLeast, keys, more)
 	}
 	fmt.Fprintln(w)
 	return nil

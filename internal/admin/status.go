@@ -50,6 +50,10 @@ type GroupStatus struct {
 	// to Kafka (ReadOutbox); nil when no handler of the group ever
 	// appended to it, and when Options.NoOutbox left it unread.
 	Outbox *OutboxStatus `json:"outbox"`
+	// Limits are the keys held back by limits (the LimitsShown busiest),
+	// the jobs held back per limit and the limits the kinds declare
+	// (ReadLimits); nil when Options.NoLimits left them unread.
+	Limits *LimitsStatus `json:"limits"`
 }
 
 // RunningStatus is what one worker of a group runs now.
@@ -106,7 +110,8 @@ func (p PartitionStatus) Idle() bool {
 
 // ReadStatus reads the status of groups, or of every group if none, with
 // times relative to the database clock. It counts every group's backlog
-// and waiting keys as it reads, and reads its outbox (ReadOutbox): see
+// and waiting keys as it reads, and reads its outbox (ReadOutbox) and its
+// limits (ReadLimits): see
 // ReadStatusWith for a cheaper read.
 func ReadStatus(ctx context.Context, db *leasehold.DB, groups []string) (Status, error) {
 	return ReadStatusWith(ctx, db, groups, Options{})
@@ -124,6 +129,9 @@ type Options struct {
 	// NoOutbox leaves GroupStatus.Outbox nil, for reports that do not
 	// show it or read it apart (ReadOutbox).
 	NoOutbox bool
+	// NoLimits leaves GroupStatus.Limits nil, for reports that do not show
+	// them or read them apart (ReadLimits).
+	NoLimits bool
 }
 
 // ReadStatusWith is ReadStatus with options: the web UI reads the backlog,
@@ -175,6 +183,11 @@ func ReadStatusWith(ctx context.Context, db *leasehold.DB, groups []string, o Op
 		}
 		if !o.NoOutbox {
 			if gs.Outbox, err = ReadOutbox(ctx, db, gs); err != nil {
+				return Status{}, err
+			}
+		}
+		if !o.NoLimits {
+			if gs.Limits, err = ReadLimits(ctx, db, g, LimitsShown); err != nil {
 				return Status{}, err
 			}
 		}

@@ -56,11 +56,14 @@ const batchKinds = `
 SELECT kind FROM {{schema}}.group_kinds WHERE group_name = $1 AND kind = ANY($2::text[])`
 
 // batchRegisterKinds records that a worker of group $1 has handlers for
-// the kinds $2.
+// the kinds $2, which declare the limits $3 (a JSON object each; see
+// migration 0018): a kind's limits are those its last recorder declared,
+// and a row whose limits are unchanged is left alone.
 const batchRegisterKinds = `
-INSERT INTO {{schema}}.group_kinds (group_name, kind)
-SELECT $1, k FROM unnest($2::text[]) AS k ORDER BY k
-ON CONFLICT (group_name, kind) DO NOTHING`
+INSERT INTO {{schema}}.group_kinds AS g (group_name, kind, limits)
+SELECT $1, u.k, u.l FROM unnest($2::text[], $3::jsonb[]) AS u(k, l) ORDER BY u.k
+ON CONFLICT (group_name, kind) DO UPDATE SET limits = excluded.limits
+WHERE g.limits IS DISTINCT FROM excluded.limits`
 
 // batchLockAdd locks batch $2 of group $1 for a producer's chunk: FOR KEY
 // SHARE, so that seal and cancel wait for the chunk, and finishing

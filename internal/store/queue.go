@@ -25,15 +25,15 @@ const queueGroups = `SELECT name, partitions FROM {{schema}}.groups WHERE name =
 // skipped duplicate.
 const queueEnqueue = `
 WITH t AS MATERIALIZED (
-    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, r, u, h, pr, ms, n
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, r, u, h, pr, ms, kl, n
     FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $8::text[], $10::bool[],
-                $11::smallint[], $12::bool[])
-         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, h, pr, ms, n)
+                $11::smallint[], $12::bool[], $15::smallint[])
+         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, u, h, pr, ms, kl, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key, holds, priority, max_attempts_set, trace)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, unique_key, holds, priority, max_attempts_set, trace, key_limit)
     OVERRIDING SYSTEM VALUE
-    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u, h, pr, ms, $13::jsonb FROM t ORDER BY n
+    SELECT id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()), u, h, pr, ms, $13::jsonb, kl FROM t ORDER BY n
     ON CONFLICT (group_name, unique_key) WHERE unique_key IS NOT NULL AND state = 'pending' AND NOT unique_released DO NOTHING
     RETURNING id, group_name, partition, run_at),
 woken AS (
@@ -59,18 +59,19 @@ WHERE j.id = ANY($1::bigint[]) AND j.group_name = u.g AND j.unique_key = u.k
 // row is inserted, so the ids map back to the inputs without a join, and no
 // conflict check runs. $8 is the notification channel (NULL: none), $9
 // the holds flags, $10 the priorities, $11 the max_attempts_set flags, $12
-// the trace carrier (NULL: none), $13 the extra payloads to notify.
+// the trace carrier (NULL: none), $13 the extra payloads to notify, $14
+// the key limits (NULL: the kind's policy).
 const queueEnqueuePlain = `
 WITH t AS MATERIALIZED (
-    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, h, pr, ms, n
+    SELECT nextval('{{schema}}.jobs_id_seq') AS id, g, p, k, kind, a, m, coalesce(r, clock_timestamp()) AS r, h, pr, ms, kl, n
     FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::timestamptz[], $9::bool[],
-                $10::smallint[], $11::bool[])
-         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, h, pr, ms, n)
+                $10::smallint[], $11::bool[], $14::smallint[])
+         WITH ORDINALITY AS t(g, p, k, kind, a, m, r, h, pr, ms, kl, n)
     ORDER BY n),
 ins AS (
-    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds, priority, max_attempts_set, trace)
+    INSERT INTO {{schema}}.jobs (id, group_name, partition, key, kind, args, max_attempts, run_at, holds, priority, max_attempts_set, trace, key_limit)
     OVERRIDING SYSTEM VALUE
-    SELECT id, g, p, k, kind, a, m, r, h, pr, ms, $12::jsonb FROM t ORDER BY n),
+    SELECT id, g, p, k, kind, a, m, r, h, pr, ms, $12::jsonb, kl FROM t ORDER BY n),
 woken AS (
     SELECT count(*) AS partitions FROM (
         SELECT pg_notify($8, d.p)
@@ -86,12 +87,12 @@ SELECT t.n, t.id FROM t CROSS JOIN woken ORDER BY t.n`
 // are the job's fields as in queueEnqueuePlain; $8 the channel (NULL:
 // none). With a channel, the job's partition is notified if due now, and
 // so are the partitions $13 (payloads of earlier enqueues that committed
-// without notifying; see queue's notifier), in the same commit. It returns
-// the job's id.
+// without notifying; see queue's notifier), in the same commit; $14 is the
+// job's key limit (NULL: its kind's policy). It returns the job's id.
 const queueEnqueueOne = `
 WITH ins AS (
-    INSERT INTO {{schema}}.jobs (group_name, partition, key, kind, args, max_attempts, run_at, holds, priority, max_attempts_set, trace)
-    VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, clock_timestamp()), $9, $10, $11, $12::jsonb)
+    INSERT INTO {{schema}}.jobs (group_name, partition, key, kind, args, max_attempts, run_at, holds, priority, max_attempts_set, trace, key_limit)
+    VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, clock_timestamp()), $9, $10, $11, $12::jsonb, $14)
     RETURNING id, run_at <= clock_timestamp() AS due)
 SELECT ins.id, CASE WHEN $8::text IS NOT NULL THEN (
     SELECT count(pg_notify($8, p)) FROM unnest(
@@ -107,7 +108,7 @@ FROM ins`
 // kinds (see migration 0010): never returned. A key whose first job is of a
 // paused kind waits behind it, returned as a waiting row with a wait of 0.
 // The member runs this statement only while no kind of the group is paused
-// ($8 empty); with kinds paused it runs queueFetchPaused, one partition at
+// ($8 empty); with kinds paused it runs queueFetchWalk, one partition at
 // a time, whose walk past the paused kinds' due jobs is capped (here the
 // walk would read a paused kind's whole due backlog at every fetch).
 //
@@ -138,7 +139,8 @@ FROM ins`
 // Every step is a MATERIALIZED CTE or a LATERAL probe with its index named
 // by its ORDER BY, so the plan needs no statistics. Rows come in
 // (partition, priority, run_at, id) order, each with its partition's
-// window size (scanned) and, last, its partition.
+// window size (scanned), its partition and its own key limit (0: none;
+// migration 0018).
 const queueFetch = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
 ` + fetchAsked + `,
@@ -158,7 +160,7 @@ w AS MATERIALIZED (
         LIMIT r.n) AS x),
 ` + fetchKeys + `ORDER BY 17, 14, 11, 1`
 
-// fetchAsked is the part queueFetch and queueFetchPaused share before their
+// fetchAsked is the part queueFetch and queueFetchWalk share before their
 // windows: the partitions asked for (r), each with its window's room (n),
 // its held ids and its skipped keys as arrays of their own.
 const fetchAsked = `h AS MATERIALIZED (
@@ -170,32 +172,40 @@ r AS MATERIALIZED (
     FROM unnest($2::int[], $3::int[]) AS a(partition, n)
     LEFT JOIN h ON h.partition = a.partition LEFT JOIN s ON s.partition = a.partition)`
 
-// queueFetchPaused is queueFetch for one partition ($2 and $3 of one
-// element) while kinds of the group are paused ($8 not empty); the member
-// runs queueFetch otherwise, so the common path's statement and plan are
-// untouched. kind is not in jobs_due: filtering the paused kinds inside
-// each level's probe (as queueFetch does) walks the paused kinds' whole
-// due backlog at every fetch. Here each level's probe walks at most $9
-// rows of jobs_due, in (run_at, id) order, starting after the level's
-// resume position ($10[l], $11[l]; NULL: from the start), and the paused
-// kinds are filtered out of those rows only: the fetch's cost is bounded
-// by $9 per level, whatever the paused backlog.
+// queueFetchWalk is queueFetch for one partition ($2 and $3 of one
+// element) while kinds of the group are paused ($8 not empty) or keys of
+// the partition fill their share of the owner's window ($12 not empty):
+// the member runs queueFetch otherwise, so the common path's statement and
+// plan are untouched. Neither kind nor key is in jobs_due: filtering the
+// paused kinds or the full keys inside each level's probe (as queueFetch
+// does with $8) walks their whole due backlog at every fetch. Here each
+// level's probe walks at most $9 rows of jobs_due, in (run_at, id) order,
+// starting after the level's resume position ($10[l], $11[l]; NULL: from
+// the start), and the paused kinds and full keys are filtered out of those
+// rows only: the fetch's cost is bounded by $9 per level, whatever the
+// paused or full backlogs.
+//
+// The full keys ($12) are the fair turns between keys (see docs/control.md):
+// a key whose jobs fill its share of the window is walked past, so that the
+// keys behind its backlog are found, and its own next jobs are read by
+// key, through jobs_key: $13 are the keys to refill and $14 how many of
+// their next jobs to read (the key probe, as for a key of the window).
 //
 // Besides queueFetch's rows, it returns a position row per level (kind
 // empty, wait_us NULL, priority the level): holds false, id and run_at the
 // level's new resume position (the last walked row before the first
 // runnable one the window could not take); holds true when the level's
-// walk reached its end with nothing left behind (the next fetch starts it
-// from the beginning). No position row: the position stays. scanned counts
+// walk reached its end with nothing left behind, with the last row walked
+// (id 0: none walked). No position row: the position stays. scanned counts
 // the window's jobs, as in queueFetch.
-const queueFetchPaused = `
+const queueFetchWalk = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
 ` + fetchAsked + `,
 v AS MATERIALIZED (
     SELECT r.partition, x.id, x.key, x.priority, x.run_at, x.free, x.pos
     FROM r CROSS JOIN c CROSS JOIN unnest('{1,2,3,4}'::smallint[], $10::timestamptz[], $11::bigint[]) AS l(priority, at, after)
     CROSS JOIN LATERAL (
-        SELECT j.id, j.key, j.priority, j.run_at, j.kind <> ALL($8::text[]) AS free,
+        SELECT j.id, j.key, j.priority, j.run_at, j.kind <> ALL($8::text[]) AND j.key <> ALL($12::text[]) AS free,
                row_number() OVER (ORDER BY j.run_at, j.id) AS pos
         FROM {{schema}}.jobs AS j
         WHERE j.group_name = $1 AND j.partition = r.partition AND j.priority = l.priority AND j.state = 'pending'
@@ -217,16 +227,23 @@ pos AS (
     FROM cut JOIN v ON v.priority = cut.priority
     WHERE v.pos = coalesce(cut.cut - 1, cut.walked) AND (cut.cut IS NOT NULL OR cut.walked = $9)
     UNION ALL
-    SELECT 0, c.now, l.priority, true
+    SELECT coalesce(lv.id, 0), coalesce(lv.run_at, c.now), l.priority, true
     FROM c CROSS JOIN unnest('{1,2,3,4}'::smallint[]) AS l(priority) LEFT JOIN cut ON cut.priority = l.priority
+    LEFT JOIN v AS lv ON lv.priority = l.priority AND lv.pos = cut.walked
     WHERE cut.priority IS NULL OR cut.cut IS NULL AND cut.walked < $9),
-` + fetchKeys + `UNION ALL
+n AS MATERIALIZED (
+    SELECT r.partition, (SELECT count(*) FROM w) AS scanned FROM r),
+k AS MATERIALIZED (
+    SELECT w.partition, w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.partition, w.key
+    UNION ALL
+    SELECT r.partition, q.key, q.n FROM r CROSS JOIN unnest($13::text[], $14::int[]) AS q(key, n) WHERE q.key <> ''),
+` + fetchProbes + `UNION ALL
 SELECT pos.id, '', '', NULL, 0, 0, pos.run_at, pos.exhausted,
-       NULL, (SELECT count(*) FROM w), pos.run_at, NULL, NULL, pos.priority::smallint, true, NULL, r.partition
+       NULL, (SELECT count(*) FROM w), pos.run_at, NULL, NULL, pos.priority::smallint, true, NULL, r.partition, 0::smallint
 FROM pos CROSS JOIN r
 ORDER BY 17, 14, 11, 1`
 
-// fetchKeys is the part queueFetch and queueFetchPaused share, after their
+// fetchKeys is the part queueFetch and queueFetchWalk share, after their
 // windows w: each key's probe (f), and the rows returned: the jobs that run
 // (by primary key) and, for each key whose next job is not due, that job
 // with how long until it is.
@@ -234,7 +251,11 @@ const fetchKeys = `n AS MATERIALIZED (
     SELECT w.partition, count(*) AS scanned FROM w GROUP BY w.partition),
 k AS MATERIALIZED (
     SELECT w.partition, w.key, count(*) AS n FROM w WHERE w.key <> '' GROUP BY w.partition, w.key),
-f AS MATERIALIZED (
+` + fetchProbes
+
+// fetchProbes is the end of fetchKeys: each key of k probed for its first
+// k.n pending jobs, and the rows returned.
+const fetchProbes = `f AS MATERIALIZED (
     SELECT k.partition, k.key, e.id, e.run_at, e.run_at <= c.now AND e.kind <> ALL($8::text[]) AS due,
            bool_and(e.run_at <= c.now AND e.kind <> ALL($8::text[])) OVER (PARTITION BY k.partition, k.key ORDER BY e.id) AS runs,
            row_number() OVER (PARTITION BY k.partition, k.key ORDER BY e.id) AS pos
@@ -250,13 +271,13 @@ ok AS (
     SELECT w.partition, w.id FROM w WHERE w.key = '')
 SELECT j.id, j.key, j.kind, j.args, j.attempt, j.max_attempts, j.created_at, j.holds,
        NULL::bigint AS wait_us, n.scanned, j.run_at, j.batch_id, j.batch_item,
-       j.priority, j.max_attempts_set, j.trace, ok.partition
+       j.priority, j.max_attempts_set, j.trace, ok.partition, coalesce(j.key_limit, 0)::smallint AS key_limit
 FROM ok JOIN n ON n.partition = ok.partition CROSS JOIN LATERAL (
     SELECT * FROM {{schema}}.jobs AS j WHERE j.id = ok.id LIMIT 1) AS j -- LIMIT: a primary-key probe per row, never a join over the table
 UNION ALL
 SELECT f.id, f.key, '', NULL, 0, 0, f.run_at, false,
        greatest(0, (extract(epoch FROM f.run_at - c.now) * 1000000)::bigint), n.scanned, f.run_at,
-       NULL, NULL, 32767::smallint, true, NULL, f.partition
+       NULL, NULL, 32767::smallint, true, NULL, f.partition, 0::smallint
 FROM f JOIN n ON n.partition = f.partition CROSS JOIN c WHERE f.pos = 1 AND NOT f.due
 `
 
@@ -287,19 +308,26 @@ LIMIT $3`
 // (see migration 0014) of owner $4[i], with the previous token and whether
 // its run ended abruptly: in this statement, so that it costs no round
 // trip. The rows are locked in partition order, so that two members'
-// statements cannot deadlock.
+// statements cannot deadlock; all of them before the upsert changes any
+// (up reads prev whole first: a row this statement updated before prev
+// locked it would be skipped by FOR UPDATE, and its partition seem never
+// run). Last, per partition, the recent starts of
+// rate-limited keys the previous run handed over when it ended cleanly
+// (NULL: none, or it ended abruptly; see migration 0018) and how many
+// microseconds ago they were written.
 const queueOpenRun = `
 WITH a AS MATERIALIZED (
     SELECT a.partition, a.token, a.owner FROM unnest($2::int[], $3::bigint[], $4::text[]) AS a(partition, token, owner)),
 prev AS MATERIALIZED (
-    SELECT r.partition, r.token, r.open FROM {{schema}}.queue_runs AS r
+    SELECT r.partition, r.token, r.open, r.rate, (extract(epoch FROM clock_timestamp() - r.closed_at) * 1000000)::bigint AS since
+    FROM {{schema}}.queue_runs AS r
     WHERE r.group_name = $1 AND r.partition = ANY($2::int[])
     ORDER BY r.partition
     FOR UPDATE),
 up AS (
     INSERT INTO {{schema}}.queue_runs AS r (group_name, partition, token, open)
-    SELECT $1, a.partition, a.token, true FROM a ORDER BY a.partition
-    ON CONFLICT (group_name, partition) DO UPDATE SET token = excluded.token, open = true
+    SELECT $1, a.partition, a.token, true FROM a CROSS JOIN (SELECT count(*) FROM prev) AS locked ORDER BY a.partition
+    ON CONFLICT (group_name, partition) DO UPDATE SET token = excluded.token, open = true, rate = NULL, closed_at = NULL
     WHERE r.token <= excluded.token
     RETURNING r.partition),
 ev AS (
@@ -308,20 +336,22 @@ ev AS (
     FROM a JOIN up ON up.partition = a.partition LEFT JOIN prev AS p ON p.partition = a.partition
     WHERE coalesce(p.token < a.token, true)
     RETURNING 1)
-SELECT a.partition, p.token, coalesce(p.open, false), EXISTS (SELECT FROM up WHERE up.partition = a.partition)
+SELECT a.partition, p.token, coalesce(p.open, false), EXISTS (SELECT FROM up WHERE up.partition = a.partition),
+       CASE WHEN NOT p.open THEN p.rate END, coalesce(p.since, 0)
 FROM a LEFT JOIN prev AS p ON p.partition = a.partition CROSS JOIN (SELECT count(*) FROM ev) AS x`
 
 // queueCloseRun marks the runs of grants $3[i] of partitions $2[i] of
 // group $1 as ended cleanly, for the grants of a member that end together
 // in one statement; it changes nothing for a partition whose newer grant
 // recorded its own. It locks the rows in partition order, as queueOpenRun
-// does.
+// does. $4[i] are the recent starts of the run's rate-limited keys (NULL:
+// none), handed to the next owner (see queueOpenRun).
 const queueCloseRun = `
-UPDATE {{schema}}.queue_runs AS r SET open = false
+UPDATE {{schema}}.queue_runs AS r SET open = false, rate = mine.rate, closed_at = clock_timestamp()
 FROM (
-    SELECT q.partition
+    SELECT q.partition, c.rate
     FROM {{schema}}.queue_runs AS q
-    JOIN unnest($2::int[], $3::bigint[]) AS c(partition, token) ON q.partition = c.partition AND q.token = c.token
+    JOIN unnest($2::int[], $3::bigint[], $4::jsonb[]) AS c(partition, token, rate) ON q.partition = c.partition AND q.token = c.token
     WHERE q.group_name = $1
     ORDER BY q.partition
     FOR UPDATE OF q

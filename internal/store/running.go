@@ -16,8 +16,10 @@ const runningFresh = `EXISTS (
 
 // runningPublish writes, in one statement, the running sets of the
 // partitions whose set changed since their last publish: group $1[i],
-// partition $2[i], the grant's token $3[i], its worker $4[i] and its jobs
-// $5[i] (a JSON array, empty when nothing runs). A row is written only if
+// partition $2[i], the grant's token $3[i], its worker $4[i], its jobs
+// $5[i] (a JSON array, empty when nothing runs) and the keys it holds back
+// by limits $7[i] (a JSON array of queue.LimitedKey, empty when none; see
+// migration 0018). A row is written only if
 // the stored token is not newer: a stale owner's late publish changes
 // nothing. It returns, among the jobs $6 the publisher runs, those that are
 // cancelled: the fallback of the cancel notification (a job cancelled
@@ -26,11 +28,12 @@ const runningFresh = `EXISTS (
 // it wrote. With $1 empty it writes nothing: a read of $6 only.
 const runningPublish = `
 WITH pub AS (
-    INSERT INTO {{schema}}.running AS r (group_name, partition, token, worker, jobs, updated_at)
-    SELECT u.g, u.p, u.t, u.w, u.j, clock_timestamp()
-    FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::jsonb[]) AS u(g, p, t, w, j)
+    INSERT INTO {{schema}}.running AS r (group_name, partition, token, worker, jobs, limited, updated_at)
+    SELECT u.g, u.p, u.t, u.w, u.j, u.l, clock_timestamp()
+    FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::jsonb[], $7::jsonb[]) AS u(g, p, t, w, j, l)
     ON CONFLICT (group_name, partition) DO UPDATE
-    SET token = excluded.token, worker = excluded.worker, jobs = excluded.jobs, updated_at = excluded.updated_at
+    SET token = excluded.token, worker = excluded.worker, jobs = excluded.jobs, limited = excluded.limited,
+        updated_at = excluded.updated_at
     WHERE r.token <= excluded.token
     RETURNING 1)
 SELECT coalesce(ARRAY(
@@ -84,3 +87,30 @@ WHERE r.group_name = $1 AND ` + runningFresh + `
   AND ($8::text IS NULL OR j.key = $8)
 ORDER BY j.id DESC
 LIMIT $6`
+
+// runningLimited reads the keys held back by limits in group $1, as the
+// owners published them in fresh rows (see runningFresh), in one row of
+// four columns: the $2 keys with the most jobs waiting, as a JSON array of
+// {"partition", "owner" (the worker), "token", "key", "kind", "limit", "waiting"}
+// (busiest first, then by key and partition); the totals per limit, a JSON
+// array of {"limit", "waiting", "keys"}; whether some partition listed $3
+// keys or more (its snapshot was cut: the totals are lower bounds); and the
+// limits the kinds' handlers declare (group_kinds.limits), a JSON array of
+// {"kind", "limits"} in kind order. It reads only the group's running rows
+// and kinds, whatever the number of jobs held back.
+const runningLimited = `
+WITH l AS MATERIALIZED (
+    SELECT r.partition, r.worker, r.token, e.key, e.kind, e."limit", e.waiting,
+           count(*) OVER (PARTITION BY r.partition) AS listed
+    FROM {{schema}}.running AS r
+    CROSS JOIN LATERAL jsonb_to_recordset(r.limited) AS e(key text, kind text, "limit" text, waiting bigint)
+    WHERE r.group_name = $1 AND jsonb_typeof(r.limited) = 'array' AND ` + runningFresh + `)
+SELECT
+    (SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY t.waiting DESC, t.key, t.partition, t."limit"), '[]')
+     FROM (SELECT partition, worker AS owner, token, key, kind, "limit", waiting FROM l
+           ORDER BY waiting DESC, key, partition, "limit" LIMIT $2) AS t),
+    (SELECT coalesce(jsonb_agg(jsonb_build_object('limit', t."limit", 'waiting', t.waiting, 'keys', t.keys)), '[]')
+     FROM (SELECT "limit", sum(waiting) AS waiting, count(*) AS keys FROM l GROUP BY "limit") AS t),
+    coalesce((SELECT bool_or(listed >= $3) FROM l), false),
+    (SELECT coalesce(jsonb_agg(jsonb_build_object('kind', k.kind, 'limits', k.limits) ORDER BY k.kind), '[]')
+     FROM {{schema}}.group_kinds AS k WHERE k.group_name = $1 AND k.limits IS NOT NULL)`

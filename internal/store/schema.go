@@ -85,7 +85,7 @@ func For(schema string) (*Statements, error) {
 		},
 		Queue: QueueSQL{
 			CreateGroup: r(queueCreateGroup), Groups: r(queueGroups), Enqueue: r(queueEnqueue), EnqueuePlain: r(queueEnqueuePlain), EnqueueOne: r(queueEnqueueOne),
-			Fetch: r(queueFetch), FetchPaused: r(queueFetchPaused), FetchBefore12: r(queueFetchBefore12), OpenRun: r(queueOpenRun),
+			Fetch: r(queueFetch), FetchWalk: r(queueFetchWalk), FetchBefore12: r(queueFetchBefore12), OpenRun: r(queueOpenRun),
 			CloseRun: r(queueCloseRun), Complete: r(queueComplete), CompleteFenced: r(queueCompleteFenced), CompleteItems: r(queueCompleteItems),
 			Retain: r(queueRetain), Poll: r(queuePoll), RetainItems: r(queueRetainItems), Inspect: r(queueInspect), Retry: r(queueRetry), Stats: r(queueStats),
 			Cancel: r(queueCancel), List: r(queueList), Waits: r(queueWaits), ReleaseUnique: r(queueReleaseUnique),
@@ -102,7 +102,7 @@ func For(schema string) (*Statements, error) {
 		},
 		Pause:   PauseSQL{Pause: r(pausePause), Resume: r(pauseResume), List: r(pauseList), Kinds: r(pauseKinds)},
 		Tokens:  TokenSQL{Check: r(tokensCheck), Raise: r(tokensRaise)},
-		Running: RunningSQL{Publish: r(runningPublish), Jobs: r(runningJobs), List: r(runningList)},
+		Running: RunningSQL{Publish: r(runningPublish), Jobs: r(runningJobs), List: r(runningList), Limited: r(runningLimited)},
 		Periodic: PeriodicSQL{
 			Declare: r(periodicDeclare), Last: r(periodicLast), Insert: r(periodicInsert), SetJobs: r(periodicSetJobs),
 			SetNext: r(periodicSetNext), Prune: r(periodicPrune), List: r(periodicList),
@@ -169,7 +169,7 @@ type PartitionSQL struct {
 
 // QueueSQL are the statements of package queue.
 type QueueSQL struct {
-	CreateGroup, Groups, Enqueue, EnqueuePlain, EnqueueOne, Fetch, FetchPaused, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
+	CreateGroup, Groups, Enqueue, EnqueuePlain, EnqueueOne, Fetch, FetchWalk, OpenRun, CloseRun, CompleteFenced, Retain, Inspect,
 	Retry, Stats, Cancel, List, Waits, ReleaseUnique string
 	// Poll finds which of a member's partitions have due jobs.
 	Poll string
@@ -202,8 +202,9 @@ type BatchSQL struct {
 type RunningSQL struct {
 	// Publish writes changed running sets and returns the cancelled jobs
 	// among those running; Jobs lists a group's running jobs; List is
-	// QueueSQL.List for running jobs.
-	Publish, Jobs, List string
+	// QueueSQL.List for running jobs; Limited reads a group's keys held
+	// back by limits and the limits its kinds declare.
+	Publish, Jobs, List, Limited string
 }
 
 // TokenSQL are the statements of the token regression guard (GuardTokens).
