@@ -109,7 +109,7 @@ type Config struct {
 	Lease lease.Config
 	// Queue holds further processing settings: BatchSize, Window,
 	// CompleteInterval, PollInterval, retry delays, UnknownKindDelay,
-	// PauseInterval (docs/control.md), Retention, RetentionInterval,
+	// PauseInterval and KeyWeight (docs/control.md), Retention, RetentionInterval,
 	// PublishInterval (docs/running.md), Fence timeouts, Hooks, Rand, and
 	// TracerProvider and Propagator (docs/tracing.md). Its Workers,
 	// Concurrency, PartitionConcurrency, JobTimeout, StopGrace, SlotLease,
