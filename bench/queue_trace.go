@@ -139,10 +139,15 @@ const (
 
 // stmt is one traced statement in flight, carried by the context pgx hands
 // from TraceQueryStart to TraceQueryEnd.
+// walkPositionRows is how many rows of queueFetchWalk's are walk
+// positions, not jobs: one per priority level.
+const walkPositionRows = 4
+
 type stmt struct {
 	kind  stmtKind
 	slot  *slot
 	start time.Time
+	walk  bool    // a fetch statement that walks (queueFetchWalk)
 	ids   []int64 // complete statements: the jobs given
 	// parts are, for a complete statement of several partitions (the
 	// member's completer), the jobs given of each slot; nil otherwise.
@@ -242,7 +247,7 @@ func (t *jobTracer) classify(ctx context.Context, b *burn, sql string, args []an
 	st := &stmt{}
 	switch sql {
 	case t.fetch, t.fetchWalk:
-		st.kind, st.start = stmtFetch, time.Now()
+		st.kind, st.start, st.walk = stmtFetch, time.Now(), sql == t.fetchWalk
 		st.slot = t.slotOf(ctx, b, args, 1, -1) // $1 group, $2 partitions
 	case t.complete, t.completeFenced:
 		// $1 the jobs' ids; $7 the lease name of each (the fenced
@@ -298,7 +303,11 @@ func (t *jobTracer) ended(conn *pgx.Conn, st *stmt, data pgx.TraceQueryEndData, 
 	switch st.kind {
 	case stmtFetch:
 		if st.slot != nil && data.Err == nil {
-			st.slot.fetched(st.start, data.CommandTag.RowsAffected())
+			n := data.CommandTag.RowsAffected()
+			if st.walk {
+				n -= walkPositionRows // not jobs
+			}
+			st.slot.fetched(st.start, n)
 		}
 	case stmtComplete, stmtCompleteFenced:
 		if data.Err != nil || st.slot == nil {

@@ -30,8 +30,9 @@ const walkRenew = 30
 // its partition still costs a fetch per many jobs.
 func (pl *pipeline) share() int { return max(pl.window/2, 1) }
 
-// holding is how many jobs of ln's key the pipeline holds.
-func holding(ln *line) int { return len(ln.queue) + ln.running + ln.unrecorded }
+// holding is how many jobs of ln's key wait their turn or run (those whose
+// outcome is being recorded have had their turn: they do not count).
+func holding(ln *line) int { return len(ln.queue) + ln.running }
 
 // fairTurns returns the fair part of the next fetch's ask (nil: no key is
 // full, and the fetch is the member's common one), for a fetch of n jobs:
@@ -56,8 +57,14 @@ func (pl *pipeline) fairTurns(n int) *fairAsk {
 	if now := time.Now(); pl.walkFrom.IsZero() || now.Sub(pl.walkFrom) > walkRenew*pl.p.cfg.PollInterval {
 		pl.walk, pl.walkFrom = walkPos{gen: pl.walk.gen}, now
 	}
-	a := &fairAsk{full: []string{}, refill: []string{}, counts: []int32{}, walk: fairWalk * n} // not NULL arrays
-	budget := max(n/2, 1)                                                                      // (a fetch of one job refills)
+	// (Empty arrays, not nil: the statement takes NULL for nil.)
+	a := &fairAsk{full: []string{}, refill: []string{}, counts: []int32{}, walk: fairWalk * n}
+	// The refills take half the fetch (at least one job: a fetch of one job
+	// refills), or all of it when the last walk found no other key's job.
+	budget := max(n/2, 1)
+	if pl.walkAlone {
+		budget = n
+	}
 	for k := range pl.behind {
 		a.full = append(a.full, k)
 		ln := pl.lines[k]

@@ -174,6 +174,7 @@ func (p *Processor) readFetch(ctx context.Context, stmt string, args []any, pos 
 				case holds && pos.keep: // nothing walked: the position stays
 				case holds:
 					pos.at[l], pos.id[l] = nil, nil
+				case f.id == 0: // the first row walked could not be taken: the position stays
 				default:
 					at, id := runAt, f.id
 					pos.at[l], pos.id[l] = &at, &id

@@ -98,6 +98,9 @@ type pipeline struct {
 	// the beginning.
 	behind   map[string]bool
 	walkFrom time.Time
+	// walkAlone: the last fair fetch's walk found no job of another key
+	// (fair.go): the full keys' refills may take the whole fetch.
+	walkAlone bool
 	// cancelled are held jobs cancelled before they started (see
 	// takeCancels): start drops them.
 	cancelled map[int64]bool
@@ -327,6 +330,7 @@ func (pl *pipeline) fetch() {
 		pl.advance(ln)
 	}
 	refill := pl.refilled(fair, res)
+	pl.walkAlone = fair != nil && res.scanned == 0 && !res.walking
 	// More may be due when the window was full, or (kinds paused) a walk
 	// stopped at its cap, and the fetch got somewhere: took a job, or
 	// learned of a waiting key to skip next time. A capped walk that found

@@ -259,6 +259,7 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 			rows, err := pool.Query(ctx, st.Queue.FetchWalk, append(fetchOf("emails", p, n, nil, paused), walk, at, ids, []string{}, []string{}, []int32{})...)
 			pgtest.Must(t, err)
 			var seen []int64
+			positions := 0
 			for rows.Next() {
 				var id int64
 				var kind string
@@ -269,9 +270,12 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 				pgtest.Must(t, rows.Scan(&id, nil, &kind, nil, nil, nil, nil, &holds, &wait, nil, &runAt, nil, nil, &prio, nil, nil, nil, nil))
 				switch {
 				case kind == "" && wait == nil:
-					if holds {
+					positions++
+					switch {
+					case holds:
 						at[prio-1], ids[prio-1] = nil, nil
-					} else {
+					case id == 0: // the position stays
+					default:
 						a, i := runAt, id
 						at[prio-1], ids[prio-1] = &a, &i
 					}
@@ -282,6 +286,11 @@ func TestFetchCostDoesNotGrowWithPausedBacklog(t *testing.T) {
 				}
 			}
 			pgtest.Must(t, rows.Err())
+			if positions != 4 {
+				// One per priority level, always: the bench tells the
+				// statement's jobs from its rows by it.
+				t.Fatalf("partition %d: the walk returned %d position rows; want 4", p, positions)
+			}
 			got += len(seen)
 			if len(seen) > 0 {
 				// Completed, as the owner would.
@@ -319,4 +328,40 @@ func fetchOf(group string, part, n int, held []int64, paused []string) []any {
 		paused = []string{}
 	}
 	return []any{group, []int32{int32(part)}, []int32{int32(n)}, held, in, []string{}, []int32{}, paused}
+}
+
+// The walk returns one position row per priority level, always, also for a
+// level whose first walked row the window could not take (a full window of
+// a higher level's jobs): id 0, the position stays. The bench tells the
+// statement's jobs from its rows by it.
+func TestFetchWalkReturnsAPositionPerLevel(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	pool, _ := setup(t)
+	_, err := pool.Exec(ctx, `INSERT INTO leasehold.jobs (group_name, partition, key, kind, args, max_attempts, run_at, priority)
+		SELECT 'emails', 1, '', 'step', '{}', 25, clock_timestamp() - interval '1 hour', p FROM generate_series(1, 2) AS p`)
+	pgtest.Must(t, err)
+	st, err := store.For("")
+	pgtest.Must(t, err)
+	rows, err := pool.Query(ctx, st.Queue.FetchWalk, append(fetchOf("emails", 1, 1, nil, []string{"slow"}), 8,
+		make([]*time.Time, 4), make([]*int64, 4), []string{}, []string{}, []int32{})...)
+	pgtest.Must(t, err)
+	levels := map[int16]int64{}
+	jobs := 0
+	for rows.Next() {
+		var id int64
+		var kind string
+		var wait *int64
+		var prio int16
+		pgtest.Must(t, rows.Scan(&id, nil, &kind, nil, nil, nil, nil, nil, &wait, nil, nil, nil, nil, &prio, nil, nil, nil, nil))
+		if kind == "" && wait == nil {
+			levels[prio]++
+		} else {
+			jobs++
+		}
+	}
+	pgtest.Must(t, rows.Err())
+	if len(levels) != 4 || levels[1] != 1 || levels[2] != 1 || levels[3] != 1 || levels[4] != 1 || jobs != 1 {
+		t.Fatalf("position rows per level %v and %d jobs; want one row per level 1 to 4 and the one job the window takes", levels, jobs)
+	}
 }

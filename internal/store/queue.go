@@ -191,13 +191,14 @@ r AS MATERIALIZED (
 // key, through jobs_key: $13 are the keys to refill and $14 how many of
 // their next jobs to read (the key probe, as for a key of the window).
 //
-// Besides queueFetch's rows, it returns a position row per level (kind
+// Besides queueFetch's rows, it returns one position row per level (kind
 // empty, wait_us NULL, priority the level): holds false, id and run_at the
 // level's new resume position (the last walked row before the first
-// runnable one the window could not take); holds true when the level's
-// walk reached its end with nothing left behind, with the last row walked
-// (id 0: none walked). No position row: the position stays. scanned counts
-// the window's jobs, as in queueFetch.
+// runnable one the window could not take; id 0: that was the first row
+// walked, and the position stays); holds true when the level's walk
+// reached its end with nothing left behind, with the last row walked (id
+// 0: none walked). Always four (a reader counting rows can tell the jobs).
+// scanned counts the window's jobs, as in queueFetch.
 const queueFetchWalk = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
 ` + fetchAsked + `,
@@ -230,7 +231,9 @@ pos AS (
     SELECT coalesce(lv.id, 0), coalesce(lv.run_at, c.now), l.priority, true
     FROM c CROSS JOIN unnest('{1,2,3,4}'::smallint[]) AS l(priority) LEFT JOIN cut ON cut.priority = l.priority
     LEFT JOIN v AS lv ON lv.priority = l.priority AND lv.pos = cut.walked
-    WHERE cut.priority IS NULL OR cut.cut IS NULL AND cut.walked < $9),
+    WHERE cut.priority IS NULL OR cut.cut IS NULL AND cut.walked < $9
+    UNION ALL
+    SELECT 0, c.now, cut.priority, false FROM cut CROSS JOIN c WHERE cut.cut = 1),
 n AS MATERIALIZED (
     SELECT r.partition, (SELECT count(*) FROM w) AS scanned FROM r),
 k AS MATERIALIZED (
