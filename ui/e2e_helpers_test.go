@@ -468,12 +468,29 @@ func (tb *tab) jobIDs() []int64 {
 
 // wait polls the JavaScript expression cond until it is true, and fails
 // the test after e2eWait, with what.
+//
+// chromedp's Poll runs in the JavaScript context it knows for the page's
+// frame, which a navigation replaces: just after a navigation the context
+// it knows may be the previous document's, gone, and the poll fails with
+// "Cannot find context with specified id" (chromedp #890; seen once in CI
+// on the negative control of testXSS, which navigates to another origin).
+// An Evaluate takes the frame's current context; then the poll is tried
+// again, until the deadline.
 func (tb *tab) wait(what, cond string) {
 	tb.t.Helper()
-	_, err := chromedp.Run(tb.ctx, chromedp.Poll[chromedp.Void](cond,
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(e2eWait)))
-	if err != nil {
-		tb.t.Fatalf("waiting for %s (%s): %v", what, cond, err)
+	deadline := time.Now().Add(e2eWait)
+	for {
+		_, err := chromedp.Run(tb.ctx, chromedp.Poll[chromedp.Void](cond,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err != nil && strings.Contains(err.Error(), "Cannot find context with specified id") && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			_, _ = chromedp.Run(tb.ctx, chromedp.Evaluate[chromedp.Void]("1")) // takes the new context (or fails in the old one: tried again)
+			continue
+		}
+		if err != nil {
+			tb.t.Fatalf("waiting for %s (%s): %v", what, cond, err)
+		}
+		return
 	}
 }
 
