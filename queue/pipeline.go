@@ -222,11 +222,16 @@ func (pl *pipeline) wantsFetch() bool {
 
 // starved reports whether the pipeline has due jobs to fetch (woken, or
 // its last fetch saw more) but too little room for them, and outcomes of
-// its own waiting to be recorded, which would make room: in a backlog,
-// the completer then records them at once instead of after
-// CompleteInterval, so that the window never waits on it.
+// its own waiting to be recorded, which would make enough room for a fetch
+// (or nothing runs or waits for a slot): in a backlog, the completer then
+// records them at once instead of after CompleteInterval, so that the
+// window never waits on it. Outcomes that would not make enough room wait
+// for more: a window full of a few keys' jobs, run one at a time, would
+// otherwise record each outcome alone, a statement per job.
 func (pl *pipeline) starved() bool {
-	return (pl.poke || pl.more) && pl.unanswered > 0 && pl.room() < min(pl.p.cfg.BatchSize, (pl.window+1)/2)
+	need := min(pl.p.cfg.BatchSize, (pl.window+1)/2)
+	return (pl.poke || pl.more) && pl.unanswered > 0 && pl.room() < need &&
+		(pl.room()+pl.unanswered >= need || pl.running == 0 && len(pl.ready) == 0)
 }
 
 // later notes that a cooling job or a skipped key waits until t.

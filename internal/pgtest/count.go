@@ -10,8 +10,8 @@ import (
 )
 
 // Statements counts the statements sent on a pool, and on the pools
-// derived from it (they copy its tracer), by their text: a test counts the
-// statements of one kind a piece of work sends.
+// derived from it (they copy its tracer), by their text, alone or in a
+// batch: a test counts the statements of one kind a piece of work sends.
 type Statements struct {
 	mu sync.Mutex
 	n  map[string]int
@@ -36,6 +36,21 @@ func (s *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 
 // TraceQueryEnd does nothing.
 func (s *Statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart does nothing: the batch's statements are counted one by
+// one (TraceBatchQuery).
+func (s *Statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery counts a statement sent in a batch (pipelined), as
+// TraceQueryStart counts one sent alone.
+func (s *Statements) TraceBatchQuery(ctx context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.TraceQueryStart(ctx, c, pgx.TraceQueryStartData{SQL: d.SQL, Args: d.Args})
+}
+
+// TraceBatchEnd does nothing.
+func (s *Statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // Count returns how many of the statements sql were sent, in all.
 func (s *Statements) Count(sql ...string) int {
