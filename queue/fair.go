@@ -32,7 +32,7 @@ func (pl *pipeline) share() int { return max(pl.window/2, 1) }
 
 // holding is how many jobs of ln's key wait their turn or run (those whose
 // outcome is being recorded have had their turn: they do not count).
-func holding(ln *line) int { return len(ln.queue) + ln.running }
+func holding(ln *line) int { return len(ln.queue) + ln.active() }
 
 // fairTurns returns the fair part of the next fetch's ask (nil: no key is
 // full, and the fetch is the member's common one), for a fetch of n jobs:

@@ -36,8 +36,7 @@ const maxSkipKeys = 1000
 type line struct {
 	key        string
 	queue      []fetched // fetched jobs of the key waiting their turn, in id order
-	running    int       // the key's jobs ready or running
-	limits     []int     // their key limits, smallest first (advance)
+	limits     []int     // the key limits of the key's jobs ready or running, smallest first
 	started    int       // the key's jobs running (fair.go's weights)
 	weight     int       // the key's weight (ProcessorConfig.KeyWeight; 0: not asked yet)
 	unrecorded int       // outcomes of the key's jobs handed to the completer, not yet recorded
@@ -391,11 +390,12 @@ func (pl *pipeline) dispatch(f fetched) *line {
 func (pl *pipeline) advance(ln *line) {
 	for !ln.stalled && len(ln.queue) > 0 {
 		f := ln.queue[0]
-		limit := pl.p.keyLimit(f)
+		own := pl.p.keyLimit(f)
+		limit := own
 		if len(ln.limits) > 0 {
-			limit = min(limit, ln.limits[0]) // a job with limit 1 runs alone, whatever comes after it
+			limit = min(own, ln.limits[0]) // a job with limit 1 runs alone, whatever comes after it
 		}
-		if ln.running >= limit {
+		if ln.active() >= limit {
 			break
 		}
 		if h, ok := pl.p.cfg.Workers.handlers[f.kind]; ok && h.tx && limit == 1 && ln.unrecorded > 0 {
@@ -405,13 +405,13 @@ func (pl *pipeline) advance(ln *line) {
 			break
 		}
 		ln.queue = ln.queue[1:]
-		ln.enter(pl.p.keyLimit(f))
+		ln.enter(own)
 		pl.ready = append(pl.ready, f)
 	}
 	if pl.behind[ln.key] && !ln.stalled && holding(ln) <= pl.share()/2 {
 		pl.more = true // a full key ran low: read its next jobs (fair.go)
 	}
-	if len(ln.queue) == 0 && ln.running == 0 && ln.unrecorded == 0 {
+	if len(ln.queue) == 0 && ln.active() == 0 && ln.unrecorded == 0 {
 		delete(pl.lines, ln.key)
 		if ln.stalled {
 			pl.poke = true // its jobs wait in the database: fetch them again
@@ -419,16 +419,17 @@ func (pl *pipeline) advance(ln *line) {
 	}
 }
 
+// active is how many of the line's jobs are ready or running.
+func (ln *line) active() int { return len(ln.limits) }
+
 // enter counts a job of the line with key limit limit as ready or running.
 func (ln *line) enter(limit int) {
-	ln.running++
 	i, _ := slices.BinarySearch(ln.limits, limit)
 	ln.limits = slices.Insert(ln.limits, i, limit)
 }
 
 // leave counts out a job entered with limit.
 func (ln *line) leave(limit int) {
-	ln.running--
 	if i, ok := slices.BinarySearch(ln.limits, limit); ok {
 		ln.limits = slices.Delete(ln.limits, i, i+1)
 	}
@@ -442,7 +443,7 @@ func (pl *pipeline) stall(ln *line) {
 	}
 	pl.passed(ln.key)
 	ln.queue, ln.stalled = nil, true
-	if ln.running == 0 && ln.unrecorded == 0 {
+	if ln.active() == 0 && ln.unrecorded == 0 {
 		delete(pl.lines, ln.key)
 	}
 }
