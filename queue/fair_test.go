@@ -7,12 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/lease"
-	"github.com/leasehold/leasehold/partition"
 	"github.com/leasehold/leasehold/queue"
 )
 
@@ -79,7 +75,7 @@ func fairRun(t *testing.T, fair bool) []time.Duration {
 		_, err := c.EnqueueMany(ctx, jobs...)
 		pgtest.Must(t, err)
 	}
-	serve(t, pool, p)
+	serveWith(t, pool, "emails", 8, p, false)
 	time.Sleep(300 * time.Millisecond) // a's backlog is draining
 	for range 30 {
 		e, err := c.Enqueue(ctx, queue.Job{Group: "emails", Key: b, Args: tenantJob{Tenant: "b"}})
@@ -106,103 +102,4 @@ func fairRun(t *testing.T, fair bool) []time.Duration {
 		waits = append(waits, started[id].Sub(at))
 	}
 	return waits
-}
-
-// serve runs p on the partitions of group "emails" (8) as the one member
-// "w", until the test ends.
-func serve(t *testing.T, pool *pgxpool.Pool, p *queue.Processor) {
-	t.Helper()
-	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: "emails", Partitions: 8, ID: "w", Run: p.Run,
-		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second}})
-	pgtest.Must(t, err)
-	pgtest.Must(t, m.Start(pgtest.Context(t)))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		m.Stop(ctx)
-	})
-}
-
-// A fetch of one job at a time (BatchSize 1) still reads a full key's
-// next jobs: a key's backlog runs to its end. (The refill's share was
-// half the fetch, none of one job: the key was walked past for good.)
-func TestFairTurnsWithFetchesOfOneJob(t *testing.T) {
-	t.Parallel()
-	ctx := pgtest.Context(t)
-	pool, c := setup(t)
-	ws := queue.NewWorkers()
-	queue.Handle(ws, func(ctx context.Context, w *queue.Work[tenantJob]) error { return nil })
-	p, err := queue.NewProcessor(pgtest.Open(t, pool, leasehold.Config{Logger: quiet}), queue.ProcessorConfig{Workers: ws, BatchSize: 1,
-		PollInterval: 50 * time.Millisecond})
-	pgtest.Must(t, err)
-	jobs := make([]queue.Job, 400)
-	for i := range jobs {
-		jobs[i] = queue.Job{Group: "emails", Key: "one-key", Args: tenantJob{Tenant: "a"}}
-	}
-	_, err = c.EnqueueMany(ctx, jobs...)
-	pgtest.Must(t, err)
-	serve(t, pool, p)
-	pgtest.WaitNoPendingJobs(t, pool, 30*time.Second)
-}
-
-// A key whose next job is not due yet, found while the walk passes a full
-// key's backlog, has its later due jobs read by key once that job is due:
-// not left behind the walk's position until the walk starts again.
-func TestFairTurnsReadAWaitingKeysLaterJobs(t *testing.T) {
-	t.Parallel()
-	ctx := pgtest.Context(t)
-	pool, c := setup(t)
-	a := keysIn(0, 1, "tenant-a")[0]
-	b := keysIn(0, 1, "tenant-b")[0]
-	var mu sync.Mutex
-	var bStarts []time.Time
-	ws := queue.NewWorkers()
-	queue.Handle(ws, func(ctx context.Context, w *queue.Work[tenantJob]) error {
-		if w.Args.Tenant == "b" {
-			mu.Lock()
-			bStarts = append(bStarts, time.Now())
-			mu.Unlock()
-			return nil
-		}
-		time.Sleep(2 * time.Millisecond)
-		return nil
-	})
-	// PollInterval 500ms: the walk starts again from the beginning every
-	// 15 s (walkRenew polls).
-	p, err := queue.NewProcessor(pgtest.Open(t, pool, leasehold.Config{Logger: quiet}), queue.ProcessorConfig{Workers: ws,
-		PollInterval: 500 * time.Millisecond})
-	pgtest.Must(t, err)
-	for i := 0; i < 8000; i += 1000 {
-		jobs := make([]queue.Job, 1000)
-		for j := range jobs {
-			jobs[j] = queue.Job{Group: "emails", Key: a, Args: tenantJob{Tenant: "a"}}
-		}
-		_, err := c.EnqueueMany(ctx, jobs...)
-		pgtest.Must(t, err)
-	}
-	serve(t, pool, p)
-	time.Sleep(300 * time.Millisecond) // a's key is full, the walk passes its backlog
-	at := time.Now().Add(time.Second)
-	bJobs := []queue.Job{{Group: "emails", Key: b, Args: tenantJob{Tenant: "b"}, RunAt: at}}
-	for range 4 {
-		bJobs = append(bJobs, queue.Job{Group: "emails", Key: b, Args: tenantJob{Tenant: "b"}})
-	}
-	_, err = c.EnqueueMany(ctx, bJobs...)
-	pgtest.Must(t, err)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		mu.Lock()
-		n := len(bStarts)
-		mu.Unlock()
-		if n == len(bJobs) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of b's %d jobs started", n, len(bJobs))
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if last := bStarts[len(bStarts)-1].Sub(at); last > 3*time.Second {
-		t.Errorf("b's last job started %v after its first was due; want within 3s (not at the walk's restart)", last)
-	}
 }

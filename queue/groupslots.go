@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -72,20 +73,12 @@ func (st *slotState) init(p *Processor, cfg ProcessorConfig) {
 	}
 	st.db, st.lease, st.handoff = cfg.SlotDB, cfg.SlotLease, cfg.SlotHandoffTimeout
 	if st.handoff == 0 {
-		st.handoff = orDefault(cfg.SlotLease.TTL, lease.DefaultTTL)
+		st.handoff = cmp.Or(cfg.SlotLease.TTL, lease.DefaultTTL)
 	}
 	st.idle, st.turn, st.pollMin, st.pollMax = 100*time.Millisecond, 2*time.Second, 50*time.Millisecond, time.Second
 	st.log = func(msg string, args ...any) { p.fails.Fail("slots", msg, args...) }
 	st.groups = make(map[string]*slotGroups)
 	st.changed = make(chan struct{})
-}
-
-// orDefault returns d, or def when d is zero.
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // broadcastLocked wakes the waiters of slotsChanged, which take a slot

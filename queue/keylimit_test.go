@@ -401,7 +401,7 @@ func TestKeyLimitOfOneRunsAlone(t *testing.T) {
 	_, err = c.EnqueueMany(ctx, queue.Job{Group: "emails", Key: "k", Args: wide{}}, queue.Job{Group: "emails", Key: "k", Args: narrow{}},
 		queue.Job{Group: "emails", Key: "k", Args: wide{}}, queue.Job{Group: "emails", Key: "k", Args: wide{}})
 	pgtest.Must(t, err)
-	serve(t, pool, p)
+	serveWith(t, pool, "emails", 8, p, false)
 	pgtest.WaitNoPendingJobs(t, pool, 20*time.Second)
 	running := map[string]bool{}
 	most := 0

@@ -35,6 +35,14 @@ func groupMember(t *testing.T, pool *pgxpool.Pool, group string, partitions int,
 	t.Helper()
 	p, err := queue.NewProcessor(pgtest.DBOn(t, pool), cfg)
 	pgtest.Must(t, err)
+	return p, serveWith(t, pool, group, partitions, p, listen)
+}
+
+// serveWith starts a member of group with partitions partitions running
+// p, listening for notifications if listen; it is stopped when the test
+// ends.
+func serveWith(t *testing.T, pool *pgxpool.Pool, group string, partitions int, p *queue.Processor, listen bool) *partition.Member {
+	t.Helper()
 	m, err := partition.New(pgtest.DBOn(t, pool), partition.Config{Group: group, Partitions: partitions, Run: p.Run,
 		PollInterval: 100 * time.Millisecond, Lease: lease.Config{TTL: time.Second}})
 	pgtest.Must(t, err)
@@ -55,7 +63,7 @@ func groupMember(t *testing.T, pool *pgxpool.Pool, group string, partitions int,
 		<-done
 	})
 	t.Cleanup(stop)
-	return p, m
+	return m
 }
 
 // waitOwned waits until m owns all n partitions.

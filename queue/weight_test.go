@@ -88,7 +88,7 @@ func weightRun(t *testing.T, weighted bool) (heavy, light float64) {
 	}
 	_, err = c.EnqueueMany(ctx, jobs...)
 	pgtest.Must(t, err)
-	serve(t, pool, p)
+	serveWith(t, pool, "emails", 8, p, false)
 	pgtest.WaitNoPendingJobs(t, pool, 60*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
