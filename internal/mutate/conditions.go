@@ -135,8 +135,8 @@ var Conditions = []Condition{{
 }, {
 	Name:  "key limit: a job waits while its key's limit runs",
 	File:  "queue/pipeline.go",
-	From:  "\t\tif ln.running >= limit {\n",
-	To:    "\t\tif ln.running >= limit+1 {\n",
+	From:  "\t\tif ln.active() >= limit {\n",
+	To:    "\t\tif ln.active() >= limit+1 {\n",
 	Pkg:   "./queue/",
 	Tests: []string{"TestKeyConcurrencyHoldsAcrossHandoffs", "TestKeyLimitOfOneRunsAlone"},
 }, {
