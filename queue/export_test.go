@@ -80,3 +80,12 @@ func (s *SlotNode) Busy(stop <-chan struct{}) (runs int) {
 		}
 	}
 }
+
+// CalledAt returns when w's handler was called, as its key's rate limit
+// counts it (zero: its kind has no KeyRate).
+func CalledAt[T Args](w *Work[T]) time.Time {
+	if w.stamp == nil {
+		return time.Time{}
+	}
+	return w.stamp.time(time.Now())
+}

@@ -46,7 +46,11 @@ type effectLog struct {
 }
 
 func (h *effectLog) add(who, key string, begin bool) {
-	at := time.Now() // before the lock: a start's time is when the handler was called
+	h.addAt(who, key, begin, time.Now())
+}
+
+// addAt records an effect at at.
+func (h *effectLog) addAt(who, key string, begin bool, at time.Time) {
 	h.mu.Lock()
 	h.evs = append(h.evs, effect{key: key, begin: begin, at: at, who: who})
 	h.mu.Unlock()
@@ -100,7 +104,14 @@ func newLimitMember(t *testing.T, pool *pgxpool.Pool, id string, pol queue.Polic
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		lm.starts.add(id, w.Key, true)
+		// A start is when the handler was called, as the rate limit counts
+		// it (this line runs a scheduling delay later, which differs from
+		// start to start); without a rate, now.
+		at := queue.CalledAt(w)
+		if at.IsZero() {
+			at = time.Now()
+		}
+		lm.starts.addAt(id, w.Key, true, at)
 		lm.mu.Lock()
 		lm.ctxs[ctx] = true
 		lm.mu.Unlock()

@@ -166,7 +166,7 @@ func typed[T Args](w *Work[rawArgs]) (*Work[T], error) {
 		return nil, errDecode{err}
 	}
 	return &Work[T]{ID: w.ID, Group: w.Group, Partition: w.Partition, Key: w.Key, Attempt: w.Attempt,
-		MaxAttempts: w.MaxAttempts, CreatedAt: w.CreatedAt, Token: w.Token, Batch: w.Batch, Item: w.Item, Args: args}, nil
+		MaxAttempts: w.MaxAttempts, CreatedAt: w.CreatedAt, Token: w.Token, Batch: w.Batch, Item: w.Item, Args: args, stamp: w.stamp}, nil
 }
 
 // kindOf returns the kind of T; for a pointer type, of a new value, since
